@@ -1,0 +1,54 @@
+"""Errors ampconv raises. Each carries a one-line message a user can act on.
+
+The CLI maps the classes to exit codes in one place (``ampconv_cli.errors``):
+``UsageError`` and ``PolicyError`` -> 2, ``ValidationFailed`` -> 3, the rest -> 1.
+"""
+
+from __future__ import annotations
+
+
+class AmpconvError(Exception):
+    """Base class: something went wrong that the user can fix or must know about."""
+
+    exit_code = 1
+
+
+class UsageError(AmpconvError):
+    """Bad options or arguments (unknown level, output equal to input...)."""
+
+    exit_code = 2
+
+
+class PolicyError(UsageError):
+    """A mixlist/policy file is malformed or contradicts itself."""
+
+
+class ModelLoadError(AmpconvError):
+    """The input model cannot be read: missing, not ONNX, corrupt, bad external data."""
+
+
+class UnsupportedModelError(AmpconvError):
+    """The model uses something ampconv cannot convert safely (reported, not raised, when possible)."""
+
+
+class ConversionError(AmpconvError):
+    """The converted model failed a check (onnx.checker, onnxruntime load); nothing was written."""
+
+
+class OutputError(AmpconvError):
+    """The output cannot be written (folder missing or read-only, disk full, same as input)."""
+
+
+class RuntimeMissingError(AmpconvError):
+    """onnxruntime is needed (validation) but not installed."""
+
+    def __init__(self, what: str = "validation") -> None:
+        super().__init__(
+            f"{what} needs onnxruntime: pip install 'ampconv[cpu]' (or 'ampconv[gpu]' for onnxruntime-gpu)"
+        )
+
+
+class ValidationFailed(AmpconvError):
+    """The converted model drifts beyond tolerance (exit code 3)."""
+
+    exit_code = 3
