@@ -1,0 +1,244 @@
+"""``validate``: run reference and converted models on the same inputs and compare."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.errors import AmpconvError, UsageError
+from ampconv.validate import emulate as emulation
+from ampconv.validate import inputs as inputs_mod
+from ampconv.validate import localize, metrics, modelio, runners
+from ampconv.validate.options import ValidateOptions
+from ampconv.validate.result import Localization, OutputResult, ValidationResult
+
+CPU_NATIVE_NOTE = (
+    "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
+    "in float32, so fp16 overflow/rounding inside the model can go unseen; use --backend emulate"
+)
+RANDOM_NOTE = "inputs are random (seeded): a weak proxy for real data; pass --inputs for a stronger check"
+
+
+def validate(reference: str, converted: str, options: Optional[ValidateOptions] = None) -> ValidationResult:
+    """Compare ``converted`` with the float32 ``reference`` on the same inputs.
+
+    Never raises on drift (read ``result.passed``). Raises ``UsageError`` for
+    bad inputs or options, ``ModelLoadError`` for unreadable models,
+    ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
+    model cannot be run.
+    """
+    options = options or ValidateOptions()
+    reference, converted = os.fspath(reference), os.fspath(converted)
+    runners.import_runtime()
+    ref_model = modelio.load(reference)
+    conv_model = modelio.load(converted)
+    specs = modelio.declared_inputs(ref_model)
+    _check_same_interface(ref_model, conv_model, reference, converted)
+    found_dtype = modelio.low_dtype(conv_model)
+    dtype = found_dtype or "fp16"
+    rtol, atol, source = options.tolerances(dtype)
+    samples = _samples(options, specs, ref_model)
+    backend, provider = _pick_backend(options.backend)
+    notes = []
+    if samples.random:
+        notes.append(RANDOM_NOTE)
+    if found_dtype is None:
+        notes.append(f"{converted}: no float16/bfloat16 tensor found; compared with the fp16 tolerances")
+    if backend == "native" and provider == runners.CPU:
+        notes.append(CPU_NATIVE_NOTE)
+
+    timings = {}
+    with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
+        start = time.perf_counter()
+        conv_path = _prepare_converted(conv_model, converted, backend, tmp, "converted")
+        ref_runner = runners.make_session(reference, "reference model", runners.CPU, optimize=False)
+        conv_runner = runners.make_session(
+            conv_path, "converted model", provider, optimize=(backend == "native")
+        )
+        if conv_runner.provider != provider:
+            notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
+        provider = conv_runner.provider
+        timings["prepare_s"] = time.perf_counter() - start
+        out_names = ref_runner.output_names()
+        per_output = {name: [] for name in out_names}
+        errors = {}
+        total = len(samples.samples)
+        first_failed = None
+        for index, sample in enumerate(samples.samples):
+            ref_out = ref_runner.run(sample)
+            conv_out = conv_runner.run(sample, out_names)
+            for name in out_names:
+                if name in errors:
+                    continue
+                exact = not _is_float(ref_out[name])
+                try:
+                    m = metrics.compare(
+                        ref_out[name], conv_out[name], 0.0 if exact else rtol, 0.0 if exact else atol
+                    )
+                except ValueError as exc:
+                    errors[name] = f"sample {index}: {exc}"
+                    first_failed = index if first_failed is None else first_failed
+                    continue
+                per_output[name].append(m)
+                if not m.passed and first_failed is None:
+                    first_failed = index
+            if options.progress is not None:
+                options.progress(index + 1, total)
+        timings["reference_s"] = ref_runner.seconds
+        timings["converted_s"] = conv_runner.seconds
+
+        outputs = tuple(_output_result(name, ref_out, per_output[name], errors.get(name)) for name in out_names)
+        passed = all(o.passed for o in outputs)
+        located = None
+        if not passed and options.localize and first_failed is not None:
+            start = time.perf_counter()
+            located = _localize(
+                reference, converted, backend, provider, tmp, samples.samples[first_failed],
+                first_failed, rtol, atol, options.decisions,
+            )
+            timings["localize_s"] = time.perf_counter() - start
+
+    return ValidationResult(
+        reference=reference,
+        converted=converted,
+        passed=passed,
+        backend=backend,
+        provider=provider,
+        dtype=dtype,
+        rtol=rtol,
+        atol=atol,
+        tolerance_source=source,
+        random_inputs=samples.random,
+        input_sources=samples.sources,
+        outputs=outputs,
+        localization=located,
+        notes=tuple(notes),
+        timings=tuple(timings.items()),
+    )
+
+
+def _is_float(array) -> bool:
+    return np.asarray(array).dtype.kind == "f"
+
+
+def _output_result(name, last_ref, per_sample, error) -> OutputResult:
+    shape = tuple(np.asarray(last_ref[name]).shape)
+    exact = not _is_float(last_ref[name])
+    if error:
+        return OutputResult(name, shape, tuple(per_sample), None, False, exact, error)
+    worst = metrics.worst(per_sample)
+    return OutputResult(name, shape, tuple(per_sample), worst, worst.passed, exact)
+
+
+def _check_same_interface(ref_model, conv_model, reference, converted) -> None:
+    ref_in = [s.name for s in modelio.declared_inputs(ref_model)]
+    conv_in = [s.name for s in modelio.declared_inputs(conv_model)]
+    if sorted(ref_in) != sorted(conv_in):
+        raise UsageError(
+            f"{converted}: inputs {conv_in} differ from the reference's {ref_in} ({reference})"
+        )
+    ref_out = [v.name for v in ref_model.graph.outputs]
+    conv_out = [v.name for v in conv_model.graph.outputs]
+    missing = [n for n in ref_out if n not in conv_out]
+    if missing:
+        raise UsageError(f"{converted}: lacks the reference's outputs {missing} ({reference})")
+
+
+def _samples(options: ValidateOptions, specs, ref_model):
+    if options.inputs:
+        return inputs_mod.load_samples(options.inputs, specs)
+    return inputs_mod.random_samples(
+        specs, dict(options.shapes), options.samples, options.seed, inputs_mod.integer_bounds(ref_model)
+    )
+
+
+def _pick_backend(requested: str) -> tuple[str, str]:
+    cuda = runners.cuda_available()
+    if requested == "auto":
+        requested = "native" if cuda else "emulate"
+    if requested == "native":
+        return "native", runners.CUDA if cuda else runners.CPU
+    # Emulation is float32 compute: the CPU provider is exact enough and never uses TF32.
+    return "emulate", runners.CPU
+
+
+def ensure_types(model: ir.Model) -> None:
+    """Fill in missing tensor types with ONNX shape inference (non-strict; best effort)."""
+    if all(v.dtype is not None for v in modelio.iter_values(model)):
+        return
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    try:
+        ShapeInferencePass(strict_mode=False)(model)
+    except Exception:  # custom domains etc.: keep what we have
+        pass
+
+
+def _derive(model: ir.Model, source: str, backend: str) -> None:
+    if backend == "emulate":
+        ensure_types(model)
+        emulation.emulate(model)
+    else:
+        emulation.widen_bfloat16_io(model)
+
+
+def _prepare_converted(model: ir.Model, source: str, backend: str, tmp: str, stem: str) -> str:
+    """Path of the model the converted session runs: the emulated copy, a bf16-I/O wrapper, or the file itself."""
+    if backend == "native" and not _has_bf16_io(model):
+        return source
+    external = modelio.wants_external(model, source)
+    _derive(model, source, backend)
+    return modelio.save_derived(model, tmp, stem, external)
+
+
+def _has_bf16_io(model: ir.Model) -> bool:
+    values = list(model.graph.inputs) + list(model.graph.outputs)
+    return any(v.dtype == ir.DataType.BFLOAT16 for v in values)
+
+
+def _localize(reference, converted, backend, provider, tmp, sample, index, rtol, atol, decisions) -> Localization:
+    ref_model = modelio.load(reference)
+    conv_model = modelio.load(converted)  # as written: names and types the user sees
+    ensure_types(ref_model)
+    ensure_types(conv_model)
+    ref_floats = localize.float_node_outputs(ref_model)
+    conv_floats = localize.float_node_outputs(conv_model)
+    names = [n for n in conv_floats if n in ref_floats]
+    if backend == "native":
+        # numpy cannot receive bfloat16 tensors from onnxruntime.
+        names = [n for n in names if conv_floats[n] != ir.DataType.BFLOAT16]
+    if not names:
+        return Localization(backend=backend, sample=index, checked=0)
+
+    ref_copy = modelio.load(reference)
+    ensure_types(ref_copy)
+    external = modelio.wants_external(ref_copy, reference)
+    localize.expose(ref_copy, names)
+    ref_path = modelio.save_derived(ref_copy, tmp, "reference_localize", external)
+
+    conv_copy = modelio.load(converted)
+    external = modelio.wants_external(conv_copy, converted)
+    _derive(conv_copy, converted, backend)
+    localize.expose(conv_copy, names)
+    conv_path = modelio.save_derived(conv_copy, tmp, "converted_localize", external)
+
+    ref_runner = runners.make_session(ref_path, "reference model (localization copy)", runners.CPU, optimize=False)
+    conv_runner = runners.make_session(
+        conv_path, "converted model (localization copy)", provider, optimize=(backend == "native")
+    )
+    ref_names = set(ref_runner.output_names())
+    conv_names = set(conv_runner.output_names())
+    fetch = [n for n in names if n in ref_names and n in conv_names]
+    try:
+        ref_values = ref_runner.run(sample, fetch)
+        conv_values = conv_runner.run(sample, fetch)
+    except AmpconvError as exc:
+        raise AmpconvError(f"localization failed: {exc}") from None
+    return localize.first_divergence(
+        conv_model, fetch, ref_values, conv_values, rtol, atol, backend, index, decisions
+    )

@@ -1,0 +1,247 @@
+"""Derive from a converted model a float32 copy that rounds like the LOW type.
+
+ONNX Runtime's CPU provider computes most float16 ops in float32 and has no
+bfloat16 arithmetic, so running the converted model on a CPU hides overflow.
+The emulated copy computes every node in float32 and rounds each LOW tensor to
+its type with ``Cast(to=LOW) -> Cast(to=FLOAT)``, which the CPU provider does
+implement faithfully (round to nearest even, overflow to inf, underflow to 0).
+
+Rules, applied to the main graph and recursively to every If/Loop/Scan body:
+
+1. A LOW initializer is widened to float32 (exact), lazily, so big weights are
+   only converted while the copy is written.
+2. A LOW ``to``/``dtype`` attribute becomes FLOAT, and a LOW tensor attribute
+   (``Constant.value``, ``ConstantOfShape.value``) a float32 tensor; the
+   node's output then takes rule 4. An existing Cast to LOW thus becomes a
+   Cast to FLOAT followed by the round trip.
+3. A LOW graph input becomes FLOAT and is rounded by a round trip inserted at
+   the start of its graph (the harness feeds float32).
+4. A LOW node output becomes FLOAT and is rounded by a round trip inserted
+   right after its node. The rounded value takes the original name (so
+   localization matches tensors by name); the raw one is renamed.
+5. LOW sequence/optional types are retyped to FLOAT but cannot be rounded
+   (counted in ``EmulationStats.unrounded``).
+
+Graph optimizations must be off for the emulated session so nothing folds the
+round trips away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.validate.modelio import LOW_TYPES, graphs
+
+FLOAT = ir.DataType.FLOAT
+_DTYPE_ATTRS = ("to", "dtype")
+
+
+@dataclasses.dataclass
+class EmulationStats:
+    """What the emulation changed (for the report and for tests)."""
+
+    rounded: int = 0
+    widened_initializers: int = 0
+    retyped_attributes: int = 0
+    unrounded: int = 0
+
+
+def emulate(model: ir.Model) -> EmulationStats:
+    """Rewrite ``model`` in place into its float32 emulation (rules 1-5)."""
+    stats = EmulationStats()
+    names = _NameMaker(model)
+    replaced: dict[ir.Value, ir.Value] = {}
+    all_graphs = list(graphs(model))
+    for graph in all_graphs:
+        _widen_initializers(graph, stats)
+        _round_graph_inputs(graph, names, replaced, stats)
+        for node in list(graph):
+            _retype_attributes(node, stats)
+            for value in node.outputs:
+                _round_output(node, value, names, replaced, stats)
+    _redirect_graph_outputs(all_graphs, replaced)
+    return stats
+
+
+class _NameMaker:
+    """Fresh value/node names that collide with nothing in the model."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self._counter = itertools.count()
+        self._prefix = "__ampconv_emu"
+
+    def __call__(self, base: str | None, tag: str) -> str:
+        return f"{base or 'v'}{self._prefix}_{tag}_{next(self._counter)}"
+
+
+def _low_dtype_of(value: ir.Value):
+    return value.dtype if value.dtype in LOW_TYPES else None
+
+
+def _widen_initializers(graph: ir.Graph, stats: EmulationStats) -> None:
+    # Rule 1.
+    for value in graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None or tensor.dtype not in LOW_TYPES:
+            continue
+        value.const_value = _widened(tensor)
+        value.dtype = FLOAT
+        stats.widened_initializers += 1
+
+
+def _widened(tensor) -> ir.LazyTensor:
+    # Lazy: external weights are read and widened only while the copy is saved.
+    def widen():
+        return ir.tensor(np.asarray(tensor.numpy()).astype(np.float32), name=tensor.name)
+
+    return ir.LazyTensor(widen, dtype=FLOAT, shape=tensor.shape, name=tensor.name)
+
+
+def _retype_attributes(node: ir.Node, stats: EmulationStats) -> None:
+    # Rule 2.
+    for name, attr in list(node.attributes.items()):
+        if attr.type == ir.AttributeType.INT and name in _DTYPE_ATTRS:
+            if attr.value in LOW_TYPES:
+                node.attributes[name] = ir.AttrInt64(name, int(FLOAT))
+                stats.retyped_attributes += 1
+        elif attr.type == ir.AttributeType.TENSOR:
+            tensor = attr.as_tensor()
+            if tensor.dtype in LOW_TYPES:
+                array = np.asarray(tensor.numpy()).astype(np.float32)
+                node.attributes[name] = ir.AttrTensor(name, ir.tensor(array, name=tensor.name))
+                stats.retyped_attributes += 1
+
+
+def _round_trip(value: ir.Value, low: ir.DataType, names: _NameMaker):
+    """Cast(to=low) -> Cast(to=FLOAT) nodes consuming ``value``; returns (nodes, rounded)."""
+    down = ir.node("Cast", [value], {"to": int(low)}, name=names(value.name, "down"))
+    down.outputs[0].name = names(value.name, "low")
+    down.outputs[0].dtype = low
+    down.outputs[0].shape = value.shape
+    up = ir.node("Cast", [down.outputs[0]], {"to": int(FLOAT)}, name=names(value.name, "up"))
+    rounded = up.outputs[0]
+    rounded.dtype = FLOAT
+    rounded.shape = value.shape
+    return [down, up], rounded
+
+
+def _redirect_uses(value: ir.Value, rounded: ir.Value, skip: ir.Node) -> None:
+    # Every consumer (including nodes inside subgraphs) but the rounding Cast itself.
+    for use in list(value.uses()):
+        node, index = use[0], use[1]
+        if node is not skip:
+            node.replace_input_with(index, rounded)
+
+
+def _swap_names(value: ir.Value, rounded: ir.Value, names: _NameMaker) -> None:
+    original = value.name
+    value.name = names(original, "f32")
+    rounded.name = original
+
+
+def _round_graph_inputs(graph, names, replaced, stats) -> None:
+    # Rule 3.
+    for value in graph.inputs:
+        if value.is_initializer():
+            continue  # an initializer input was widened by rule 1 (exact)
+        low = _low_dtype_of(value)
+        if low is None:
+            if _retype_container(value):
+                stats.unrounded += 1
+            continue
+        value.dtype = FLOAT
+        nodes, rounded = _round_trip(value, low, names)
+        _redirect_uses(value, rounded, skip=nodes[0])
+        # Graph inputs keep their names: the harness feeds them by name.
+        rounded.name = names(value.name, "rounded")
+        if len(graph):
+            graph.insert_before(graph.node(0), nodes)
+        else:
+            graph.extend(nodes)
+        replaced[value] = rounded
+        stats.rounded += 1
+
+
+def _round_output(node, value, names, replaced, stats) -> None:
+    # Rule 4.
+    low = _low_dtype_of(value)
+    if low is None:
+        if _retype_container(value):
+            stats.unrounded += 1
+        return
+    value.dtype = FLOAT
+    nodes, rounded = _round_trip(value, low, names)
+    _redirect_uses(value, rounded, skip=nodes[0])
+    _swap_names(value, rounded, names)
+    node.graph.insert_after(node, nodes)
+    replaced[value] = rounded
+    stats.rounded += 1
+
+
+def _retype_container(value: ir.Value) -> bool:
+    # Rule 5: Sequence/Optional of a LOW tensor.
+    vtype = value.type
+    elem = getattr(vtype, "elem_type", None)
+    if elem is None or getattr(elem, "dtype", None) not in LOW_TYPES:
+        return False
+    new_elem = ir.TensorType(FLOAT)
+    value.type = type(vtype)(new_elem)
+    return True
+
+
+def _redirect_graph_outputs(all_graphs, replaced) -> None:
+    for graph in all_graphs:
+        for index, value in enumerate(graph.outputs):
+            if value in replaced:
+                graph.outputs[index] = replaced[value]
+
+
+def widen_bfloat16_io(model: ir.Model) -> int:
+    """Give the main graph float32 inputs/outputs where it declares bfloat16.
+
+    numpy cannot hand bfloat16 to or take it from onnxruntime, so the native
+    runner wraps such a model: ``Cast(to=BFLOAT16)`` after a float input (the
+    same rounding a caller would do) and ``Cast(to=FLOAT)`` before an output
+    (exact). Names are kept. Returns the number of wrapped inputs and outputs.
+    """
+    graph = model.graph
+    names = _NameMaker(model)
+    count = 0
+    for value in list(graph.inputs):
+        if value.dtype != ir.DataType.BFLOAT16 or value.is_initializer():
+            continue
+        original = value.name
+        value.name = names(original, "bf16")
+        fresh = ir.Value(name=original, type=ir.TensorType(FLOAT), shape=value.shape)
+        cast = ir.node("Cast", [fresh], {"to": int(ir.DataType.BFLOAT16)}, name=names(original, "in"))
+        index = list(graph.inputs).index(value)
+        graph.inputs[index] = fresh
+        # The old input value becomes the Cast's output.
+        cast_out = cast.outputs[0]
+        cast_out.dtype = ir.DataType.BFLOAT16
+        cast_out.shape = value.shape
+        for use in list(value.uses()):
+            use[0].replace_input_with(use[1], cast_out)
+        for i, out in enumerate(graph.outputs):
+            if out is value:
+                graph.outputs[i] = cast_out
+        cast_out.name = value.name
+        graph.insert_before(graph.node(0), [cast]) if len(graph) else graph.append(cast)
+        count += 1
+    for index, value in enumerate(list(graph.outputs)):
+        if value.dtype != ir.DataType.BFLOAT16:
+            continue
+        original = value.name
+        value.name = names(original, "bf16")
+        cast = ir.node("Cast", [value], {"to": int(FLOAT)}, name=names(original, "out"))
+        cast.outputs[0].name = original
+        cast.outputs[0].dtype = FLOAT
+        cast.outputs[0].shape = value.shape
+        graph.append(cast)
+        graph.outputs[index] = cast.outputs[0]
+        count += 1
+    return count

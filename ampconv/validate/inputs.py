@@ -1,0 +1,266 @@
+"""Input samples for validation: read from files, or drawn at random, then checked.
+
+Sources, in order of preference (docs/validation.md):
+
+1. ``FILE.npz``: one sample, arrays keyed by input name.
+2. A folder of ``.npz`` files: one sample each, in name order.
+3. ONNX test-data folders: a model folder holding ``test_data_set_*`` or one
+   ``test_data_set_N`` folder, with ``input_<i>.pb`` tensors.
+4. Nothing given: seeded random data from the declared types and shapes.
+
+Every sample is checked against the reference model's declared names, element
+kinds, ranks and fixed dimensions, with a ``UsageError`` naming the mismatch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+from typing import Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.errors import UsageError
+from ampconv.validate.modelio import InputSpec
+
+Sample = Mapping[str, np.ndarray]
+# Integer inputs are usually indices or token ids: keep random values small.
+MAX_RANDOM_INT = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    """Loaded samples, where they came from, and whether they are random."""
+
+    samples: Tuple[Sample, ...]
+    sources: Tuple[str, ...]
+    random: bool
+
+
+def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
+    """Read every sample from ``paths`` (files or folders, rules 1-3) and check it."""
+    samples, sources = [], []
+    for path in paths:
+        for source, sample in _read_path(path, specs):
+            check_sample(sample, specs, source)
+            samples.append(sample)
+            sources.append(source)
+    return Samples(tuple(samples), tuple(sources), random=False)
+
+
+def _read_path(path: str, specs: Sequence[InputSpec]):
+    if os.path.isfile(path):
+        if not path.endswith(".npz"):
+            raise UsageError(f"{path}: not an .npz file or a folder of inputs")
+        return [(path, _read_npz(path))]
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: no such inputs file or folder")
+    if _input_pbs(path):
+        return [(path, _read_test_set(path, specs))]
+    sets = sorted(glob.glob(os.path.join(path, "test_data_set_*")), key=_natural)
+    sets = [s for s in sets if os.path.isdir(s)]
+    if sets:
+        return [(s, _read_test_set(s, specs)) for s in sets]
+    npzs = sorted(glob.glob(os.path.join(path, "*.npz")), key=_natural)
+    if npzs:
+        return [(p, _read_npz(p)) for p in npzs]
+    raise UsageError(f"{path}: no .npz files or test_data_set_* folders inside")
+
+
+def _natural(text: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _read_npz(path: str) -> Sample:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: np.asarray(data[name]) for name in data.files}
+    except Exception as exc:
+        raise UsageError(f"{path}: cannot read as .npz: {exc}") from None
+
+
+def _input_pbs(folder: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(folder, "input_*.pb")), key=_natural)
+
+
+def _read_test_set(folder: str, specs: Sequence[InputSpec]) -> Sample:
+    import onnx
+    from onnx import numpy_helper
+
+    pbs = _input_pbs(folder)
+    if not pbs:
+        raise UsageError(f"{folder}: no input_*.pb files")
+    if len(pbs) > len(specs):
+        raise UsageError(f"{folder}: {len(pbs)} input files but the model declares {len(specs)} inputs")
+    sample = {}
+    for index, pb in enumerate(pbs):
+        tensor = onnx.TensorProto()
+        try:
+            with open(pb, "rb") as f:
+                tensor.ParseFromString(f.read())
+            array = numpy_helper.to_array(tensor)
+        except Exception as exc:
+            raise UsageError(f"{pb}: cannot read as an ONNX tensor: {exc}") from None
+        # Unnamed tensors follow the declared input order (the ONNX test-data convention).
+        sample[tensor.name or specs[index].name] = array
+    return sample
+
+
+def _kind(dtype: np.dtype) -> str:
+    if dtype.kind in "iu":
+        return "integer"
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return "float"
+    if dtype.kind == "b":
+        return "bool"
+    return dtype.name
+
+
+def check_sample(sample: Sample, specs: Sequence[InputSpec], source: str) -> None:
+    """Raise UsageError naming the first input whose name, kind, rank or dims mismatch."""
+    declared = {s.name: s for s in specs}
+    names = ", ".join(declared) or "none"
+    for name in sample:
+        if name not in declared:
+            raise UsageError(f"{source}: unknown input {name!r} (model inputs: {names})")
+    for spec in specs:
+        if spec.name not in sample:
+            raise UsageError(f"{source}: missing input {spec.name!r} (model inputs: {names})")
+        array = sample[spec.name]
+        want = _kind(spec.numpy_dtype)
+        got = _kind(array.dtype)
+        if want != got:
+            raise UsageError(
+                f"{source}: input {spec.name!r} has dtype {array.dtype}, the model declares {spec.dtype.name.lower()}"
+            )
+        if spec.dims is None:
+            continue
+        if array.ndim != len(spec.dims):
+            raise UsageError(
+                f"{source}: input {spec.name!r} has rank {array.ndim} (shape {list(array.shape)}), "
+                f"the model declares rank {len(spec.dims)} ({_dims_text(spec.dims)})"
+            )
+        for axis, (want_dim, got_dim) in enumerate(zip(spec.dims, array.shape)):
+            if isinstance(want_dim, int) and want_dim != got_dim:
+                raise UsageError(
+                    f"{source}: input {spec.name!r} has shape {list(array.shape)}, "
+                    f"the model declares {_dims_text(spec.dims)} (axis {axis})"
+                )
+
+
+def _dims_text(dims) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def resolve_shape(spec: InputSpec, shapes: Mapping[str, Tuple[int, ...]]) -> Tuple[int, ...]:
+    """Concrete shape of a random input: declared dims plus ``--shape`` bindings.
+
+    ``shapes[input_name]`` gives the whole shape; ``shapes[symbol]`` one dim.
+    """
+    if spec.name in shapes:
+        given = tuple(shapes[spec.name])
+        if spec.dims is not None:
+            if len(given) != len(spec.dims):
+                raise UsageError(
+                    f"--shape {spec.name}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
+                    f"({_dims_text(spec.dims)})"
+                )
+            for axis, (want, got) in enumerate(zip(spec.dims, given)):
+                if isinstance(want, int) and want != got:
+                    raise UsageError(
+                        f"--shape {spec.name}: axis {axis} is {got}, the model fixes it to {want}"
+                    )
+        return given
+    if spec.dims is None:
+        raise UsageError(
+            f"input {spec.name!r} has no declared shape: pass --shape {spec.name}:DIMxDIM..."
+        )
+    resolved = []
+    for axis, dim in enumerate(spec.dims):
+        if isinstance(dim, int):
+            resolved.append(dim)
+        elif isinstance(dim, str) and dim in shapes:
+            bound = tuple(shapes[dim])
+            if len(bound) != 1:
+                raise UsageError(f"--shape {dim}: a dimension symbol takes one value, got {len(bound)}")
+            resolved.append(bound[0])
+        else:
+            label = f" ({dim!r})" if dim else ""
+            hint = f" or --shape {dim}:N" if dim else ""
+            raise UsageError(
+                f"input {spec.name!r} dimension {axis}{label} is unknown: pass --shape "
+                f"{spec.name}:{'x'.join(str(d) if isinstance(d, int) else 'N' for d in spec.dims)}{hint}"
+            )
+    return tuple(resolved)
+
+
+def random_samples(
+    specs: Sequence[InputSpec],
+    shapes: Mapping[str, Tuple[int, ...]],
+    count: int,
+    seed: int,
+    int_bounds: Optional[Mapping[str, int]] = None,
+) -> Samples:
+    """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
+
+    ``int_bounds`` caps integer inputs (e.g. the size of the table a Gather
+    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``.
+    """
+    known = {s.name for s in specs}
+    symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
+    for name in shapes:
+        if name not in known and name not in symbols:
+            raise UsageError(
+                f"--shape {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
+            )
+    resolved = {s.name: resolve_shape(s, shapes) for s in specs}
+    rng = np.random.default_rng(seed)
+    bounds = dict(int_bounds or {})
+    samples = []
+    for _ in range(count):
+        sample = {}
+        for spec in specs:
+            sample[spec.name] = _random_array(spec, resolved[spec.name], rng, bounds.get(spec.name))
+        samples.append(sample)
+    return Samples(tuple(samples), tuple(f"random sample {i} (seed {seed})" for i in range(count)), random=True)
+
+
+def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: Optional[int]) -> np.ndarray:
+    dtype = spec.dtype
+    if dtype.is_floating_point():
+        return rng.standard_normal(shape, dtype=np.float32).astype(spec.numpy_dtype)
+    if dtype == ir.DataType.BOOL:
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.is_integer():
+        high = max(1, min(MAX_RANDOM_INT, bound or MAX_RANDOM_INT))
+        return rng.integers(0, high, size=shape).astype(spec.numpy_dtype)
+    raise UsageError(
+        f"cannot make random data for input {spec.name!r} of type {dtype.name.lower()}: pass --inputs"
+    )
+
+
+def integer_bounds(model: ir.Model) -> dict[str, int]:
+    """For integer graph inputs used as Gather indices into a constant table, the table size.
+
+    Random token ids then stay inside an embedding table of fewer than
+    ``MAX_RANDOM_INT`` rows instead of failing the run.
+    """
+    bounds: dict[str, int] = {}
+    for value in model.graph.inputs:
+        if value.dtype is None or not value.dtype.is_integer():
+            continue
+        for node, index in value.uses():
+            if node.op_type != "Gather" or index != 1 or node.domain not in ("", "ai.onnx"):
+                continue
+            data = node.inputs[0]
+            if data is None or data.shape is None:
+                continue
+            axis_attr = node.attributes.get("axis")
+            axis = axis_attr.as_int() if axis_attr is not None else 0
+            dim = data.shape[axis] if -len(data.shape) <= axis < len(data.shape) else None
+            if isinstance(dim, int) and dim > 0:
+                bounds[value.name] = min(bounds.get(value.name, dim), dim)
+    return bounds

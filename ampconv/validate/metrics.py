@@ -1,0 +1,192 @@
+"""Per-output comparison metrics and the pass rule (pure numpy, no onnxruntime).
+
+The pass rule, stated once and used everywhere (metrics, localization, the
+"tolerance that would have passed"):
+
+1. An element is *close* when ``|conv - ref| <= atol + rtol * |ref|`` (numpy's
+   ``isclose`` rule with the float32 reference as ``b``), or when both are
+   equal (so equal infinities are close), or when both are NaN.
+2. An element is a *new non-finite* when the converted value is NaN/Inf and the
+   reference value at that place is finite. Those always fail.
+3. A tensor passes when every element is close (1); 2 is a subset of "not close".
+
+Error statistics (max/mean abs, RMSE, max rel, cosine) are computed over the
+elements where both values are finite, so one inf does not hide the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Metrics:
+    """Drift of one output on one sample (or the worst over samples).
+
+    ``needed_atol`` is the smallest atol that passes at the given rtol and
+    ``needed_rtol`` the smallest rtol that passes at the given atol; None when
+    no tolerance can pass (a new NaN/Inf, or an error where the reference is 0
+    for ``needed_rtol``).
+    """
+
+    max_abs: float
+    max_rel: float
+    mean_abs: float
+    rmse: float
+    cosine: float
+    new_nonfinite: int
+    mismatched: int
+    size: int
+    top1: Optional[float]
+    needed_atol: Optional[float]
+    needed_rtol: Optional[float]
+    passed: bool
+
+    def to_dict(self) -> dict:
+        """JSON-able dict; non-finite floats become strings ("inf", "nan")."""
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def close_mask(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """Elementwise pass rule (cases 1 and 2 of the module docstring)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    conv = np.asarray(conv, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        within = np.abs(conv - ref) <= atol + rtol * np.abs(ref)
+    return within | (conv == ref) | (np.isnan(conv) & np.isnan(ref))
+
+
+def new_nonfinite_mask(ref: np.ndarray, conv: np.ndarray) -> np.ndarray:
+    """Where the converted value is NaN/Inf and the reference is finite (case 2)."""
+    return ~np.isfinite(conv) & np.isfinite(ref)
+
+
+def compare(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Metrics:
+    """Compare one converted output with its float32 reference.
+
+    Raises ValueError when the shapes differ (the caller turns it into a
+    failure message naming the output).
+    """
+    ref = np.asarray(ref)
+    conv = np.asarray(conv)
+    if ref.shape != conv.shape:
+        raise ValueError(f"shape {conv.shape} differs from the reference shape {ref.shape}")
+    top1 = top1_agreement(ref, conv)
+    ref = ref.astype(np.float64, copy=False)
+    conv = conv.astype(np.float64, copy=False)
+    close = close_mask(ref, conv, rtol, atol)
+    new_bad = int(np.count_nonzero(new_nonfinite_mask(ref, conv)))
+    finite = np.isfinite(ref) & np.isfinite(conv)
+    # Non-finite elements that do not match (inf vs finite, inf vs nan) make
+    # every tolerance fail; matching ones (same inf, nan/nan) need none.
+    unfixable = bool(np.any(~close & ~finite))
+    r, c = ref[finite], conv[finite]
+    diff = np.abs(c - r)
+    absref = np.abs(r)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    mean_abs = float(diff.mean()) if diff.size else 0.0
+    rmse = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
+    max_rel = _max_rel(diff, absref)
+    return Metrics(
+        max_abs=max_abs,
+        max_rel=max_rel,
+        mean_abs=mean_abs,
+        rmse=rmse,
+        cosine=cosine_similarity(r, c),
+        new_nonfinite=new_bad,
+        mismatched=int(close.size - np.count_nonzero(close)),
+        size=int(close.size),
+        top1=top1,
+        needed_atol=None if unfixable else _needed_atol(diff, absref, rtol),
+        needed_rtol=None if unfixable else _needed_rtol(diff, absref, atol),
+        passed=bool(close.all()),
+    )
+
+
+def _max_rel(diff: np.ndarray, absref: np.ndarray) -> float:
+    # |a-b| / |ref|; an error where the reference is exactly 0 is infinitely relative.
+    if not diff.size:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(diff == 0, 0.0, diff / absref)
+    return float(rel.max())
+
+
+def _needed_atol(diff: np.ndarray, absref: np.ndarray, rtol: float) -> float:
+    if not diff.size:
+        return 0.0
+    return float(max(0.0, (diff - rtol * absref).max()))
+
+
+def _needed_rtol(diff: np.ndarray, absref: np.ndarray, atol: float) -> Optional[float]:
+    over = diff > atol
+    if not np.any(over):
+        return 0.0
+    if np.any(absref[over] == 0):
+        return None
+    return float(((diff[over] - atol) / absref[over]).max())
+
+
+def cosine_similarity(ref: np.ndarray, conv: np.ndarray) -> float:
+    """Cosine of the angle between the flattened tensors (1.0 when both are zero)."""
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    conv = np.asarray(conv, dtype=np.float64).ravel()
+    nr, nc = float(np.linalg.norm(ref)), float(np.linalg.norm(conv))
+    if nr == 0.0 and nc == 0.0:
+        return 1.0
+    if nr == 0.0 or nc == 0.0:
+        return 0.0
+    return float(np.clip(np.dot(ref, conv) / (nr * nc), -1.0, 1.0))
+
+
+def is_class_like(array: np.ndarray) -> bool:
+    """Float output of rank >= 2 whose last axis has at least 2 entries (logits-like)."""
+    array = np.asarray(array)
+    return array.dtype.kind == "f" and array.ndim >= 2 and array.shape[-1] >= 2 and array.size > 0
+
+
+def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> Optional[float]:
+    """Fraction of rows whose argmax over the last axis agrees; None if not class-like."""
+    ref = np.asarray(ref)
+    conv = np.asarray(conv)
+    if not (is_class_like(ref) and ref.shape == conv.shape):
+        return None
+    a = np.argmax(ref.astype(np.float32), axis=-1)
+    b = np.argmax(conv.astype(np.float32), axis=-1)
+    return float(np.mean(a == b))
+
+
+def worst(per_sample: list[Metrics]) -> Metrics:
+    """Combine per-sample metrics of one output into the worst case over samples."""
+    if len(per_sample) == 1:
+        return per_sample[0]
+
+    def _max_or_none(values):
+        return None if any(v is None for v in values) else max(values)
+
+    tops = [m.top1 for m in per_sample if m.top1 is not None]
+    total = sum(m.size for m in per_sample)
+    return Metrics(
+        max_abs=max(m.max_abs for m in per_sample),
+        max_rel=max(m.max_rel for m in per_sample),
+        mean_abs=sum(m.mean_abs * m.size for m in per_sample) / total if total else 0.0,
+        rmse=math.sqrt(sum(m.rmse**2 * m.size for m in per_sample) / total) if total else 0.0,
+        cosine=min(m.cosine for m in per_sample),
+        new_nonfinite=sum(m.new_nonfinite for m in per_sample),
+        mismatched=sum(m.mismatched for m in per_sample),
+        size=total,
+        top1=min(tops) if tops else None,
+        needed_atol=_max_or_none([m.needed_atol for m in per_sample]),
+        needed_rtol=_max_or_none([m.needed_rtol for m in per_sample]),
+        passed=all(m.passed for m in per_sample),
+    )

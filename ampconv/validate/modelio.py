@@ -1,0 +1,155 @@
+"""Read models for validation and write the derived copies validation runs.
+
+Sessions are always built from paths: a derived model is saved into a
+temporary folder, with external data when the source had it or when the
+float32 copy could approach the 2 GB protobuf limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional, Tuple, Union
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.errors import ModelLoadError
+
+LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
+# Above this estimated size a derived copy is saved with external data; well
+# under 2 GiB because widening fp16 weights to float32 doubles them.
+EXTERNAL_THRESHOLD_BYTES = int(1.5 * 1024**3)
+
+Dim = Union[int, str, None]
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """A declared graph input: name, element type and dims (int, symbol or None)."""
+
+    name: str
+    dtype: ir.DataType
+    dims: Optional[Tuple[Dim, ...]]
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype of the element type (ml_dtypes for bfloat16)."""
+        return self.dtype.numpy()
+
+
+def load(path: str) -> ir.Model:
+    """Load a model with onnx-ir (external data stays on disk until read)."""
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"{path}: no such model file")
+    try:
+        return ir.load(path)
+    except Exception as exc:  # protobuf and onnx-ir raise many types here
+        raise ModelLoadError(f"{path}: cannot read as ONNX: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def declared_inputs(model: ir.Model) -> list[InputSpec]:
+    """Graph inputs that need feeding (inputs that are initializers are skipped)."""
+    specs = []
+    for value in model.graph.inputs:
+        if value.is_initializer():
+            continue
+        dims = None
+        if value.shape is not None:
+            dims = tuple(_dim(d) for d in value.shape)
+        dtype = value.dtype if value.dtype is not None else ir.DataType.UNDEFINED
+        specs.append(InputSpec(value.name, dtype, dims))
+    return specs
+
+
+def _dim(d) -> Dim:
+    if isinstance(d, int):
+        return d
+    return d.value if getattr(d, "value", None) else None
+
+
+def iter_values(model: ir.Model):
+    """Every value of every graph (subgraphs included): inputs, initializers, node outputs."""
+    for graph in _graphs(model.graph):
+        yield from graph.inputs
+        yield from graph.initializers.values()
+        for node in graph:
+            yield from node.outputs
+
+
+def _graphs(graph: ir.Graph):
+    yield graph
+    for node in graph:
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                yield from _graphs(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for sub in attr.as_graphs():
+                    yield from _graphs(sub)
+
+
+def graphs(model: ir.Model):
+    """The main graph and every subgraph, outer before inner."""
+    return _graphs(model.graph)
+
+
+def low_dtype(model: ir.Model) -> Optional[str]:
+    """"bf16" if any tensor or cast target is bfloat16, else "fp16" if any is float16, else None."""
+    found = set()
+    for value in iter_values(model):
+        if value.dtype in LOW_TYPES:
+            found.add(LOW_TYPES[value.dtype])
+    for graph in graphs(model):
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype"):
+                    if attr.value in (int(t) for t in LOW_TYPES):
+                        found.add(LOW_TYPES[ir.DataType(attr.value)])
+    if "bf16" in found:
+        return "bf16"
+    return "fp16" if "fp16" in found else None
+
+
+def has_external_data(model: ir.Model) -> bool:
+    """True when any initializer still lives in an external file."""
+    for graph in graphs(model):
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                return True
+    return False
+
+
+def estimated_float32_bytes(model: ir.Model) -> int:
+    """Upper bound of the derived copy's weights once LOW tensors are widened."""
+    total = 0
+    for graph in graphs(model):
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if tensor is None:
+                continue
+            n = tensor.nbytes
+            total += 2 * n if tensor.dtype in LOW_TYPES else n
+    return total
+
+
+def save_derived(model: ir.Model, folder: str, stem: str, external: bool) -> str:
+    """Save a derived model into ``folder`` and return its path."""
+    path = os.path.join(folder, f"{stem}.onnx")
+    if external:
+        ir.save(model, path, external_data=f"{stem}.data")
+    else:
+        ir.save(model, path)
+    return path
+
+
+def wants_external(model: ir.Model, source_path: str) -> bool:
+    """Whether a derived copy of ``model`` (loaded from ``source_path``) needs external data."""
+    if has_external_data(model):
+        return True
+    size = max(os.path.getsize(source_path), estimated_float32_bytes(model))
+    return size > EXTERNAL_THRESHOLD_BYTES

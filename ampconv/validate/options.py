@@ -1,0 +1,104 @@
+"""What a validation run is asked to do (one immutable value) and default tolerances."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping, Optional, Tuple
+
+from ampconv.errors import UsageError
+
+BACKENDS = ("auto", "native", "emulate")
+
+# Default (rtol, atol) per LOW type; docs/validation.md gives the rationale.
+# fp16 keeps 11 significant bits (unit roundoff 2^-11 ~ 4.9e-4), bf16 keeps 8
+# (2^-8 ~ 3.9e-3); after a few dozen roundings and accumulations an O2 network
+# typically drifts ~10-20x the unit roundoff, relative to its activations.
+DEFAULT_TOLERANCES: Mapping[str, Tuple[float, float]] = {
+    "fp16": (1e-2, 1e-2),
+    "bf16": (5e-2, 5e-2),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidateOptions:
+    """Everything that decides a validation run.
+
+    Attributes:
+        inputs: ``.npz`` files, folders of ``.npz``, or ONNX test-data folders
+            (a model folder holding ``test_data_set_*`` or one such set). Empty:
+            seeded random inputs from the declared input types.
+        rtol, atol: tolerances; None picks ``DEFAULT_TOLERANCES`` for the LOW
+            type found in the converted model (bf16 if any bfloat16 tensor).
+        backend: ``auto`` (native when onnxruntime has CUDA, else emulate),
+            ``native`` (run the converted model as is) or ``emulate`` (float32
+            compute rounded to the LOW type after every LOW tensor).
+        samples, seed: how many random samples to draw, and the seed.
+        shapes: ``(name, dims)`` pairs fixing symbolic dimensions for random
+            inputs; ``name`` is an input name (whole shape) or a dimension
+            symbol (one value).
+        localize: on failure, name the first node whose output drifts.
+        decisions: optional ``node_name -> {"precision", "rule"}`` from the
+            converter, used to explain the localized node.
+        show_progress: a hint for front ends (the library never draws); the
+            CLI draws a progress bar through ``progress`` when this is set.
+        progress: optional ``callback(done, total)`` called after each sample.
+    """
+
+    inputs: Tuple[str, ...] = ()
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+    backend: str = "auto"
+    samples: int = 1
+    seed: int = 0
+    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    localize: bool = False
+    decisions: Optional[Mapping[str, Mapping[str, str]]] = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+    show_progress: bool = False
+    progress: Optional[Callable[[int, int], None]] = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UsageError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if self.samples < 1:
+            raise UsageError(f"samples must be at least 1, got {self.samples}")
+        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
+            if value is not None and not value >= 0:
+                raise UsageError(f"{label} must be a number >= 0, got {value}")
+        if isinstance(self.inputs, str):
+            object.__setattr__(self, "inputs", (self.inputs,))
+        if isinstance(self.shapes, Mapping):
+            object.__setattr__(self, "shapes", tuple((k, tuple(v)) for k, v in self.shapes.items()))
+        for name, dims in self.shapes:
+            if not dims or any(int(d) < 0 for d in dims):
+                raise UsageError(f"bad shape for {name!r}: {dims}")
+
+    def tolerances(self, dtype: str) -> Tuple[float, float, str]:
+        """(rtol, atol, where they came from) for the detected LOW type."""
+        d_rtol, d_atol = DEFAULT_TOLERANCES[dtype]
+        rtol = d_rtol if self.rtol is None else self.rtol
+        atol = d_atol if self.atol is None else self.atol
+        if self.rtol is None and self.atol is None:
+            source = f"default for {dtype}"
+        elif self.rtol is not None and self.atol is not None:
+            source = "given"
+        else:
+            source = f"given, rest default for {dtype}"
+        return rtol, atol, source
+
+
+def parse_shape(text: str) -> Tuple[str, Tuple[int, ...]]:
+    """Parse ``NAME:1x3x224x224`` (or ``SYMBOL:8``) into ``(name, dims)``."""
+    name, sep, dims = text.rpartition(":")
+    if not sep or not name or not dims:
+        raise UsageError(f"bad shape {text!r}: expected NAME:DIMxDIM..., e.g. input:1x3x224x224")
+    try:
+        values = tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"bad shape {text!r}: dimensions must be integers separated by 'x'") from None
+    if any(v < 0 for v in values):
+        raise UsageError(f"bad shape {text!r}: dimensions must be >= 0")
+    return name, values

@@ -1,0 +1,141 @@
+"""Validation results as data: what ran, on what inputs, and how far it drifted."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Tuple
+
+from ampconv.validate.metrics import Metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputResult:
+    """One model output across all samples (``worst`` combines ``per_sample``)."""
+
+    name: str
+    shape: Tuple[int, ...]
+    per_sample: Tuple[Metrics, ...]
+    worst: Optional[Metrics]
+    passed: bool
+    exact: bool = False
+    error: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        """JSON-able dict."""
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "passed": self.passed,
+            "exact": self.exact,
+            "error": self.error,
+            "worst": self.worst.to_dict() if self.worst else None,
+            "per_sample": [m.to_dict() for m in self.per_sample],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Localization:
+    """Where drift starts: the first node (topological order) whose output fails.
+
+    ``node`` is None when no exposed intermediate tensor failed (the drift
+    starts at the outputs themselves or inside a subgraph).
+    """
+
+    backend: str
+    sample: int
+    checked: int
+    node: Optional[str] = None
+    op_type: Optional[str] = None
+    output: Optional[str] = None
+    reason: Optional[str] = None
+    max_abs: Optional[float] = None
+    max_rel: Optional[float] = None
+    new_nonfinite: int = 0
+    precision: Optional[str] = None
+    rule: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        """JSON-able dict."""
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationResult:
+    """Outcome of ``validate``: every figure was produced by ``backend`` on ``provider``."""
+
+    reference: str
+    converted: str
+    passed: bool
+    backend: str
+    provider: str
+    dtype: str
+    rtol: float
+    atol: float
+    tolerance_source: str
+    random_inputs: bool
+    input_sources: Tuple[str, ...]
+    outputs: Tuple[OutputResult, ...]
+    localization: Optional[Localization] = None
+    notes: Tuple[str, ...] = ()
+    timings: Tuple[Tuple[str, float], ...] = ()
+
+    @property
+    def samples(self) -> int:
+        """Number of samples compared."""
+        return len(self.input_sources)
+
+    @property
+    def backend_label(self) -> str:
+        """``emulate (fp16 rounding, CPUExecutionProvider)`` or ``native (CUDAExecutionProvider)``."""
+        if self.backend == "emulate":
+            return f"emulate ({self.dtype} rounding, {self.provider})"
+        return f"native ({self.provider})"
+
+    @property
+    def failed_outputs(self) -> Tuple[OutputResult, ...]:
+        """The outputs over tolerance."""
+        return tuple(o for o in self.outputs if not o.passed)
+
+    def needed_tolerance(self) -> Tuple[Optional[float], Optional[float]]:
+        """(smallest atol at this rtol, smallest rtol at this atol) passing every output."""
+        atols, rtols = [], []
+        for out in self.outputs:
+            if out.error or out.worst is None:
+                return None, None
+            atols.append(out.worst.needed_atol)
+            rtols.append(out.worst.needed_rtol)
+        atol = None if any(a is None for a in atols) else max(atols, default=0.0)
+        rtol = None if any(r is None for r in rtols) else max(rtols, default=0.0)
+        return atol, rtol
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (the ``validation`` section of a report)."""
+        need_atol, need_rtol = self.needed_tolerance()
+        return {
+            "passed": self.passed,
+            "reference": self.reference,
+            "converted": self.converted,
+            "backend": self.backend,
+            "provider": self.provider,
+            "backend_label": self.backend_label,
+            "dtype": self.dtype,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "tolerance_source": self.tolerance_source,
+            "needed_atol": _jsonable(need_atol),
+            "needed_rtol": _jsonable(need_rtol),
+            "random_inputs": self.random_inputs,
+            "samples": self.samples,
+            "input_sources": list(self.input_sources),
+            "outputs": [o.to_dict() for o in self.outputs],
+            "localization": self.localization.to_dict() if self.localization else None,
+            "notes": list(self.notes),
+            "timings": {k: round(v, 6) for k, v in self.timings},
+        }
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value

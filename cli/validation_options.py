@@ -1,0 +1,156 @@
+"""Validation options shared by ``ampconv validate`` and ``ampconv convert --validate``.
+
+- ``validation_options``: decorator adding the option group (``--inputs``,
+  ``--rtol``, ``--atol``, ``--backend``, ``--samples``, ``--seed``,
+  ``--shape``, ``--localize``). Their parameter names are ``VALIDATION_PARAMS``.
+- ``options_from_cli``: those parameters -> ``ValidateOptions``.
+- ``run_and_render``: validate, print the result, merge it into a report, and
+  return the exit code (0 within tolerance, 3 over). ``AmpconvError``
+  propagates so the caller maps it to its exit code in one place.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, Mapping, Optional, Sequence
+
+import click
+
+from ampconv.errors import UsageError
+from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.validate.render import render
+from ampconv.validate.reportfile import merge_into_report
+
+VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "localize")
+FORMATS = ("text", "json", "markdown")
+EXIT_OK = 0
+EXIT_DRIFT = 3
+
+
+def _parse_shapes(ctx, param, values):
+    parsed = []
+    for text in values:
+        try:
+            parsed.append(parse_shape(text))
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return tuple(parsed)
+
+
+def validation_options(func: Callable) -> Callable:
+    """Add the validation option group to a click command (applied bottom-up)."""
+    decorators = [
+        click.option(
+            "--inputs", "inputs", multiple=True, metavar="PATH",
+            help="Input sample(s): FILE.npz, a folder of .npz, or ONNX test-data folder(s) "
+            "(test_data_set_*/input_*.pb). Repeatable. Default: seeded random data.",
+        ),
+        click.option("--rtol", type=click.FloatRange(min=0), default=None,
+                     help="Relative tolerance (|conv-ref| <= atol + rtol*|ref|). Default: per dtype."),
+        click.option("--atol", type=click.FloatRange(min=0), default=None,
+                     help="Absolute tolerance. Default: per dtype (fp16 1e-2, bf16 5e-2)."),
+        click.option(
+            "--backend", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
+            help="native: run the converted model as is (CUDA if available); emulate: float32 compute "
+            "rounded to fp16/bf16 after every LOW tensor (faithful on a CPU); auto: native on CUDA, else emulate.",
+        ),
+        click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Number of random samples (without --inputs)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs."),
+        click.option(
+            "--shape", "shapes", multiple=True, metavar="NAME:DIMS", callback=_parse_shapes,
+            help="Shape of a random input (x:1x3x224x224) or value of a dimension symbol (batch:1). Repeatable.",
+        ),
+        click.option("--localize/--no-localize", default=False, show_default=True,
+                     help="On failure, name the first node whose output drifts."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def options_from_cli(
+    *,
+    inputs: Sequence[str] = (),
+    rtol: Optional[float] = None,
+    atol: Optional[float] = None,
+    backend: str = "auto",
+    samples: int = 1,
+    seed: int = 0,
+    shapes: Sequence = (),
+    localize: bool = False,
+    decisions: Optional[Mapping] = None,
+    show_progress: bool = False,
+) -> ValidateOptions:
+    """Build ``ValidateOptions`` from the option group's parameters (``VALIDATION_PARAMS``).
+
+    ``decisions`` (node name -> precision/rule) lets ``convert --validate``
+    explain a localized node; ``show_progress`` asks ``run_and_render`` for a
+    progress bar.
+    """
+    return ValidateOptions(
+        inputs=tuple(inputs),
+        rtol=rtol,
+        atol=atol,
+        backend=backend,
+        samples=samples,
+        seed=seed,
+        shapes=tuple((name, tuple(dims)) for name, dims in shapes),
+        localize=localize,
+        decisions=decisions,
+        show_progress=show_progress,
+    )
+
+
+def run_and_render(
+    reference: str,
+    converted: str,
+    options: ValidateOptions,
+    fmt: str = "text",
+    report_path: Optional[str] = None,
+    console=None,
+) -> int:
+    """Validate, print the result in ``fmt``, merge it into ``report_path``; return 0 or 3.
+
+    ``console`` is a rich Console for the result (stdout when None). A
+    progress bar goes to stderr when ``options.show_progress`` is set, stderr
+    is a terminal and more than one sample runs.
+    """
+    import dataclasses
+
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    bar = _progress_bar() if options.show_progress and sys.stderr.isatty() else None
+    if bar is not None:
+        task = bar.add_task("validating", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        options = dataclasses.replace(options, progress=progress)
+        with bar:
+            result = validate(reference, converted, options)
+    else:
+        result = validate(reference, converted, options)
+    text = render(result, fmt)
+    if console is None:
+        click.echo(text, nl=False)
+    else:
+        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    if report_path:
+        merge_into_report(report_path, result.to_dict())
+    return EXIT_OK if result.passed else EXIT_DRIFT
+
+
+def _progress_bar():
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )

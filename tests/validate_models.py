@@ -1,0 +1,184 @@
+"""Tiny hand-built models for the validation tests (float32 references and LOW twins).
+
+Each builder writes ``<name>.onnx`` into a folder and returns its path. The
+LOW twins are built by hand the way the converter writes them: float32 graph
+inputs/outputs, a Cast to LOW at the boundary, LOW initializers.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+IR_VERSION = 9  # onnxruntime 1.31 reads IR <= 13; onnx 1.23 would write 14
+OPSET = 17
+LOW = {"fp16": T.FLOAT16, "bf16": T.BFLOAT16}
+
+
+def _save(model: onnx.ModelProto, folder, name: str) -> str:
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    path = os.path.join(os.fspath(folder), f"{name}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def _model(nodes, inputs, outputs, initializers=(), name="g"):
+    graph = h.make_graph(nodes, name, inputs, outputs, initializer=list(initializers))
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", OPSET)])
+
+
+def _const(name, value, elem):
+    array = np.asarray(value, dtype=np.float32)
+    if elem == T.FLOAT:
+        return numpy_helper.from_array(array, name)
+    if elem == T.FLOAT16:
+        return numpy_helper.from_array(array.astype(np.float16), name)
+    return h.make_tensor(name, T.BFLOAT16, array.shape, array.ravel().tolist())
+
+
+def overflow_pair(folder, scale_low: bool = True, dtype: str = "fp16"):
+    """y = (x * 1000) / 1000 with x ~ 70: the product (7e4) overflows fp16.
+
+    Returns (reference, converted). ``scale_low=False`` keeps the Mul and Div
+    float32 in the converted model (what the automatic fix would do).
+    """
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, ["batch", 4])
+    ref_nodes = [
+        h.make_node("Relu", ["x"], ["r"], name="relu"),
+        h.make_node("Mul", ["r", "k"], ["big"], name="scale_up"),
+        h.make_node("Div", ["big", "k"], ["small"], name="scale_down"),
+        h.make_node("Add", ["small", "one"], ["y"], name="add_one"),
+    ]
+    ref = _model(ref_nodes, [x], [y], [_const("k", 1000.0, T.FLOAT), _const("one", 1.0, T.FLOAT)])
+    low = LOW[dtype]
+    if scale_low:
+        nodes = [
+            h.make_node("Cast", ["x"], ["x_low"], to=low, name="cast_in"),
+            h.make_node("Relu", ["x_low"], ["r"], name="relu"),
+            h.make_node("Mul", ["r", "k"], ["big"], name="scale_up"),
+            h.make_node("Div", ["big", "k"], ["small"], name="scale_down"),
+            h.make_node("Add", ["small", "one"], ["y_low"], name="add_one"),
+            h.make_node("Cast", ["y_low"], ["y"], to=T.FLOAT, name="cast_out"),
+        ]
+        inits = [_const("k", 1000.0, low), _const("one", 1.0, low)]
+    else:
+        nodes = [
+            h.make_node("Cast", ["x"], ["x_low"], to=low, name="cast_in"),
+            h.make_node("Relu", ["x_low"], ["r_low"], name="relu"),
+            h.make_node("Cast", ["r_low"], ["r"], to=T.FLOAT, name="cast_r"),
+            h.make_node("Mul", ["r", "k"], ["big"], name="scale_up"),
+            h.make_node("Div", ["big", "k"], ["small"], name="scale_down"),
+            h.make_node("Cast", ["small"], ["small_low"], to=low, name="cast_small"),
+            h.make_node("Add", ["small_low", "one"], ["y_low"], name="add_one"),
+            h.make_node("Cast", ["y_low"], ["y"], to=T.FLOAT, name="cast_out"),
+        ]
+        inits = [_const("k", 1000.0, T.FLOAT), _const("one", 1.0, low)]
+    conv = _model(nodes, [x], [y], inits)
+    suffix = "" if scale_low else "_fixed"
+    return _save(ref, folder, "overflow_ref"), _save(conv, folder, f"overflow_{dtype}{suffix}")
+
+
+def mlp_pair(folder, dtype: str = "fp16", seed: int = 0, hidden: int = 16):
+    """A 2-layer MLP with a class-like output (batch, 5) and its LOW twin."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((8, hidden)).astype(np.float32) * 0.3
+    b1 = rng.standard_normal(hidden).astype(np.float32) * 0.1
+    w2 = rng.standard_normal((hidden, 5)).astype(np.float32) * 0.3
+    x = h.make_tensor_value_info("x", T.FLOAT, ["batch", 8])
+    y = h.make_tensor_value_info("logits", T.FLOAT, ["batch", 5])
+
+    def nodes(pre, post):
+        return pre + [
+            h.make_node("MatMul", [post[0], "w1"], ["h1"], name="fc1"),
+            h.make_node("Add", ["h1", "b1"], ["h2"], name="bias1"),
+            h.make_node("Relu", ["h2"], ["h3"], name="relu1"),
+            h.make_node("MatMul", ["h3", "w2"], [post[1]], name="fc2"),
+        ]
+
+    def inits(elem):
+        return [_const("w1", w1, elem), _const("b1", b1, elem), _const("w2", w2, elem)]
+
+    ref = _model(nodes([], ["x", "logits"]), [x], [y], inits(T.FLOAT))
+    low = LOW[dtype]
+    conv_nodes = nodes([h.make_node("Cast", ["x"], ["x_low"], to=low, name="cast_in")], ["x_low", "logits_low"])
+    conv_nodes.append(h.make_node("Cast", ["logits_low"], ["logits"], to=T.FLOAT, name="cast_out"))
+    conv = _model(conv_nodes, [x], [y], inits(low))
+    return _save(ref, folder, "mlp_ref"), _save(conv, folder, f"mlp_{dtype}")
+
+
+def multi_input_pair(folder):
+    """Inputs of three kinds: float ``x`` [batch, 3], int64 ``ids`` [batch], bool ``mask`` [batch, 3].
+
+    y = Where(mask, x, 0) + Gather(table, ids)[:, :3]; the converted twin is
+    identical except that the Where runs in fp16.
+    """
+    table = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    inputs = [
+        h.make_tensor_value_info("x", T.FLOAT, ["batch", 3]),
+        h.make_tensor_value_info("ids", T.INT64, ["batch"]),
+        h.make_tensor_value_info("mask", T.BOOL, ["batch", 3]),
+    ]
+    out = [h.make_tensor_value_info("y", T.FLOAT, ["batch", 3])]
+    ref_nodes = [
+        h.make_node("Where", ["mask", "x", "zero"], ["w"], name="where"),
+        h.make_node("Gather", ["table", "ids"], ["g"], name="gather"),
+        h.make_node("Add", ["w", "g"], ["y"], name="add"),
+    ]
+    ref = _model(ref_nodes, inputs, out, [_const("zero", 0.0, T.FLOAT), _const("table", table, T.FLOAT)])
+    conv_nodes = [
+        h.make_node("Cast", ["x"], ["x_low"], to=T.FLOAT16, name="cast_in"),
+        h.make_node("Where", ["mask", "x_low", "zero"], ["w_low"], name="where"),
+        h.make_node("Cast", ["w_low"], ["w"], to=T.FLOAT, name="cast_w"),
+        h.make_node("Gather", ["table", "ids"], ["g"], name="gather"),
+        h.make_node("Add", ["w", "g"], ["y"], name="add"),
+    ]
+    conv = _model(conv_nodes, inputs, out, [_const("zero", 0.0, T.FLOAT16), _const("table", table, T.FLOAT)])
+    return _save(ref, folder, "multi_ref"), _save(conv, folder, "multi_fp16")
+
+
+def if_pair(folder):
+    """An If whose LOW branch overflows: cond ? (x*1000)/1000 : x, in fp16 inside the branch."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [4])
+    c = h.make_tensor_value_info("cond", T.BOOL, [])
+    y = h.make_tensor_value_info("y", T.FLOAT, [4])
+
+    def branches(elem):
+        then_out = h.make_tensor_value_info("t_out", elem, [4])
+        else_out = h.make_tensor_value_info("e_out", elem, [4])
+        then_g = h.make_graph(
+            [
+                h.make_node("Mul", ["xin", "k"], ["t_big"], name="then_mul"),
+                h.make_node("Div", ["t_big", "k"], ["t_out"], name="then_div"),
+            ],
+            "then", [], [then_out],
+        )
+        else_g = h.make_graph([h.make_node("Identity", ["xin"], ["e_out"], name="else_id")], "else", [], [else_out])
+        return then_g, else_g
+
+    t, e = branches(T.FLOAT)
+    ref = _model(
+        [h.make_node("Identity", ["x"], ["xin"], name="id"), h.make_node("If", ["cond"], ["y"], then_branch=t, else_branch=e, name="if")],
+        [x, c], [y], [_const("k", 1000.0, T.FLOAT)],
+    )
+    t, e = branches(T.FLOAT16)
+    conv = _model(
+        [
+            h.make_node("Cast", ["x"], ["xin"], to=T.FLOAT16, name="id"),
+            h.make_node("If", ["cond"], ["y_low"], then_branch=t, else_branch=e, name="if"),
+            h.make_node("Cast", ["y_low"], ["y"], to=T.FLOAT, name="cast_out"),
+        ],
+        [x, c], [y], [_const("k", 1000.0, T.FLOAT16)],
+    )
+    return _save(ref, folder, "if_ref"), _save(conv, folder, "if_fp16")
+
+
+def overflow_inputs(batch: int = 2) -> dict:
+    """Inputs near 70 so that x * 1000 exceeds the fp16 maximum 65504."""
+    return {"x": np.full((batch, 4), 70.0, dtype=np.float32) + np.arange(4, dtype=np.float32)}
