@@ -1,0 +1,528 @@
+"""Load models lazily and save them atomically, at the speed of the disk.
+
+Loading: onnx-ir keeps external data memory-mapped; nothing is read until a
+tensor's bytes are needed. Before any work starts we check that every external
+data file exists, stays inside the model's folder and is long enough, so a
+missing or truncated file is an error that names the tensor and the file, and
+nothing is written.
+
+Saving (``write_model``) streams: every initializer, including the lazily
+converted ones, is materialized while it is written and dropped right after.
+Three things keep peak memory at "largest tensor plus a fixed overhead":
+
+1. onnx-ir's writer holds at most ``MAX_IN_FLIGHT_BYTES`` of materialized
+   tensors (plus one oversized tensor) at a time.
+2. After a tensor is written, the source ``ExternalTensor`` it was converted
+   from is released (its mmap closed). RSS counts resident file-backed pages, so
+   without this every source page read stays in RSS and peak memory grows to the
+   size of the model. A source shared by several tensors is released after the
+   last of them.
+3. Unconverted external tensors are copied file-to-file (``copy_file_range``),
+   never through Python memory.
+
+Everything is written into a private temporary folder beside the target,
+checked there from its path (never serialized to bytes, so > 2 GB works), and
+only then renamed into place (model last). On any failure, Ctrl-C included, the
+temporary folder is removed: the user never sees a half-written model, and an
+existing file is never replaced by a broken one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+import onnx
+import onnx_ir as ir
+
+from ampconv.errors import ConversionError, ModelLoadError, OutputError
+
+# The protobuf limit. Anything whose serialized form could reach it must use
+# external data; we switch with a margin for the graph itself.
+PROTOBUF_LIMIT = 2 * 1024**3
+INLINE_WEIGHT_LIMIT = int(1.8 * 1024**3)
+# External data is written for tensors larger than this (onnx-ir's default is 256 B;
+# tiny tensors stay inline so shape-like constants remain readable).
+EXTERNAL_THRESHOLD_BYTES = 1024
+# Bytes of materialized (converted) tensors the writer may hold at once, on top
+# of one tensor larger than this. 64 MiB keeps both workers busy on transformer
+# layers (a 1024x4096 fp16 weight is 8 MiB) while staying far below the target
+# of a quarter of the weights: measured, a larger budget is not faster (the
+# disk is the limit), only bigger.
+MAX_IN_FLIGHT_BYTES = 64 * 1024**2
+# Meta key a converting pass may set on a LazyTensor to name the tensor it
+# reads, so the writer can release that source once the copy is written.
+SOURCE_META_KEY = "ampconv.source"
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def load_model(path: os.PathLike | str) -> ir.Model:
+    """Load ``path`` as an onnx-ir model with external data left memory-mapped.
+
+    Raises ``ModelLoadError`` naming the file when it is missing, a folder,
+    empty, not ONNX, or when its external data is missing, truncated or outside
+    the model's folder.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a directory, expected an .onnx file")
+    if path.stat().st_size == 0:
+        raise ModelLoadError(f"{path}: file is empty")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ...
+        raise ModelLoadError(f"{path}: not a readable ONNX model ({_short(exc)})") from None
+    if not proto.graph.node and not proto.graph.output:
+        # An arbitrary byte string often parses as an empty ModelProto.
+        raise ModelLoadError(f"{path}: not an ONNX model (no graph found)")
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as exc:
+        raise ModelLoadError(f"{path}: cannot be read into the IR ({_short(exc)})") from None
+    del proto
+    # An absolute base dir keeps tensor paths valid if the process changes folder.
+    ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
+    check_external_data(model, path)
+    return model
+
+
+def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
+    """Yield every initializer tensor of every graph that lives in external data."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                yield value.const_value
+
+
+def external_data_files(model: ir.Model) -> List[Path]:
+    """Return the resolved paths of all external data files the model reads."""
+    return sorted({Path(t.path).resolve() for t in external_tensors(model)})
+
+
+def check_external_data(model: ir.Model, model_path: Path) -> None:
+    """Fail early, naming tensor and file, when external data is missing, short or unsafe.
+
+    The containment and hard-link rules are onnx-ir's (it refuses to read such
+    files); checking them here turns a late failure halfway through writing into
+    an early, clear one.
+    """
+    model_path = Path(model_path)
+    base = model_path.parent.resolve()
+    seen: Dict[Path, Optional[int]] = {}
+    for tensor in external_tensors(model):
+        location = str(tensor.location)
+        data_path = Path(tensor.path)
+        if data_path not in seen:
+            resolved = data_path.resolve()
+            if os.path.isabs(location) or (resolved != base and base not in resolved.parents):
+                raise ModelLoadError(
+                    f"{model_path}: external data {location!r} of tensor {tensor.name!r} is outside "
+                    f"the model's folder {base}; move the data file beside the model"
+                )
+            size: Optional[int] = None
+            if data_path.is_file():
+                st = data_path.stat()
+                if st.st_nlink > 1:
+                    raise ModelLoadError(
+                        f"{model_path}: external data file {data_path} (tensor {tensor.name!r}) has "
+                        f"{st.st_nlink} hard links, which onnx-ir refuses to read; copy it instead"
+                    )
+                size = st.st_size
+            seen[data_path] = size
+        size = seen[data_path]
+        if size is None:
+            raise ModelLoadError(
+                f"{model_path}: external data file {data_path} for tensor {tensor.name!r} is missing"
+            )
+        offset = tensor.offset or 0
+        length = tensor.length if tensor.length is not None else tensor.nbytes
+        if length < tensor.nbytes:
+            raise ModelLoadError(
+                f"{model_path}: tensor {tensor.name!r} in {data_path} declares length {length} "
+                f"but its shape needs {tensor.nbytes} bytes"
+            )
+        if offset + length > size:
+            raise ModelLoadError(
+                f"{model_path}: external data file {data_path} is truncated: tensor {tensor.name!r} "
+                f"needs bytes {offset}..{offset + length} but the file has {size}"
+            )
+
+
+def weight_bytes(model: ir.Model) -> int:
+    """Total bytes of all initializers (all graphs), from metadata only."""
+    total = 0
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                total += value.const_value.nbytes
+    return total
+
+
+def default_output_path(src: Path, dtype: str) -> Path:
+    """``<stem>.<dtype>.onnx`` beside the input."""
+    return src.with_name(f"{src.stem}.{dtype}.onnx")
+
+
+def data_file_name(dst: Path) -> str:
+    """Name of the external data file written beside ``dst``."""
+    return dst.name + ".data"
+
+
+def check_output_path(src: Path, dst: Path, model: ir.Model, overwrite: bool) -> None:
+    """Refuse outputs that would destroy user data or cannot be written.
+
+    Compares resolved paths and, for files that exist, inode identity, so a
+    symlink or hard link to the input is caught too.
+    """
+    src, dst = Path(src), Path(dst)
+    data = dst.parent / data_file_name(dst)
+    if _same_file(dst, src):
+        raise OutputError(f"{dst}: output path is the input model; choose another with -o")
+    if _same_file(data, src):
+        raise OutputError(f"{dst}: its data file {data.name} would overwrite the input model {src}")
+    for existing in external_data_files(model):
+        if _same_file(dst, existing) or _same_file(data, existing):
+            raise OutputError(
+                f"{dst}: writing here would overwrite the input's external data file {existing}"
+            )
+    if not dst.parent.exists():
+        raise OutputError(f"{dst}: output folder {dst.parent} does not exist")
+    if not dst.parent.is_dir():
+        raise OutputError(f"{dst}: {dst.parent} is not a folder")
+    if not os.access(dst.parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{dst}: output folder {dst.parent} is not writable")
+    if dst.is_dir():
+        raise OutputError(f"{dst}: is a directory")
+    if data.is_dir():
+        raise OutputError(f"{dst}: its data file name {data} is taken by a directory")
+    if dst.exists() and not overwrite:
+        raise OutputError(f"{dst}: already exists; pass --overwrite to replace it")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` name the same file (path or inode)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist yet
+        return False
+
+
+@contextlib.contextmanager
+def staging_dir(dst: Path) -> Iterator[Path]:
+    """A private folder beside ``dst`` (same filesystem, so renames are atomic).
+
+    Removed on exit whatever happens, KeyboardInterrupt included.
+    """
+    dst = Path(dst)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", suffix=".ampconv-tmp", dir=dst.parent))
+    except OSError as exc:
+        raise OutputError(f"{dst}: cannot write in {dst.parent} ({exc.strerror or exc})") from None
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_model(
+    model: ir.Model,
+    path: Path,
+    *,
+    external: bool,
+    progress: Optional[ProgressCallback] = None,
+    max_workers: int = 2,
+) -> Optional[str]:
+    """Serialize ``model`` to ``path`` (inside a staging folder); return a note or None.
+
+    With ``external``, initializers above ``EXTERNAL_THRESHOLD_BYTES`` go to
+    ``<name>.data`` beside it; lazily converted tensors are computed while
+    written and their memory-mapped sources released right after, so peak memory
+    follows the largest tensor, not the model. Without ``external``, a model
+    whose weights would bring it near the 2 GB protobuf limit is written with
+    external data anyway, and the returned note says so.
+
+    ``progress(done, total)`` is called with weight bytes: once with ``done=0``
+    before writing, after each tensor is written, and with ``done == total`` at
+    the end. The model is unchanged afterwards (its tensors are restored).
+    """
+    path = Path(path)
+    note = None
+    if not external and weight_bytes(model) > INLINE_WEIGHT_LIMIT:
+        external = True
+        note = (
+            f"weights exceed the 2 GB protobuf limit inline: written with external data "
+            f"{data_file_name(path)}"
+        )
+    threshold = EXTERNAL_THRESHOLD_BYTES if external else -1
+    tracker = _WriteTracker(model, threshold, progress)
+    try:
+        tracker.install()
+        tracker.start()
+        if external:
+            ir.save(
+                model,
+                str(path),
+                external_data=data_file_name(path),
+                size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
+                max_workers=max(1, max_workers),
+                max_in_flight_bytes=MAX_IN_FLIGHT_BYTES,
+            )
+        else:
+            ir.save(model, str(path))
+        tracker.finish()
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise OutputError(f"{path.name}: disk full while writing in {path.parent}") from None
+        raise OutputError(f"{path.name}: write failed ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        if "2GB" in str(exc) or "2 GB" in str(exc) or "exceeds" in str(exc):
+            raise OutputError(f"{path.name}: model exceeds 2 GB; it must use external data") from None
+        raise
+    finally:
+        tracker.uninstall()
+    return note
+
+
+class _Tracked(ir.LazyTensor):
+    """Stands in for one initializer while it is written.
+
+    It writes the wrapped tensor (keeping its fast path: file-to-file copy for
+    external tensors, one conversion for lazy ones), then tells the tracker,
+    which counts progress and releases sources no other tensor still needs.
+    """
+
+    def __init__(self, inner: ir.TensorProtocol, tracker: "_WriteTracker") -> None:
+        super().__init__(
+            functools.partial(_identity, inner),
+            dtype=inner.dtype,
+            shape=inner.shape,
+            name=inner.name,
+            doc_string=inner.doc_string,
+            metadata_props=dict(inner.metadata_props) if inner.metadata_props else None,
+        )
+        self.inner = inner
+        self.tracker = tracker
+
+    def tofile(self, file) -> None:  # noqa: ANN001 - onnx-ir file protocol
+        """Write the wrapped tensor's bytes, then report it written."""
+        with self.tracker.source_locks(self.inner):
+            if hasattr(self.inner, "tofile"):
+                self.inner.tofile(file)
+            else:
+                file.write(self.inner.tobytes())
+        self.tracker.written(self.inner)
+
+    def tobytes(self) -> bytes:
+        """Bytes of the wrapped tensor (used when the model is saved inline)."""
+        with self.tracker.source_locks(self.inner):
+            data = self.inner.tobytes()
+        self.tracker.written(self.inner)
+        return data
+
+
+def _identity(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
+    return tensor
+
+
+class _WriteTracker:
+    """Swap initializers for ``_Tracked`` stand-ins for one save, and undo it.
+
+    Sources are reference-counted: a memory-mapped file region read by several
+    tensors is released after the last of them is written. Reading a source is
+    serialized per source, because two threads materializing one
+    ``ExternalTensor`` at once race in its lazy mmap.
+    """
+
+    def __init__(self, model: ir.Model, threshold: int, progress: Optional[ProgressCallback]) -> None:
+        self._values: List[Tuple[ir.Value, ir.TensorProtocol]] = []
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is not None and tensor.nbytes > threshold:
+                    self._values.append((value, tensor))
+        self._progress = progress
+        self.total = sum(t.nbytes for _, t in self._values)
+        self._done = 0
+        self._lock = threading.Lock()
+        self._sources: Dict[int, List[ir.ExternalTensor]] = {}
+        self._users: Dict[int, int] = {}
+        self._source_locks: Dict[int, threading.Lock] = {}
+        for _, tensor in self._values:
+            sources = tensor_sources(tensor)
+            self._sources[id(tensor)] = sources
+            for src in sources:
+                self._users[id(src)] = self._users.get(id(src), 0) + 1
+                self._source_locks.setdefault(id(src), threading.Lock())
+
+    def install(self) -> None:
+        """Replace each initializer by its stand-in."""
+        for value, tensor in self._values:
+            value.const_value = _Tracked(tensor, self)
+
+    def uninstall(self) -> None:
+        """Put the original tensors back and release every source still mapped."""
+        for value, tensor in self._values:
+            value.const_value = tensor
+        for sources in self._sources.values():
+            for src in sources:
+                _release(src)
+
+    def start(self) -> None:
+        """Announce the total before the first byte is written."""
+        if self._progress is not None:
+            self._progress(0, self.total)
+
+    def finish(self) -> None:
+        """Report completion (also when every tensor was inline or empty)."""
+        if self._progress is not None and self._done != self.total:
+            self._progress(self.total, self.total)
+
+    @contextlib.contextmanager
+    def source_locks(self, tensor: ir.TensorProtocol) -> Iterator[None]:
+        """Hold the locks of ``tensor``'s sources (in a fixed order: no deadlock)."""
+        sources = sorted(self._sources.get(id(tensor), ()), key=id)
+        with contextlib.ExitStack() as stack:
+            for src in sources:
+                stack.enter_context(self._source_locks[id(src)])
+            yield
+
+    def written(self, tensor: ir.TensorProtocol) -> None:
+        """Count ``tensor`` as written; release sources nobody else needs."""
+        with self._lock:
+            to_release = []
+            for src in self._sources.get(id(tensor), ()):
+                self._users[id(src)] -= 1
+                if self._users[id(src)] == 0:
+                    to_release.append(src)
+            self._done += tensor.nbytes
+            done = self._done
+        for src in to_release:
+            with self._source_locks[id(src)]:
+                _release(src)
+        if self._progress is not None:
+            self._progress(done, self.total)
+
+
+def tensor_sources(tensor: ir.TensorProtocol) -> List[ir.ExternalTensor]:
+    """The memory-mapped tensors that writing ``tensor`` reads.
+
+    An ``ExternalTensor`` is its own source. For a ``LazyTensor`` the source is
+    ``tensor.meta[SOURCE_META_KEY]`` when a pass set it, else it is found in the
+    function's closure, ``functools.partial`` arguments or bound ``self``, one
+    level of nesting deep. Unknown sources are simply not released early (they
+    are released at the end of the save).
+    """
+    if isinstance(tensor, ir.ExternalTensor):
+        return [tensor]
+    if not isinstance(tensor, ir.LazyTensor):
+        return []
+    found: Dict[int, ir.ExternalTensor] = {}
+    explicit = tensor.meta.get(SOURCE_META_KEY)
+    candidates = list(explicit) if isinstance(explicit, (list, tuple)) else [explicit]
+    if explicit is None:
+        candidates = _closure_objects(tensor.raw)
+    for obj in candidates:
+        if isinstance(obj, ir.ExternalTensor):
+            found[id(obj)] = obj
+        elif isinstance(obj, ir.LazyTensor):
+            for inner in _closure_objects(obj.raw):
+                if isinstance(inner, ir.ExternalTensor):
+                    found[id(inner)] = inner
+    return list(found.values())
+
+
+def _closure_objects(func: object) -> list:
+    """Objects a callable captured: closure cells, partial arguments, bound self."""
+    objs: list = []
+    if isinstance(func, functools.partial):
+        objs += list(func.args) + list(func.keywords.values())
+        func = func.func
+    bound = getattr(func, "__self__", None)
+    if bound is not None:
+        objs.append(bound)
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            objs.append(cell.cell_contents)
+        except ValueError:  # empty cell
+            continue
+    return objs
+
+
+def _release(tensor: ir.ExternalTensor) -> None:
+    """Close ``tensor``'s mmap so its resident pages leave this process's RSS."""
+    try:
+        tensor.release()
+    except BufferError:
+        # A numpy view of the map is still alive somewhere (e.g. a caller kept
+        # the array); the map closes when that view dies. Memory, not safety.
+        pass
+
+
+def check_written(path: Path, *, runtime: bool) -> Optional[str]:
+    """Check a written model from its path (never via bytes, so >2 GB works).
+
+    Runs the full onnx checker (with shape inference) and, when ``runtime`` and
+    onnxruntime is installed, creates a CPU session. Raises ``ConversionError``
+    on failure. Returns a note when the runtime check was skipped.
+
+    The session is created with graph optimizations and weight pre-packing
+    disabled: onnxruntime memory-maps external data and, so configured, does not
+    touch it, so the check costs about 60 MB whatever the model size (measured
+    on a 1.35 GB float32 model: 58 MB and 0.3 s; with pre-packing on, MatMul
+    copies every float32 weight: 1.25 GB and 4.6 s).
+    """
+    path = Path(path)
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except Exception as exc:
+        raise ConversionError(f"converted model fails onnx.checker: {_short(exc)}") from None
+    if not runtime:
+        return "onnxruntime load check skipped"
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "onnxruntime not installed: load check skipped"
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ConversionError(f"converted model does not load in onnxruntime: {_short(exc)}") from None
+    # Drop the session now: it holds maps of the staged data file, which is
+    # about to be renamed (and on Windows could not be while mapped).
+    del session
+    return None
+
+
+def publish(staged: Path, dst: Path) -> None:
+    """Move every file of the staging folder beside ``dst``; the model file last.
+
+    The model is renamed last so a reader never finds a new model whose data
+    file is still the old one.
+    """
+    model_file = staged / dst.name
+    for item in sorted(staged.iterdir()):
+        if item != model_file:
+            os.replace(item, dst.parent / item.name)
+    os.replace(model_file, dst)
+
+
+def _short(exc: BaseException) -> str:
+    """First line of an exception message, trimmed for a one-line error."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
