@@ -21,7 +21,7 @@ import json
 import pathlib
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 if __package__ in (None, ""):  # run as a script: make `bench` importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -45,11 +45,11 @@ class Results:
     """Accumulates checks, metrics and errors for one benchmark run."""
 
     def __init__(self) -> None:
-        self.checks: List[Dict[str, object]] = []
-        self.metrics: Dict[str, object] = {}
-        self.errors: List[Dict[str, str]] = []
+        self.checks: list[dict[str, object]] = []
+        self.metrics: dict[str, object] = {}
+        self.errors: list[dict[str, str]] = []
 
-    def check(self, check_id: str, description: str, value, target: str, passed: Optional[bool],
+    def check(self, check_id: str, description: str, value, target: str, passed: bool | None,
               unit: str = "", note: str = "") -> None:
         """Record one measured value against its target (``passed`` None: not measurable)."""
         self.checks.append({
@@ -62,13 +62,13 @@ class Results:
         """Run ``body``; a crash becomes an error entry so later sections still run."""
         try:
             body()
-        except Exception as exc:  # one broken section must not hide the others' numbers
+        except Exception as exc:  # noqa: BLE001 -- one broken section must not hide the others' numbers
             import traceback
 
             self.errors.append({"section": name, "error": f"{type(exc).__name__}: {exc}",
                                 "traceback": traceback.format_exc()[-3000:]})
 
-    def as_dict(self) -> Dict[str, object]:
+    def as_dict(self) -> dict[str, object]:
         """The JSON-ready result: ``{"checks": [...], "metrics": {...}, "errors": [...]}``."""
         return {"name": "convert", "checks": self.checks, "metrics": self.metrics, "errors": self.errors}
 
@@ -131,7 +131,7 @@ def linear_time(res: Results, work: pathlib.Path, sizes: Sequence[int], repeats:
         res.metrics[f"chain_{small_n}_speedup_vs_onnxconverter_common"] = round(base["seconds"] / small, 2)
 
 
-def white_and_weights(res: Results, work: pathlib.Path, samples: Dict[str, pathlib.Path]) -> None:
+def white_and_weights(res: Results, work: pathlib.Path, samples: dict[str, pathlib.Path]) -> None:
     """Section 2: WHITE ops LOW and initializer bytes <= 52% on transformer and CNN at O2."""
     for name in WEIGHT_SAMPLES:
         src = samples[name]
@@ -160,7 +160,7 @@ def _check_loads(res: Results, label: str, dst: pathlib.Path, src: pathlib.Path)
         res.metrics[f"{label}_max_abs_diff_vs_fp32"] = graphstats.max_abs_diff(src, dst)
 
 
-def casts_vs_baseline(res: Results, work: pathlib.Path, samples: Dict[str, pathlib.Path],
+def casts_vs_baseline(res: Results, work: pathlib.Path, samples: dict[str, pathlib.Path],
                       baseline_timeout_s: float) -> None:
     """Section 3: O3 fp16 Casts added by ampconv <= those added by onnxconverter-common."""
     for name in CAST_SAMPLES:
@@ -168,9 +168,9 @@ def casts_vs_baseline(res: Results, work: pathlib.Path, samples: Dict[str, pathl
         dst = work / f"{name}.O3.fp16.onnx"
         try:
             _convert(src, dst, "O3")
-            ours: Optional[int] = _casts_added(dst, src)
+            ours: int | None = _casts_added(dst, src)
             error = ""
-        except Exception as exc:  # a failed conversion is a finding; keep measuring the rest
+        except Exception as exc:  # noqa: BLE001 -- a failed conversion is a finding; keep measuring the rest
             ours, error = None, f"ampconv failed: {type(exc).__name__}: {exc}"[:500]
         occ_dst = work / f"{name}.occ.onnx"
         base = run_baseline(src, occ_dst, baseline_timeout_s)
@@ -188,7 +188,7 @@ def casts_vs_baseline(res: Results, work: pathlib.Path, samples: Dict[str, pathl
 
 
 def main(out_dir, chain_sizes: Sequence[int] = (4000, 40000), repeats: int = 3,
-         baseline_timeout_s: float = 300.0) -> Dict[str, object]:
+         baseline_timeout_s: float = 300.0) -> dict[str, object]:
     """Run the three sections; write ``convert.json`` into ``out_dir`` and return the result.
 
     Work files (models, converted outputs) go to ``out_dir/tmp/convert`` (git-ignored
@@ -200,7 +200,7 @@ def main(out_dir, chain_sizes: Sequence[int] = (4000, 40000), repeats: int = 3,
     res = Results()
     res.metrics["chain_sizes"] = list(chain_sizes)
     res.section("linear_time", lambda: linear_time(res, work, chain_sizes, repeats, baseline_timeout_s))
-    samples: Dict[str, pathlib.Path] = {}
+    samples: dict[str, pathlib.Path] = {}
     res.section("samples", lambda: samples.update(build_samples(work / "samples")))
     if samples:
         res.section("white_and_weights", lambda: white_and_weights(res, work, samples))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 import onnx
 from onnx import TensorProto
@@ -46,7 +46,7 @@ def initializer_bytes(model: onnx.ModelProto, float_only: bool = False) -> int:
     return total
 
 
-def _type_map(graph: onnx.GraphProto, outer: Dict[str, int]) -> Dict[str, int]:
+def _type_map(graph: onnx.GraphProto, outer: dict[str, int]) -> dict[str, int]:
     types = dict(outer)
     for info in list(graph.input) + list(graph.value_info) + list(graph.output):
         if info.type.HasField("tensor_type"):
@@ -61,7 +61,7 @@ def _type_map(graph: onnx.GraphProto, outer: Dict[str, int]) -> Dict[str, int]:
     return types
 
 
-def white_ops_not_low(model: onnx.ModelProto, low: int = TensorProto.FLOAT16) -> Tuple[int, List[str]]:
+def white_ops_not_low(model: onnx.ModelProto, low: int = TensorProto.FLOAT16) -> tuple[int, list[str]]:
     """Check that every WHITE node reads only ``low`` floats.
 
     Returns (number of WHITE nodes, list of problems "node: input x is FLOAT").
@@ -70,10 +70,10 @@ def white_ops_not_low(model: onnx.ModelProto, low: int = TensorProto.FLOAT16) ->
     Non-float inputs (LSTM sequence_lens) and empty optional inputs are skipped.
     """
     inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
-    problems: List[str] = []
+    problems: list[str] = []
     n_white = 0
 
-    def visit(graph: onnx.GraphProto, outer: Dict[str, int]) -> None:
+    def visit(graph: onnx.GraphProto, outer: dict[str, int]) -> None:
         nonlocal n_white
         types = _type_map(graph, outer)
         for node in graph.node:
@@ -95,7 +95,7 @@ def white_ops_not_low(model: onnx.ModelProto, low: int = TensorProto.FLOAT16) ->
     return n_white, problems
 
 
-def ort_load_error(path: pathlib.Path) -> Optional[str]:
+def ort_load_error(path: pathlib.Path) -> str | None:
     """None if onnxruntime CPU can create a session for ``path``, else the error text."""
     try:
         import onnxruntime as ort
@@ -103,12 +103,12 @@ def ort_load_error(path: pathlib.Path) -> Optional[str]:
         return "onnxruntime not installed"
     try:
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    except Exception as exc:  # any load failure is data for the report, not a crash
+    except Exception as exc:  # noqa: BLE001 -- any load failure is data for the report, not a crash
         return f"{type(exc).__name__}: {exc}"[:500]
     return None
 
 
-def max_abs_diff(reference: pathlib.Path, converted: pathlib.Path, seed: int = 0) -> Dict[str, object]:
+def max_abs_diff(reference: pathlib.Path, converted: pathlib.Path, seed: int = 0) -> dict[str, object]:
     """Largest |converted - reference| per output on one seeded input (symbolic dims = 2).
 
     Informational only (the validator owns accuracy); non-finite results are
@@ -125,7 +125,7 @@ def max_abs_diff(reference: pathlib.Path, converted: pathlib.Path, seed: int = 0
         shape = [d if isinstance(d, int) else 2 for d in inp.shape]
         feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
     names = [o.name for o in ref.get_outputs()]
-    diffs: Dict[str, object] = {}
+    diffs: dict[str, object] = {}
     for name, a, b in zip(names, ref.run(names, feeds), new.run(names, feeds)):
         diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
         diffs[name] = diff if np.isfinite(diff) else str(diff)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-from typing import Dict
 
 import numpy as np
 import onnx
@@ -55,7 +54,7 @@ def build_chain(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
     return model
 
 
-def build_samples(out_dir: pathlib.Path) -> Dict[str, pathlib.Path]:
+def build_samples(out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
     """Build the seeded sample models (sample_models/build.py) into ``out_dir``."""
     spec = importlib.util.spec_from_file_location("ampconv_sample_build", ROOT / "sample_models" / "build.py")
     module = importlib.util.module_from_spec(spec)

@@ -20,14 +20,14 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from collections.abc import Sequence
 
 BENCH_DIR = pathlib.Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 DEFAULT_TIMEOUT_S = 1800
 
 
-def discover(only: Optional[Sequence[str]] = None) -> List[pathlib.Path]:
+def discover(only: Sequence[str] | None = None) -> list[pathlib.Path]:
     """The bench modules, sorted by name; ``only`` filters by stem (``bench_convert``) or suffix (``convert``)."""
     found = sorted(BENCH_DIR.glob("bench_*.py"))
     if only:
@@ -48,7 +48,7 @@ def run_one_in_process(module_path: pathlib.Path, out_dir: pathlib.Path, result_
     result_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
-def run_bench(module_path: pathlib.Path, out_root: pathlib.Path, timeout_s: float) -> Dict[str, object]:
+def run_bench(module_path: pathlib.Path, out_root: pathlib.Path, timeout_s: float) -> dict[str, object]:
     """Parent side: run one bench in a child process; return its status entry (never raises)."""
     out_dir = out_root / module_path.stem
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +60,7 @@ def run_bench(module_path: pathlib.Path, out_root: pathlib.Path, timeout_s: floa
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     start = time.perf_counter()
     try:
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as exc:
         return {"status": "timed out", "seconds": round(time.perf_counter() - start, 1),
                 "error": f"no result after {timeout_s:g} s", "stderr_tail": _tail(exc.stderr)}
@@ -81,9 +81,9 @@ def _tail(text, limit: int = 2000) -> str:
     return (text or "")[-limit:]
 
 
-def machine_info() -> Dict[str, object]:
+def machine_info() -> dict[str, object]:
     """What the numbers were measured on: CPU count, memory, GPU presence, library versions."""
-    info: Dict[str, object] = {
+    info: dict[str, object] = {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
@@ -96,7 +96,7 @@ def machine_info() -> Dict[str, object]:
     except ImportError:
         pass
     try:
-        gpu = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+        gpu = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False)
         info["gpu"] = gpu.stdout.strip() or "none" if gpu.returncode == 0 else "none"
     except (OSError, subprocess.TimeoutExpired):
         info["gpu"] = "none"
@@ -116,7 +116,7 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def render_markdown(summary: Dict[str, object]) -> str:
+def render_markdown(summary: dict[str, object]) -> str:
     """SUMMARY.md: machine, then per bench its status, a check table, metrics and errors."""
     lines = ["# Benchmark summary", "", f"Run: {summary['started']} ({summary['seconds']} s)", "",
              "## Machine", ""]
@@ -148,12 +148,12 @@ def render_markdown(summary: Dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_all(out_root: pathlib.Path, only: Optional[Sequence[str]] = None,
-            timeout_s: float = DEFAULT_TIMEOUT_S) -> Dict[str, object]:
+def run_all(out_root: pathlib.Path, only: Sequence[str] | None = None,
+            timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, object]:
     """Run every discovered bench; write summary.json and SUMMARY.md into ``out_root``; return the summary."""
     out_root.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    summary: Dict[str, object] = {
+    summary: dict[str, object] = {
         "started": datetime.datetime.now().isoformat(timespec="seconds"),
         "machine": machine_info(),
         "benches": {},
@@ -169,7 +169,7 @@ def run_all(out_root: pathlib.Path, only: Optional[Sequence[str]] = None,
     return summary
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; exit status 0 when every bench ran (failed checks are data, not a crash), 1 otherwise."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(BENCH_DIR / "results"))

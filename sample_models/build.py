@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-from typing import Callable, Dict, List, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -33,16 +33,16 @@ class GraphBuilder:
     def __init__(self, rng: np.random.Generator, prefix: str = "") -> None:
         self.rng = rng
         self.prefix = prefix
-        self.nodes: List[onnx.NodeProto] = []
-        self.initializers: List[onnx.TensorProto] = []
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
 
-    def const(self, name: str, value: Union[np.ndarray, float, int, bool, Sequence]) -> str:
+    def const(self, name: str, value: np.ndarray | float | bool | Sequence) -> str:
         """Add an initializer holding ``value`` (float32 unless already typed); return its name."""
         array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float32)
         self.initializers.append(numpy_helper.from_array(array, self.prefix + name))
         return self.prefix + name
 
-    def weight(self, name: str, shape: Sequence[int], scale: float = None) -> str:
+    def weight(self, name: str, shape: Sequence[int], scale: float | None = None) -> str:
         """Add a seeded normal weight scaled like a fan-in initialisation; return its name."""
         scale = scale if scale is not None else 1.0 / math.sqrt(shape[0] if len(shape) else 1)
         return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
@@ -323,7 +323,7 @@ def build_external_data(rng: np.random.Generator) -> onnx.ModelProto:
     return model
 
 
-BUILDERS: Dict[str, Callable[[np.random.Generator], onnx.ModelProto]] = {
+BUILDERS: dict[str, Callable[[np.random.Generator], onnx.ModelProto]] = {
     "mlp": build_mlp,
     "cnn": build_cnn,
     "transformer": build_transformer,
@@ -333,7 +333,7 @@ BUILDERS: Dict[str, Callable[[np.random.Generator], onnx.ModelProto]] = {
 }
 
 
-def build_all(out_dir: Union[str, pathlib.Path] = DEFAULT_OUT) -> Dict[str, pathlib.Path]:
+def build_all(out_dir: str | pathlib.Path = DEFAULT_OUT) -> dict[str, pathlib.Path]:
     """Build every sample into ``out_dir``; return ``{name: path}`` of the written ``.onnx`` files.
 
     One generator seeded with 0 is consumed in a fixed order, so every build is
@@ -342,7 +342,7 @@ def build_all(out_dir: Union[str, pathlib.Path] = DEFAULT_OUT) -> Dict[str, path
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    paths: Dict[str, pathlib.Path] = {}
+    paths: dict[str, pathlib.Path] = {}
     for name, build in BUILDERS.items():
         model = build(rng)
         onnx.checker.check_model(model, full_check=True)
@@ -359,7 +359,7 @@ def build_all(out_dir: Union[str, pathlib.Path] = DEFAULT_OUT) -> Dict[str, path
     return paths
 
 
-def main(argv: Sequence[str] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Command-line entry: build every sample into ``--out``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default: %(default)s)")

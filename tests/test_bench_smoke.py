@@ -15,7 +15,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import run_all  # noqa: E402
+from bench import run_all
 
 TIMING_CHECKS = ("_seconds", "chain_time_ratio")
 
