@@ -262,7 +262,7 @@ def build(
     layout: str = "single",
     seed: int = 0,
     name: str = "gpt",
-    shard_mb: int = 400,
+    shard_mb: float = 400,
 ) -> Path:
     """Write ``<out_dir>/<name>.onnx`` (plus data files) and return its path.
 
@@ -277,7 +277,7 @@ def build(
     if layout == "inline" and total >= PROTOBUF_LIMIT - 64 * 1024**2:
         raise ValueError(f"inline layout needs < 2 GB of weights; this spec has {total / 1e9:.2f} GB")
     nodes, consts = _graph_nodes(spec)
-    writer = _DataWriter(out_dir, name, layout, shard_mb * 1024**2, total)
+    writer = _DataWriter(out_dir, name, layout, int(shard_mb * 1024**2), total)
     initializers: List[TensorProto] = []
     try:
         for tname, arr in _weights(spec, seed):
@@ -331,7 +331,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--layout", choices=LAYOUTS, default="single")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="gpt")
-    parser.add_argument("--shard-mb", type=int, default=400, help="shard size for --layout shards")
+    parser.add_argument("--shard-mb", type=float, default=400, help="shard size for --layout shards")
     args = parser.parse_args(argv)
     spec = GptSpec(layers=args.layers, hidden=args.hidden, vocab=args.vocab)
     path = build(args.out, spec, layout=args.layout, seed=args.seed, name=args.name, shard_mb=args.shard_mb)
