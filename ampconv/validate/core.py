@@ -55,11 +55,17 @@ def validate(reference: str, converted: str, options: Optional[ValidateOptions] 
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
-        conv_path = _prepare_converted(conv_model, converted, backend, tmp, "converted")
+        conv_path = _prepare_converted(conv_model, converted, backend, tmp, notes)
         ref_runner = runners.make_session(reference, "reference model", runners.CPU, optimize=False)
-        conv_runner = runners.make_session(
-            conv_path, "converted model", provider, optimize=(backend == "native")
-        )
+        try:
+            conv_runner = runners.make_session(
+                conv_path, "converted model", provider, optimize=(backend == "native")
+            )
+        except AmpconvError as exc:
+            if backend == "native" and provider == runners.CPU:
+                # Typically a bfloat16 kernel the CPU provider lacks.
+                raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try --backend emulate)") from None
+            raise
         if conv_runner.provider != provider:
             notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
         provider = conv_runner.provider
@@ -167,33 +173,26 @@ def _pick_backend(requested: str) -> tuple[str, str]:
     return "emulate", runners.CPU
 
 
-def ensure_types(model: ir.Model) -> None:
-    """Fill in missing tensor types with ONNX shape inference (non-strict; best effort)."""
-    if all(v.dtype is not None for v in modelio.iter_values(model)):
-        return
-    from onnx_ir.passes.common import ShapeInferencePass
-
-    try:
-        ShapeInferencePass(strict_mode=False)(model)
-    except Exception:  # custom domains etc.: keep what we have
-        pass
-
-
-def _derive(model: ir.Model, source: str, backend: str) -> None:
+def _derive(model: ir.Model, backend: str):
     if backend == "emulate":
-        ensure_types(model)
-        emulation.emulate(model)
-    else:
-        emulation.widen_bfloat16_io(model)
+        return emulation.emulate(model)
+    emulation.widen_bfloat16_io(model)
+    return None
 
 
-def _prepare_converted(model: ir.Model, source: str, backend: str, tmp: str, stem: str) -> str:
+def _prepare_converted(model: ir.Model, source: str, backend: str, tmp: str, notes: list) -> str:
     """Path of the model the converted session runs: the emulated copy, a bf16-I/O wrapper, or the file itself."""
     if backend == "native" and not _has_bf16_io(model):
         return source
     external = modelio.wants_external(model, source)
-    _derive(model, source, backend)
-    return modelio.save_derived(model, tmp, stem, external)
+    stats = _derive(model, backend)
+    if stats is not None and stats.untyped:
+        notes.append(
+            f"{source}: {stats.untyped} tensor(s) have no inferable type and are not rounded by emulation"
+        )
+    if stats is not None and stats.unrounded:
+        notes.append(f"{source}: {stats.unrounded} LOW sequence/optional value(s) are not rounded by emulation")
+    return modelio.save_derived(model, tmp, "converted", external)
 
 
 def _has_bf16_io(model: ir.Model) -> bool:
@@ -204,8 +203,8 @@ def _has_bf16_io(model: ir.Model) -> bool:
 def _localize(reference, converted, backend, provider, tmp, sample, index, rtol, atol, decisions) -> Localization:
     ref_model = modelio.load(reference)
     conv_model = modelio.load(converted)  # as written: names and types the user sees
-    ensure_types(ref_model)
-    ensure_types(conv_model)
+    modelio.ensure_types(ref_model)
+    modelio.ensure_types(conv_model)
     ref_floats = localize.float_node_outputs(ref_model)
     conv_floats = localize.float_node_outputs(conv_model)
     names = [n for n in conv_floats if n in ref_floats]
@@ -216,14 +215,14 @@ def _localize(reference, converted, backend, provider, tmp, sample, index, rtol,
         return Localization(backend=backend, sample=index, checked=0)
 
     ref_copy = modelio.load(reference)
-    ensure_types(ref_copy)
+    modelio.ensure_types(ref_copy)
     external = modelio.wants_external(ref_copy, reference)
     localize.expose(ref_copy, names)
     ref_path = modelio.save_derived(ref_copy, tmp, "reference_localize", external)
 
     conv_copy = modelio.load(converted)
     external = modelio.wants_external(conv_copy, converted)
-    _derive(conv_copy, converted, backend)
+    _derive(conv_copy, backend)
     localize.expose(conv_copy, names)
     conv_path = modelio.save_derived(conv_copy, tmp, "converted_localize", external)
 

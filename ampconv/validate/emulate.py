@@ -34,7 +34,7 @@ import itertools
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.validate.modelio import LOW_TYPES, graphs
+from ampconv.validate.modelio import LOW_TYPES, ensure_types, graphs, untyped_values
 
 FLOAT = ir.DataType.FLOAT
 _DTYPE_ATTRS = ("to", "dtype")
@@ -48,11 +48,17 @@ class EmulationStats:
     widened_initializers: int = 0
     retyped_attributes: int = 0
     unrounded: int = 0
+    untyped: int = 0
 
 
 def emulate(model: ir.Model) -> EmulationStats:
-    """Rewrite ``model`` in place into its float32 emulation (rules 1-5)."""
-    stats = EmulationStats()
+    """Rewrite ``model`` in place into its float32 emulation (rules 1-5).
+
+    Missing tensor types are inferred first; outputs whose type stays unknown
+    cannot be rounded and are counted in ``stats.untyped``.
+    """
+    ensure_types(model)
+    stats = EmulationStats(untyped=untyped_values(model))
     names = _NameMaker(model)
     replaced: dict[ir.Value, ir.Value] = {}
     all_graphs = list(graphs(model))

@@ -189,10 +189,11 @@ def resolve_shape(spec: InputSpec, shapes: Mapping[str, Tuple[int, ...]]) -> Tup
             resolved.append(bound[0])
         else:
             label = f" ({dim!r})" if dim else ""
-            hint = f" or --shape {dim}:N" if dim else ""
+            hint = f" or --shape {dim}:1" if dim else ""
+            example = "x".join(str(d) if isinstance(d, int) else "1" for d in spec.dims)
             raise UsageError(
-                f"input {spec.name!r} dimension {axis}{label} is unknown: pass --shape "
-                f"{spec.name}:{'x'.join(str(d) if isinstance(d, int) else 'N' for d in spec.dims)}{hint}"
+                f"input {spec.name!r} dimension {axis}{label} is unknown: pass e.g. --shape "
+                f"{spec.name}:{example}{hint}"
             )
     return tuple(resolved)
 

@@ -3,9 +3,10 @@
 The pass rule, stated once and used everywhere (metrics, localization, the
 "tolerance that would have passed"):
 
-1. An element is *close* when ``|conv - ref| <= atol + rtol * |ref|`` (numpy's
-   ``isclose`` rule with the float32 reference as ``b``), or when both are
-   equal (so equal infinities are close), or when both are NaN.
+1. An element is *close* when both are finite and
+   ``|conv - ref| <= atol + rtol * |ref|`` (numpy's ``isclose`` rule with the
+   float32 reference as ``b``), or when both are equal (so equal infinities
+   are close), or when both are NaN.
 2. An element is a *new non-finite* when the converted value is NaN/Inf and the
    reference value at that place is finite. Those always fail.
 3. A tensor passes when every element is close (1); 2 is a subset of "not close".
@@ -62,7 +63,9 @@ def close_mask(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> n
     ref = np.asarray(ref, dtype=np.float64)
     conv = np.asarray(conv, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        within = np.abs(conv - ref) <= atol + rtol * np.abs(ref)
+        # Only finite pairs are compared by distance: with ref=inf the bound
+        # atol + rtol*|ref| is inf and would accept any value.
+        within = (np.abs(conv - ref) <= atol + rtol * np.abs(ref)) & np.isfinite(ref) & np.isfinite(conv)
     return within | (conv == ref) | (np.isnan(conv) & np.isnan(ref))
 
 

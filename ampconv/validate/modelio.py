@@ -153,3 +153,24 @@ def wants_external(model: ir.Model, source_path: str) -> bool:
         return True
     size = max(os.path.getsize(source_path), estimated_float32_bytes(model))
     return size > EXTERNAL_THRESHOLD_BYTES
+
+
+def ensure_types(model: ir.Model) -> None:
+    """Fill in missing tensor types with ONNX shape inference (non-strict, best effort).
+
+    Emulation and localization read each tensor's element type; a converter
+    may not write value_info for every intermediate tensor.
+    """
+    if all(v.dtype is not None for v in iter_values(model)):
+        return
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    try:
+        ShapeInferencePass(strict_mode=False)(model)
+    except Exception:  # custom domains, unusual models: keep the types we have
+        pass
+
+
+def untyped_values(model: ir.Model) -> int:
+    """How many node outputs still have no known element type."""
+    return sum(1 for graph in graphs(model) for node in graph for v in node.outputs if v.dtype is None and v.type is None)
