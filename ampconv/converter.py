@@ -1,0 +1,226 @@
+"""``convert``: load -> plan -> rewrite -> cleanup -> check -> save (atomically).
+
+If onnxruntime rejects the result for a node (no kernel for that type, or a
+type clash in its own graph resolution), that node is pinned to float32 with
+the runtime's words as the reason, and the model is planned again: the tool
+never writes a model it knows will not load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import onnx
+import onnx.defs
+import onnx_ir as ir
+
+from ampconv import io
+from ampconv.config import Config
+from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
+from ampconv.passes.apply import ApplyResult, apply_plan
+from ampconv.passes.cleanup import CleanupResult, cleanup
+from ampconv.plan import Plan, Planner
+from ampconv.policy import Policy, load_policy
+from ampconv.prepare import infer_types, name_nodes
+from ampconv.report import Report
+
+MAX_RUNTIME_RETRIES = 8
+_ORT_NODE = re.compile(r"node (?:with name )?\(?'?([^'()]+?)'?\)?(?:\s|$|\.)")
+
+
+def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
+    """See ``ampconv.convert``."""
+    src = Path(src)
+    dst = Path(dst) if dst is not None else io.default_output_path(src, config.dtype)
+    policy = load_policy(
+        preset=config.preset,
+        mixlists=config.mixlists,
+        level=config.level,
+        block_ops=config.block_ops,
+        target=config.target,
+    )
+    model = _load_checked(src)
+    if not dry_run:
+        io.check_output_path(src, dst, model, config.overwrite)
+    runtime_pins: Dict[str, str] = {}
+    for _attempt in range(MAX_RUNTIME_RETRIES + 1):
+        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run)
+        if dry_run or report.output is not None:
+            return report
+        model = _load_checked(src)  # a pin was added: plan again from the original
+    raise ConversionError(f"{src}: onnxruntime still rejects the model after {MAX_RUNTIME_RETRIES} fixes")
+
+
+def _load_checked(src: Path) -> ir.Model:
+    model = io.load_model(src)
+    supported = onnx.defs.onnx_opset_version()
+    default = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    if default is not None and default > supported:
+        raise UnsupportedModelError(
+            f"{src}: opset {default} is newer than the installed onnx supports ({supported}); upgrade onnx"
+        )
+    try:
+        onnx.checker.check_model(str(src), full_check=False)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
+        raise ModelLoadError(f"{src}: the input model fails onnx.checker: {first}") from None
+    except Exception:  # the checker cannot read some inputs our loader can; keep going
+        pass
+    return model
+
+
+def _convert_once(
+    src: Path,
+    dst: Path,
+    model: ir.Model,
+    policy: Policy,
+    config: Config,
+    runtime_pins: Dict[str, str],
+    dry_run: bool,
+) -> Tuple[Report, ir.Model]:
+    name_nodes(model)
+    infer_types(model)
+    casts_before = _count_casts(model)
+    weights_before = io.weight_bytes(model)
+    report = Report(
+        source=str(src),
+        output=None,
+        dtype=config.dtype,
+        level=policy.level,
+        requested_level=config.level,
+        preset=policy.preset,
+        policy_sources=list(policy.sources),
+        dry_run=dry_run,
+        casts_before=casts_before,
+        weight_bytes_before=weights_before,
+        warnings=list(policy.warnings),
+    )
+    if policy.level_note:
+        report.notes.append(policy.level_note)
+    report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
+
+    plan: Optional[Plan] = None
+    applied, cleaned = ApplyResult(), CleanupResult()
+    if policy.level != "O0":
+        plan = Planner(model, policy, config, runtime_pins=runtime_pins).run()
+        _fill_plan(report, plan, model)
+        if not dry_run:
+            applied = apply_plan(model, plan)
+            cleaned = cleanup(model)
+            report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
+    report.casts_inserted = applied.casts_inserted
+    report.casts_removed = cleaned.removed
+    report.casts_after = _count_casts(model) if not dry_run else casts_before
+    converted_weights = sum(f.bytes_after - f.bytes_before for f in applied.initializers)
+    report.weight_bytes_after = weights_before + converted_weights
+    low_nodes = plan.count("LOW") if plan is not None else 0
+    report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and cleaned.removed == 0
+    if dry_run:
+        return report, model
+
+    external = bool(io.external_data_files(model))
+    with io.staging_dir(dst) as stage:
+        staged = stage / dst.name
+        written_note = io.write_model(
+            model, staged, external=external, progress=config.progress, max_workers=config.max_workers
+        )
+        if written_note:
+            report.notes.append(written_note)
+        try:
+            note = io.check_written(staged, runtime=config.check_runtime)
+        except ConversionError as exc:
+            if config.dtype == "bf16" and "NOT_IMPLEMENTED" in str(exc):
+                # The graph resolved (types are consistent); the CPU provider simply
+                # has no bfloat16 kernels. That is a deployment fact, not a defect.
+                note = (
+                    "onnxruntime resolves the graph, but its CPU provider has no bfloat16 kernel "
+                    f"({_kernel_name(str(exc))}); run it on CUDA, validate with --backend emulate"
+                )
+                report.notes.append(note)
+                io.publish(stage, dst)
+                report.output = str(dst)
+                return report, model
+            pin = _runtime_pin(str(exc), config.dtype)
+            if pin is None:
+                raise
+            node, reason = pin
+            if node in runtime_pins:
+                raise
+            runtime_pins[node] = reason
+            return report, model  # output None: the caller plans again
+        if note:
+            report.notes.append(note)
+        io.publish(stage, dst)
+    report.output = str(dst)
+    return report, model
+
+
+def _runtime_pin(message: str, dtype: str) -> Optional[Tuple[str, str]]:
+    """Which node onnxruntime blamed, if the failure is one a float32 pin can fix."""
+    if "onnxruntime" not in message:
+        return None
+    match = re.search(r"node with name '([^']+)'", message) or re.search(r"of node \(([^)]+)\)", message)
+    if match is None:
+        match = re.search(r"Node \(([^)]+)\)", message)
+    if match is None:
+        return None
+    kind = "no kernel for this type" if "NOT_IMPLEMENTED" in message or "implementation" in message else "type error"
+    return match.group(1), f"onnxruntime: {kind}"
+
+
+def _kernel_name(message: str) -> str:
+    match = re.search(r"implementation for (\S+)", message)
+    return f"first missing: {match.group(1)}" if match else "no bfloat16 kernels"
+
+
+def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
+    graph_names = {}
+    for graph in model.graphs():
+        graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")
+    for node, node_plan in plan.nodes.items():
+        d = node_plan.decision
+        report.nodes.append(
+            {
+                "name": node.name,
+                "op_type": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}",
+                "graph": graph_names.get(node.graph, "subgraph"),
+                "precision": d.precision,
+                "rule": d.rule,
+                "reason": d.reason,
+                "follows": d.follows,
+            }
+        )
+    for note in plan.constants:
+        s = note.stats
+        if s.overflow:
+            detail = f"{s.overflow} value(s) beyond {plan.low} range (e.g. {s.example_overflow:.4g})"
+        else:
+            detail = f"{s.underflow} non-zero value(s) round to 0 in {plan.low} (e.g. {s.example_underflow:.3g})"
+        action = {
+            "pinned": "consumer kept float32",
+            "clamped": f"clamped to the {plan.low} range (--clamp)",
+            "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
+        }[note.action]
+        report.constants.append(
+            {
+                "tensor": note.tensor,
+                "consumer": note.consumer,
+                "overflow": s.overflow,
+                "underflow": s.underflow,
+                "max_abs": s.max_abs,
+                "detail": detail,
+                "action": action,
+            }
+        )
+
+
+def _count_casts(model: ir.Model) -> int:
+    return sum(1 for g in model.graphs() for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
+
+
+__all__ = ["convert"]
+_ = (List, time)

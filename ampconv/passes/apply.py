@@ -1,0 +1,329 @@
+"""Apply a ``Plan``: retype values, rewrite dtype attributes, insert casts.
+
+Rules (POLICY.md sec. 8; comments refer to them):
+  1. Every float32 value planned LOW gets the LOW dtype.
+  2. A LOW source node is retyped through its attribute (Cast.to, Constant.value,
+     ConstantOfShape.value, dtype/output_datatype), never by adding a Cast.
+  3. Where a consumer slot needs another precision than its value has, one Cast
+     per (value, type, graph scope) is shared by all such consumers; a cast of a
+     captured value goes inside the subgraph that needs it.
+  4. A constant (initializer or Constant output) needing another precision is
+     copied once, converted, instead of cast at run time.
+  5. Initializers are stored LOW when every consumer needs LOW, kept float32
+     when every consumer needs float32, duplicated once when they disagree.
+     Conversion is lazy: the bytes are computed while the model is written.
+  6. Graph outputs keep their public names: a LOW value feeding a kept-float32
+     output is renamed and the Cast that widens it takes the public name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.constants import to_low
+from ampconv.plan import ANY, LOW_DTYPES, Plan, _release, is_float
+from ampconv.policy import HIGH, LOW
+from ampconv.policy.lists import DTYPE_ATTRIBUTE
+
+
+@dataclasses.dataclass
+class InitializerFate:
+    """What happened to one float32 initializer."""
+
+    name: str
+    graph: str
+    shape: Tuple[int, ...]
+    bytes_before: int
+    fate: str  # "LOW", "HIGH", "duplicated"
+    bytes_after: int
+
+
+@dataclasses.dataclass
+class ApplyResult:
+    """Counts and facts from applying a plan (for the report)."""
+
+    casts_inserted: int = 0
+    constants_copied: int = 0
+    attributes_rewritten: int = 0
+    initializers: List[InitializerFate] = dataclasses.field(default_factory=list)
+
+
+class _Rewriter:
+    def __init__(self, model: ir.Model, plan: Plan, clamp_tensors: Set[str]) -> None:
+        self.model = model
+        self.plan = plan
+        self.low_dtype = LOW_DTYPES[plan.low]
+        self.suffix = plan.low
+        self.clamp = clamp_tensors
+        self.result = ApplyResult()
+        self.names: Set[str] = set()
+        for graph in model.graphs():
+            self.names.update(v.name for v in graph.inputs if v.name)
+            self.names.update(v.name for v in graph.initializers.values() if v.name)
+            for node in graph:
+                if node.name:
+                    self.names.add(node.name)
+                self.names.update(v.name for v in node.outputs if v.name)
+        self.actual: Dict[ir.Value, str] = {}
+        self.cast_cache: Dict[Tuple[ir.Value, str, int], ir.Value] = {}
+        self.const_cache: Dict[Tuple[ir.Value, str], ir.Value] = {}
+
+    # ------------------------------------------------------------------ names
+    def unique(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            k += 1
+            name = f"{base}_{k}"
+        self.names.add(name)
+        return name
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> ApplyResult:
+        plan = self.plan
+        # Snapshot needs before any dtype changes (is_float reads the dtype).
+        uses: List[Tuple[ir.Node, int, ir.Value, str]] = []
+        for node, node_plan in plan.nodes.items():
+            for i, need in enumerate(node_plan.inputs):
+                value = node.inputs[i] if i < len(node.inputs) else None
+                if value is not None and need in (LOW, HIGH) and is_float(value):
+                    uses.append((node, i, value, need))
+        outputs: List[Tuple[ir.Graph, int, ir.Value, str]] = []
+        for graph, needs in plan.graph_output_needs.items():
+            for k, need in enumerate(needs):
+                if k < len(graph.outputs) and need in (LOW, HIGH) and is_float(graph.outputs[k]):
+                    outputs.append((graph, k, graph.outputs[k], need))
+        for value, precision in plan.values.items():
+            self.actual[value] = precision
+        self._convert_initializers(uses, outputs)  # rule 5
+        for node, node_plan in plan.nodes.items():  # rule 2
+            if node_plan.decision.precision == LOW:
+                self._retype_source(node)
+        for value, precision in plan.values.items():  # rule 1
+            if precision == LOW and is_float(value):
+                value.dtype = self.low_dtype
+        for node, i, value, need in uses:  # rules 3, 4
+            if self._precision_of(value) != need:
+                node.replace_input_with(i, self._converted(value, need, node.graph))
+        for graph, k, value, need in outputs:  # rule 6
+            if self._precision_of(value) != need:
+                self._fix_output(graph, k, value, need)
+        return self.result
+
+    def _precision_of(self, value: ir.Value) -> str:
+        return self.actual.get(value, HIGH)
+
+    # ------------------------------------------------------------ initializers
+    def _convert_initializers(self, uses, outputs) -> None:
+        needs: Dict[ir.Value, Set[str]] = {}
+        for _, _, value, need in uses:
+            if value.is_initializer():
+                needs.setdefault(value, set()).add(need)
+        for _, _, value, need in outputs:
+            if value.is_initializer():
+                needs.setdefault(value, set()).add(HIGH)  # an output initializer keeps its type
+        for graph in self.model.graphs():
+            for value in list(graph.initializers.values()):
+                if not is_float(value) or value.const_value is None:
+                    continue
+                wanted = needs.get(value, set())
+                before = value.const_value.nbytes
+                shape = tuple(d if isinstance(d, int) else -1 for d in value.const_value.shape)
+                if value.is_graph_input():
+                    wanted = wanted | {HIGH}
+                if wanted == {LOW}:
+                    value.const_value = self._lazy_low(value.const_value, value.name)
+                    value.dtype = self.low_dtype
+                    self.actual[value] = LOW
+                    fate, after = "LOW", before // 2
+                elif wanted == {LOW, HIGH}:
+                    self.actual[value] = HIGH
+                    fate, after = "duplicated", before + before // 2
+                else:
+                    self.actual[value] = HIGH
+                    fate, after = "HIGH", before
+                self.result.initializers.append(
+                    InitializerFate(value.name or "", graph.name or "main", shape, before, fate, after)
+                )
+
+    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.LazyTensor:
+        low, low_dtype = self.plan.low, self.low_dtype
+        clamp = (name or "") in self.clamp
+
+        def compute() -> ir.TensorProtocol:
+            converted = to_low(tensor.numpy(), low, clamp)
+            _release(tensor)  # unmap the source pages once converted
+            return ir.Tensor(converted, dtype=low_dtype, name=name)
+
+        return ir.LazyTensor(compute, dtype=low_dtype, shape=tensor.shape, name=name)
+
+    # ----------------------------------------------------------- conversions
+    def _converted(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
+        producer = value.producer()
+        if value.is_initializer() and value.const_value is not None:
+            return self._initializer_copy(value, need)
+        if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+            return self._constant_copy(producer, value, need)
+        return self._cast(value, need, scope)
+
+    def _cast(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
+        key = (value, need, id(scope))
+        if key in self.cast_cache:
+            return self.cast_cache[key]
+        dtype = self.low_dtype if need == LOW else ir.DataType.FLOAT
+        tag = self.suffix if need == LOW else "fp32"
+        base = value.name or "tensor"
+        cast = ir.Node(
+            "",
+            "Cast",
+            [value],
+            [ir.AttrInt64("to", dtype.value)],
+            name=self.unique(f"{base}/Cast_to_{tag}"),
+            num_outputs=1,
+        )
+        out = cast.outputs[0]
+        out.name = self.unique(f"{base}__{tag}")
+        out.dtype = dtype
+        out.shape = value.shape
+        self._insert(cast, value, scope)
+        self.actual[out] = need
+        self.cast_cache[key] = out
+        self.result.casts_inserted += 1
+        return out
+
+    def _insert(self, node: ir.Node, value: ir.Value, scope: ir.Graph) -> None:
+        producer = value.producer()
+        if producer is not None and producer.graph is scope:
+            scope.insert_after(producer, node)
+        elif len(scope) > 0:
+            scope.insert_before(next(iter(scope)), node)
+        else:
+            scope.append(node)
+
+    def _initializer_copy(self, value: ir.Value, need: str) -> ir.Value:
+        key = (value, need)
+        if key in self.const_cache:
+            return self.const_cache[key]
+        graph = value.graph
+        tensor = value.const_value
+        if need == LOW:
+            converted = self._lazy_low(tensor, value.name)
+            name = self.unique(f"{value.name}__{self.suffix}")
+            dtype = self.low_dtype
+        else:  # a LOW initializer needed in float32 (only for pre-existing LOW data)
+            data = tensor.numpy().astype(np.float32)
+            converted = ir.Tensor(data)
+            name = self.unique(f"{value.name}__fp32")
+            dtype = ir.DataType.FLOAT
+        converted.name = name
+        copy = ir.Value(name=name, shape=value.shape, type=ir.TensorType(dtype), const_value=converted)
+        graph.register_initializer(copy)
+        self.actual[copy] = need
+        self.const_cache[key] = copy
+        self.result.constants_copied += 1
+        return copy
+
+    def _constant_copy(self, producer: ir.Node, value: ir.Value, need: str) -> ir.Value:
+        key = (value, need)
+        if key in self.const_cache:
+            return self.const_cache[key]
+        from ampconv.plan import constant_array
+
+        array = constant_array(value) if need == LOW else None
+        if need == LOW and array is None:
+            return self._cast(value, need, producer.graph)
+        if need == LOW:
+            data = to_low(array, self.plan.low, (value.name or "") in self.clamp)
+            tensor = ir.Tensor(data, dtype=self.low_dtype)
+            tag = self.suffix
+        else:
+            attr = producer.attributes.get("value")
+            if attr is None or attr.type != ir.AttributeType.TENSOR:
+                return self._cast(value, need, producer.graph)
+            tensor = ir.Tensor(attr.value.numpy().astype(np.float32))
+            tag = "fp32"
+        node = ir.Node(
+            "",
+            "Constant",
+            [],
+            [ir.AttrTensor("value", tensor)],
+            name=self.unique(f"{producer.name or 'Constant'}__{tag}"),
+            num_outputs=1,
+        )
+        out = node.outputs[0]
+        out.name = self.unique(f"{value.name}__{tag}")
+        out.dtype = tensor.dtype
+        out.shape = value.shape
+        producer.graph.insert_after(producer, node)
+        self.actual[out] = need
+        self.const_cache[key] = out
+        self.result.constants_copied += 1
+        return out
+
+    # ---------------------------------------------------------- source retype
+    def _retype_source(self, node: ir.Node) -> None:
+        if node.domain != "":
+            return
+        op = node.op_type
+        low = self.low_dtype
+        if op == "Constant":
+            from ampconv.plan import constant_array
+
+            array = constant_array(node.outputs[0])
+            if array is None:
+                return
+            data = to_low(array, self.plan.low, (node.outputs[0].name or "") in self.clamp)
+            for name in ("value", "value_float", "value_floats"):
+                if name in node.attributes:
+                    del node.attributes[name]
+            node.attributes["value"] = ir.AttrTensor("value", ir.Tensor(data, dtype=low))
+        elif op == "ConstantOfShape":
+            attr = node.attributes.get("value")
+            array = attr.value.numpy() if attr is not None else np.zeros((1,), np.float32)
+            node.attributes["value"] = ir.AttrTensor(
+                "value", ir.Tensor(to_low(array, self.plan.low), dtype=low)
+            )
+        elif op in DTYPE_ATTRIBUTE:
+            name = DTYPE_ATTRIBUTE[op]
+            node.attributes[name] = ir.AttrInt64(name, low.value)
+        elif op == "Attention" and "softmax_precision" not in node.attributes:
+            node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", ir.DataType.FLOAT.value)
+        else:
+            return
+        self.result.attributes_rewritten += 1
+
+    # ---------------------------------------------------------------- outputs
+    def _fix_output(self, graph: ir.Graph, k: int, value: ir.Value, need: str) -> None:
+        if graph is self.model.graph:
+            # Rule 6: the widened (or narrowed) cast output takes the public name.
+            public = value.name
+            value.name = self.unique(f"{public}__{self.suffix if self._precision_of(value) == LOW else 'fp32'}")
+            self.names.discard(public)
+            out = self._cast(value, need, graph)
+            self.names.discard(out.name)
+            out.name = public
+            self.names.add(public)
+            cast = out.producer()
+            cast.name = self.unique(f"{public}/Cast_output")
+        else:
+            out = self._converted(value, need, graph)
+            if out.is_graph_output() or out.is_graph_input() or out.is_initializer():
+                # A value may appear once in outputs: give this slot its own Identity.
+                ident = ir.Node("", "Identity", [out], name=self.unique(f"{value.name}/Identity"), num_outputs=1)
+                ident.outputs[0].name = self.unique(f"{value.name}__out")
+                ident.outputs[0].dtype = out.dtype
+                ident.outputs[0].shape = out.shape
+                graph.append(ident)
+                out = ident.outputs[0]
+        graph.outputs[k] = out
+
+
+def apply_plan(model: ir.Model, plan: Plan) -> ApplyResult:
+    """Rewrite ``model`` in place according to ``plan`` (rules 1-6 above)."""
+    return _Rewriter(model, plan, set(plan.clamp_tensors)).run()
+
+
+__all__ = ["ApplyResult", "InitializerFate", "apply_plan", "ANY"]

@@ -1,0 +1,107 @@
+"""Make a loaded model ready for planning: names and element types.
+
+1. Every node gets a name (``<OpType>_<n>`` when it has none), because the
+   report, ``--keep-fp32`` and localization all speak in node names.
+2. Element types: onnx shape inference (weights stripped first, so it works on
+   any model size) fills value types; a schema-driven pass then fills what it
+   left unknown (outputs of unknown ops' neighbours, partial inference), by
+   unifying each output's type variable with the inputs that share it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import onnx_ir as ir
+
+from ampconv.schema import normalize_domain, op_info
+
+_ONNX_TYPES = {
+    "tensor(float)": ir.DataType.FLOAT,
+    "tensor(float16)": ir.DataType.FLOAT16,
+    "tensor(bfloat16)": ir.DataType.BFLOAT16,
+    "tensor(double)": ir.DataType.DOUBLE,
+    "tensor(int64)": ir.DataType.INT64,
+    "tensor(int32)": ir.DataType.INT32,
+    "tensor(bool)": ir.DataType.BOOL,
+}
+
+
+def name_nodes(model: ir.Model) -> int:
+    """Give every unnamed node a unique, deterministic name; returns how many."""
+    taken = {n.name for g in model.graphs() for n in g if n.name}
+    counter = 0
+    named = 0
+    for graph in model.graphs():
+        for node in graph:
+            if node.name:
+                continue
+            while True:
+                counter += 1
+                candidate = f"{node.op_type}_{counter}"
+                if candidate not in taken:
+                    break
+            node.name = candidate
+            taken.add(candidate)
+            named += 1
+    return named
+
+
+def infer_types(model: ir.Model) -> None:
+    """Fill value types: onnx inference first, then schema unification for the rest."""
+    from onnx_ir.passes.common.shape_inference import ShapeInferencePass
+
+    logging.getLogger("onnx_ir.passes.common.shape_inference").setLevel(logging.ERROR)
+    try:
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
+    except Exception:  # inference is best effort: the fill-in below still runs
+        pass
+    opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
+    for graph in model.graphs():
+        for node in graph:
+            _fill_outputs(node, opsets)
+
+
+def _fill_outputs(node: ir.Node, opsets) -> None:
+    missing = [v for v in node.outputs if v.type is None]
+    if not missing:
+        return
+    domain = normalize_domain(node.domain)
+    if domain == "" and node.op_type == "Cast" and "to" in node.attributes:
+        _set(node.outputs[0], ir.DataType(node.attributes["to"].value))
+        return
+    if domain == "" and node.op_type == "Constant":
+        attr = node.attributes.get("value")
+        if attr is not None and attr.type == ir.AttributeType.TENSOR:
+            _set(node.outputs[0], attr.value.dtype)
+        elif "value_float" in node.attributes or "value_floats" in node.attributes:
+            _set(node.outputs[0], ir.DataType.FLOAT)
+        return
+    info = op_info(domain, node.op_type, opsets.get(domain, 1))
+    if not info.known:
+        return
+    for j, value in enumerate(node.outputs):
+        if value.type is not None:
+            continue
+        type_str = info.output_type(j)
+        dtype = _from_inputs(node, info, type_str)
+        if dtype is None and type_str is not None:
+            allowed = info.allowed(type_str)
+            if len(allowed) == 1:
+                dtype = _ONNX_TYPES.get(next(iter(allowed)))
+        if dtype is not None:
+            _set(value, dtype)
+
+
+def _from_inputs(node: ir.Node, info, type_str: Optional[str]) -> Optional[ir.DataType]:
+    if type_str is None:
+        return None
+    for i, value in enumerate(node.inputs):
+        if value is not None and info.input_type(i) == type_str and isinstance(value.type, ir.TensorType):
+            return value.dtype
+    return None
+
+
+def _set(value: ir.Value, dtype: ir.DataType) -> None:
+    value.type = ir.TensorType(dtype)

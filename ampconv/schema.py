@@ -1,0 +1,128 @@
+"""Per-opset, per-slot type facts from ``onnx.defs`` (computed at run time, cached).
+
+Nothing here is hard-coded per op: which slots share the node's main type
+variable, which types a variable admits at the model's opset, and from which
+opset a blocked type becomes legal all come from the installed schemas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import FrozenSet, Optional, Tuple
+
+import onnx
+import onnx.defs
+
+FLOAT = "tensor(float)"
+LOW_TYPE_STRINGS = {"fp16": "tensor(float16)", "bf16": "tensor(bfloat16)"}
+
+
+def normalize_domain(domain: str) -> str:
+    """``ai.onnx`` and the empty string name the same (default) domain."""
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInfo:
+    """The type signature of one op at one opset, reduced to what planning needs."""
+
+    known: bool
+    since_version: int = 0
+    input_types: Tuple[str, ...] = ()
+    input_variadic: bool = False
+    output_types: Tuple[str, ...] = ()
+    output_variadic: bool = False
+    constraints: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+
+    def input_type(self, index: int) -> Optional[str]:
+        """Type string (a variable like ``T`` or a concrete type) of input slot ``index``."""
+        return _slot(self.input_types, self.input_variadic, index)
+
+    def output_type(self, index: int) -> Optional[str]:
+        """Type string of output slot ``index``."""
+        return _slot(self.output_types, self.output_variadic, index)
+
+    def allowed(self, type_str: Optional[str]) -> FrozenSet[str]:
+        """Concrete types a slot with this type string accepts."""
+        if type_str is None:
+            return frozenset()
+        for name, types in self.constraints:
+            if name == type_str:
+                return types
+        return frozenset({type_str})
+
+    def main_type(self) -> Optional[str]:
+        """The type variable that carries the node's float data.
+
+        The first output's variable when it admits float (compute and transparent
+        ops), else the first input's (sinks such as Equal or ArgMax).
+        """
+        for candidate in (self.output_type(0), self.input_type(0)):
+            if candidate is not None and FLOAT in self.allowed(candidate) and len(self.allowed(candidate)) > 1:
+                return candidate
+        return None
+
+
+def _slot(types: Tuple[str, ...], variadic: bool, index: int) -> Optional[str]:
+    if index < len(types):
+        return types[index]
+    if variadic and types:
+        return types[-1]
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
+    """Signature of ``domain::op_type`` at ``opset``; ``known=False`` when no schema exists."""
+    domain = normalize_domain(domain)
+    try:
+        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
+    except onnx.defs.SchemaError:
+        return OpInfo(known=False)
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return OpInfo(
+        known=True,
+        since_version=schema.since_version,
+        input_types=tuple(p.type_str for p in schema.inputs),
+        input_variadic=bool(schema.inputs) and schema.inputs[-1].option == variadic,
+        output_types=tuple(p.type_str for p in schema.outputs),
+        output_variadic=bool(schema.outputs) and schema.outputs[-1].option == variadic,
+        constraints=tuple(
+            (c.type_param_str, frozenset(c.allowed_type_strs)) for c in schema.type_constraints
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def first_opset_allowing(domain: str, op_type: str, opset: int, low: str) -> Optional[int]:
+    """The first opset above ``opset`` whose schema lets the main type be ``low``."""
+    domain = normalize_domain(domain)
+    try:
+        latest = onnx.defs.onnx_opset_version() if domain == "" else opset + 30
+    except Exception:  # pragma: no cover - defensive
+        latest = opset + 30
+    for version in range(opset + 1, latest + 1):
+        info = op_info(domain, op_type, version)
+        if info.known and info.since_version > opset:
+            main = info.main_type()
+            if main is not None and LOW_TYPE_STRINGS[low] in info.allowed(main):
+                return info.since_version
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def default_domain_ops() -> FrozenSet[str]:
+    """Every op type of the default ONNX domain known to the installed onnx."""
+    return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain == "")
+
+
+@functools.lru_cache(maxsize=None)
+def is_known_op(domain: str, op_type: str) -> bool:
+    """Whether any schema exists for ``domain::op_type`` (any version)."""
+    domain = normalize_domain(domain)
+    try:
+        onnx.defs.get_schema(op_type, domain=domain)
+        return True
+    except onnx.defs.SchemaError:
+        return False
