@@ -407,12 +407,13 @@ class _WriteTracker:
                 if self._users[id(src)] == 0:
                     to_release.append(src)
             self._done += tensor.nbytes
-            done = self._done
+            # Reported under the lock: workers finish in any order, and a
+            # progress bar must never see ``done`` go backwards.
+            if self._progress is not None:
+                self._progress(self._done, self.total)
         for src in to_release:
             with self._source_locks[id(src)]:
                 _release(src)
-        if self._progress is not None:
-            self._progress(done, self.total)
 
 
 def tensor_sources(tensor: ir.TensorProtocol) -> List[ir.ExternalTensor]:
