@@ -1,0 +1,187 @@
+"""Every input form, and every bad input named in one clear UsageError."""
+
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+import validate_models as vm
+from ampconv.errors import ModelLoadError, UsageError
+from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.validate import inputs as inputs_mod
+from ampconv.validate import modelio
+
+
+@pytest.fixture()
+def multi(tmp_path):
+    return vm.multi_input_pair(tmp_path)
+
+
+def _good(batch=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "x": rng.standard_normal((batch, 3)).astype(np.float32),
+        "ids": rng.integers(0, 4, batch).astype(np.int64),
+        "mask": rng.integers(0, 2, (batch, 3)).astype(bool),
+    }
+
+
+def test_npz_file(tmp_path, multi):
+    path = tmp_path / "one.npz"
+    np.savez(path, **_good())
+    result = validate(*multi, ValidateOptions(inputs=(str(path),)))
+    assert result.passed and not result.random_inputs
+    assert result.input_sources == (str(path),)
+
+
+def test_npz_folder_gives_one_sample_per_file(tmp_path, multi):
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    for i in range(3):
+        np.savez(folder / f"s{i}.npz", **_good(batch=i + 1, seed=i))
+    result = validate(*multi, ValidateOptions(inputs=(str(folder),)))
+    assert result.samples == 3 and result.passed
+    assert len(result.outputs[0].per_sample) == 3
+
+
+def _write_test_set(folder, sample, names=True):
+    folder.mkdir(parents=True)
+    for i, name in enumerate(["x", "ids", "mask"]):
+        tensor = numpy_helper.from_array(sample[name], name if names else "")
+        (folder / f"input_{i}.pb").write_bytes(tensor.SerializeToString())
+
+
+def test_test_data_folders_model_dir_and_single_set(tmp_path, multi):
+    model_dir = tmp_path / "model"
+    _write_test_set(model_dir / "test_data_set_0", _good(seed=1))
+    _write_test_set(model_dir / "test_data_set_1", _good(seed=2), names=False)  # by position
+    result = validate(*multi, ValidateOptions(inputs=(str(model_dir),)))
+    assert result.samples == 2 and result.passed
+    single = validate(*multi, ValidateOptions(inputs=(str(model_dir / "test_data_set_1"),)))
+    assert single.samples == 1 and single.passed
+
+
+def test_random_inputs_with_shape_are_flagged_and_seeded(multi):
+    opts = ValidateOptions(shapes=(("batch", (4,)),), samples=2, seed=7)
+    result = validate(*multi, opts)
+    assert result.random_inputs and result.samples == 2
+    assert any("random" in n for n in result.notes)
+    assert result.outputs[0].shape == (4, 3)
+    again = validate(*multi, opts)
+    assert again.outputs[0].worst == result.outputs[0].worst
+
+
+def test_random_values_per_kind(tmp_path, multi):
+    model = modelio.load(multi[0])
+    specs = modelio.declared_inputs(model)
+    bounds = inputs_mod.integer_bounds(model)
+    assert bounds == {"ids": 4}  # Gather into a 4-row table
+    s = inputs_mod.random_samples(specs, {"x": (5, 3), "batch": (5,)}, 1, 0, bounds).samples[0]
+    assert s["x"].dtype == np.float32 and s["x"].shape == (5, 3)
+    assert s["ids"].dtype == np.int64 and s["ids"].min() >= 0 and s["ids"].max() < 4
+    assert s["mask"].dtype == bool and s["mask"].shape == (5, 3)
+
+
+def test_whole_input_shape_and_symbol_forms():
+    spec = modelio.InputSpec("x", modelio.ir.DataType.FLOAT, ("batch", 3))
+    assert inputs_mod.resolve_shape(spec, {"x": (2, 3)}) == (2, 3)
+    assert inputs_mod.resolve_shape(spec, {"batch": (6,)}) == (6, 3)
+    with pytest.raises(UsageError, match="axis 1 is 4, the model fixes it to 3"):
+        inputs_mod.resolve_shape(spec, {"x": (2, 4)})
+    with pytest.raises(UsageError, match="rank 3 given"):
+        inputs_mod.resolve_shape(spec, {"x": (2, 3, 1)})
+
+
+def test_unknown_symbolic_dimension_is_named(multi):
+    with pytest.raises(UsageError, match=r"input 'x' dimension 0 \('batch'\) is unknown.*--shape x:1x3"):
+        validate(*multi)
+
+
+def test_unknown_shape_name(multi):
+    with pytest.raises(UsageError, match="--shape bogus: no input or dimension"):
+        validate(*multi, ValidateOptions(shapes=(("batch", (1,)), ("bogus", (1,)))))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("x:1x3x224x224", ("x", (1, 3, 224, 224))), ("batch:8", ("batch", (8,))), ("a:b:2X3", ("a:b", (2, 3)))],
+)
+def test_parse_shape(text, expected):
+    assert parse_shape(text) == expected
+
+
+@pytest.mark.parametrize("text", ["x", "x:", ":3", "x:1xa", "x:-1"])
+def test_bad_shape_syntax(text):
+    with pytest.raises(UsageError, match="bad shape"):
+        parse_shape(text)
+
+
+def _bad(tmp_path, multi, **changes):
+    sample = _good()
+    sample.update(changes)
+    sample = {k: v for k, v in sample.items() if v is not None}
+    path = tmp_path / "bad.npz"
+    np.savez(path, **sample)
+    validate(*multi, ValidateOptions(inputs=(str(path),)))
+
+
+def test_missing_input_name(tmp_path, multi):
+    with pytest.raises(UsageError, match=r"bad.npz: missing input 'mask' \(model inputs: x, ids, mask\)"):
+        _bad(tmp_path, multi, mask=None)
+
+
+def test_unknown_input_name(tmp_path, multi):
+    with pytest.raises(UsageError, match="bad.npz: unknown input 'extra'"):
+        _bad(tmp_path, multi, extra=np.zeros(2))
+
+
+def test_wrong_dtype(tmp_path, multi):
+    with pytest.raises(UsageError, match="input 'ids' has dtype float32, the model declares int64"):
+        _bad(tmp_path, multi, ids=np.zeros(2, np.float32))
+
+
+def test_wrong_rank(tmp_path, multi):
+    with pytest.raises(UsageError, match="input 'x' has rank 3 .* declares rank 2"):
+        _bad(tmp_path, multi, x=np.zeros((2, 3, 1), np.float32))
+
+
+def test_wrong_fixed_dimension(tmp_path, multi):
+    with pytest.raises(UsageError, match=r"input 'x' has shape \[2, 4\], the model declares \[batch, 3\]"):
+        _bad(tmp_path, multi, x=np.zeros((2, 4), np.float32))
+
+
+def test_bad_npz_path(tmp_path, multi):
+    with pytest.raises(UsageError, match="nope.npz: no such inputs file or folder"):
+        validate(*multi, ValidateOptions(inputs=(str(tmp_path / "nope.npz"),)))
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"not a zip")
+    with pytest.raises(UsageError, match="corrupt.npz: cannot read as .npz"):
+        validate(*multi, ValidateOptions(inputs=(str(corrupt),)))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match="no .npz files or test_data_set_"):
+        validate(*multi, ValidateOptions(inputs=(str(empty),)))
+
+
+def test_missing_or_corrupt_model_file(tmp_path, multi):
+    with pytest.raises(ModelLoadError, match="missing.onnx: no such model file"):
+        validate(multi[0], str(tmp_path / "missing.onnx"))
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00garbage")
+    with pytest.raises(ModelLoadError, match="junk.onnx: cannot read as ONNX"):
+        validate(str(junk), multi[1])
+
+
+def test_models_with_different_inputs_are_a_usage_error(tmp_path, multi):
+    ref, _ = vm.overflow_pair(tmp_path)
+    with pytest.raises(UsageError, match="differ from the reference"):
+        validate(ref, multi[1])
+
+
+def test_options_are_checked():
+    with pytest.raises(UsageError, match="unknown backend"):
+        ValidateOptions(backend="gpu")
+    with pytest.raises(UsageError, match="samples must be at least 1"):
+        ValidateOptions(samples=0)
+    with pytest.raises(UsageError, match="rtol must be"):
+        ValidateOptions(rtol=-1.0)
+    assert ValidateOptions(shapes={"x": [1, 2]}).shapes == (("x", (1, 2)),)
