@@ -108,9 +108,13 @@ def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Opt
 
 
 def _decision(node: ir.Node, value: ir.Value, decisions) -> tuple[str, str]:
-    if decisions and node.name in decisions:
-        entry = decisions[node.name]
-        return str(entry.get("precision", "?")), str(entry.get("rule", "?"))
+    entry = decisions.get(node.name) if decisions else None
+    if entry is not None:
+        # A mapping from the converter's report, or a plan Decision object.
+        get = entry.get if isinstance(entry, Mapping) else (lambda key, default=None: getattr(entry, key, default))
+        rule, reason = get("rule", None), get("reason", None)
+        text = f"{rule}: {reason}" if rule and reason and reason != rule else (rule or reason or "?")
+        return str(get("precision", "?")), str(text)
     dtype = value.dtype
     if dtype in LOW_TYPES:
         return "LOW", f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
