@@ -197,6 +197,11 @@ class Planner:
             return names
         if keep is False:
             return set()
+        unknown = sorted(set(keep) - names)
+        if unknown:
+            from ampconv.errors import UsageError
+
+            raise UsageError(f"--keep-io-types names {', '.join(unknown)}: not a graph input or output")
         return set(keep)
 
     def _plan_graph(self, graph: ir.Graph) -> None:

@@ -1,0 +1,99 @@
+"""``ampconv convert MODEL``: the main job."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+import ampconv
+from ampconv.config import Config
+from ampconv.report import render_plan, render_text
+from ampconv_cli.errors import handle_errors
+from ampconv_cli.options import conversion_options, keep_io_value, policy_options
+from ampconv_cli.progress import make_progress
+from ampconv_cli.validation_options import (
+    FORMATS,
+    VALIDATION_PARAMS,
+    options_from_cli,
+    run_and_render,
+    validation_options,
+)
+
+
+@click.command("convert")
+@click.argument("model", type=click.Path(dir_okay=True))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Output path (default: <stem>.<dtype>.onnx beside the input).")
+@policy_options
+@conversion_options
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the conversion report (every node, rule, initializer) as JSON.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; write no model.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input).")
+@click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output.")
+@click.option("-v", "--verbose", is_flag=True, help="List every node's decision in the summary.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary, no progress bar (errors still print).")
+@click.option("--validate", "do_validate", is_flag=True, help="Validate the output against the input.")
+@click.option("--fail-on-drift", is_flag=True, help="With --validate: exit 3 when over tolerance.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="Format of the validation result.")
+@validation_options
+@handle_errors
+def command(model, output, level, preset, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
+            keep_fp32, force_low, clamp, report_path, dry_run, overwrite, no_runtime_check, verbose,
+            quiet, do_validate, fail_on_drift, fmt, **validation):
+    """Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision.
+
+    Prints a summary on stderr; exit 0 ok, 1 error, 2 bad usage or policy,
+    3 over tolerance with --validate --fail-on-drift.
+    """
+    if fail_on_drift and not do_validate:
+        raise click.UsageError("--fail-on-drift needs --validate")
+    if dry_run and do_validate:
+        raise click.UsageError("--dry-run writes no model to validate")
+    with make_progress(quiet) as progress:
+        config = Config(
+            level=level, dtype=dtype, target=target, preset=preset, mixlists=tuple(mixlists),
+            keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
+            force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
+            check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
+        )
+        report = ampconv.convert(model, output, config, dry_run=dry_run)
+    if dry_run:
+        click.echo(render_plan(report))
+    elif not quiet:
+        click.echo(render_text(report, verbose=verbose), err=True)
+    if report_path:
+        write_json_atomic(Path(report_path), report.to_dict())
+    if not do_validate:
+        return
+    options = options_from_cli(
+        decisions=report.decisions_by_node(), show_progress=not quiet,
+        **{k: validation[k] for k in VALIDATION_PARAMS},
+    )
+    code = run_and_render(model, report.output, options, fmt, report_path)
+    if code != 0:
+        if fail_on_drift:
+            click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
+            raise SystemExit(code)
+        click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write JSON via a temporary file beside ``path`` and a rename."""
+    if not path.parent.exists():
+        raise ampconv.OutputError(f"{path}: folder {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
