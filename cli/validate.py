@@ -7,14 +7,14 @@ The lead registers ``command`` on the ``ampconv`` group.
 from __future__ import annotations
 
 import click
-
-from ampconv.errors import AmpconvError
 from ampconv_cli.validation_options import (
     FORMATS,
     options_from_cli,
     run_and_render,
     validation_options,
 )
+
+from ampconv.errors import AmpconvError
 
 
 @click.command("validate")

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import click
 
@@ -72,14 +72,14 @@ def validation_options(func: Callable) -> Callable:
 def options_from_cli(
     *,
     inputs: Sequence[str] = (),
-    rtol: Optional[float] = None,
-    atol: Optional[float] = None,
+    rtol: float | None = None,
+    atol: float | None = None,
     backend: str = "auto",
     samples: int = 1,
     seed: int = 0,
     shapes: Sequence = (),
     localize: bool = False,
-    decisions: Optional[Mapping] = None,
+    decisions: Mapping | None = None,
     show_progress: bool = False,
 ) -> ValidateOptions:
     """Build ``ValidateOptions`` from the option group's parameters (``VALIDATION_PARAMS``).
@@ -107,7 +107,7 @@ def run_and_render(
     converted: str,
     options: ValidateOptions,
     fmt: str = "text",
-    report_path: Optional[str] = None,
+    report_path: str | None = None,
     console=None,
 ) -> int:
     """Validate, print the result in ``fmt``, merge it into ``report_path``; return 0 or 3.
@@ -144,7 +144,13 @@ def run_and_render(
 
 def _progress_bar():
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     return Progress(
         TextColumn("[progress.description]{task.description}"),

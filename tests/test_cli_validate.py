@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
 import validate_models as vm
 from ampconv_cli.validate import command
+from click.testing import CliRunner
 
 
 @pytest.fixture()

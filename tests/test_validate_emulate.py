@@ -2,16 +2,14 @@
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import pytest
+import validate_models as vm
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-import validate_models as vm
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validate import ValidateOptions, modelio, runners, validate
 from ampconv.validate import emulate as emulation
-from ampconv.validate import modelio, runners
 
 
 @pytest.fixture()
@@ -131,7 +129,7 @@ def test_emulation_rounds_exactly_like_numpy_float16(tmp_path):
 
 
 def test_rounded_value_keeps_the_original_name(tmp_path):
-    ref, conv = vm.overflow_pair(tmp_path)
+    _, conv = vm.overflow_pair(tmp_path)
     model = modelio.load(conv)
     emulation.emulate(model)
     big = next(v for n in model.graph for v in n.outputs if v.name == "big")
@@ -189,7 +187,7 @@ def test_emulation_inside_loop_matches_float16_accumulation(tmp_path):
     path = str(tmp_path / "loop.onnx")
     onnx.save(model, path)
     x = np.float32([0.1])
-    out, stats, _ = _run_emulated(path, tmp_path, {"x": x})
+    out, _, _ = _run_emulated(path, tmp_path, {"x": x})
     acc = np.float16(0)
     for _ in range(2000):
         acc = np.float16(acc + np.float16(x[0]))

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
+import validate_models as vm
 from onnx import numpy_helper
 
-import validate_models as vm
 from ampconv.errors import ModelLoadError, UsageError
-from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.validate import ValidateOptions, modelio, parse_shape, validate
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import modelio
 
 
 @pytest.fixture()

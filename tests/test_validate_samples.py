@@ -9,9 +9,9 @@ import pathlib
 
 import numpy as np
 import pytest
+import validate_models as vm
 
 import ampconv
-import validate_models as vm
 from ampconv.validate import ValidateOptions, validate
 
 BUILD = pathlib.Path(__file__).resolve().parents[1] / "sample_models" / "build.py"

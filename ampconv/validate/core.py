@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from typing import Optional
 
 import numpy as np
 import onnx_ir as ir
@@ -24,7 +23,7 @@ CPU_NATIVE_NOTE = (
 RANDOM_NOTE = "inputs are random (seeded): a weak proxy for real data; pass --inputs for a stronger check"
 
 
-def validate(reference: str, converted: str, options: Optional[ValidateOptions] = None) -> ValidationResult:
+def validate(reference: str, converted: str, options: ValidateOptions | None = None) -> ValidationResult:
     """Compare ``converted`` with the float32 ``reference`` on the same inputs.
 
     Never raises on drift (read ``result.passed``). Raises ``UsageError`` for

@@ -18,7 +18,7 @@ import dataclasses
 import glob
 import os
 import re
-from typing import Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -35,8 +35,8 @@ MAX_RANDOM_INT = 10
 class Samples:
     """Loaded samples, where they came from, and whether they are random."""
 
-    samples: Tuple[Sample, ...]
-    sources: Tuple[str, ...]
+    samples: tuple[Sample, ...]
+    sources: tuple[str, ...]
     random: bool
 
 
@@ -78,7 +78,7 @@ def _read_npz(path: str) -> Sample:
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: np.asarray(data[name]) for name in data.files}
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- zipfile, pickle and numpy errors all mean "not a usable .npz"
         raise UsageError(f"{path}: cannot read as .npz: {exc}") from None
 
 
@@ -102,7 +102,7 @@ def _read_test_set(folder: str, specs: Sequence[InputSpec]) -> Sample:
             with open(pb, "rb") as f:
                 tensor.ParseFromString(f.read())
             array = numpy_helper.to_array(tensor)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- protobuf or numpy_helper: not a tensor we can use
             raise UsageError(f"{pb}: cannot read as an ONNX tensor: {exc}") from None
         # Unnamed tensors follow the declared input order (the ONNX test-data convention).
         sample[tensor.name or specs[index].name] = array
@@ -155,7 +155,7 @@ def _dims_text(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def resolve_shape(spec: InputSpec, shapes: Mapping[str, Tuple[int, ...]]) -> Tuple[int, ...]:
+def resolve_shape(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
     """Concrete shape of a random input: declared dims plus ``--shape`` bindings.
 
     ``shapes[input_name]`` gives the whole shape; ``shapes[symbol]`` one dim.
@@ -200,10 +200,10 @@ def resolve_shape(spec: InputSpec, shapes: Mapping[str, Tuple[int, ...]]) -> Tup
 
 def random_samples(
     specs: Sequence[InputSpec],
-    shapes: Mapping[str, Tuple[int, ...]],
+    shapes: Mapping[str, tuple[int, ...]],
     count: int,
     seed: int,
-    int_bounds: Optional[Mapping[str, int]] = None,
+    int_bounds: Mapping[str, int] | None = None,
 ) -> Samples:
     """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
 
@@ -229,7 +229,7 @@ def random_samples(
     return Samples(tuple(samples), tuple(f"random sample {i} (seed {seed})" for i in range(count)), random=True)
 
 
-def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: Optional[int]) -> np.ndarray:
+def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: int | None) -> np.ndarray:
     dtype = spec.dtype
     if dtype.is_floating_point():
         return rng.standard_normal(shape, dtype=np.float32).astype(spec.numpy_dtype)

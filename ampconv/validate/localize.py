@@ -11,7 +11,7 @@ the precision decision that put it there.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -56,7 +56,7 @@ def first_divergence(
     atol: float,
     backend: str,
     sample: int,
-    decisions: Optional[Mapping[str, Mapping[str, str]]] = None,
+    decisions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Localization:
     """Walk ``converted``'s main graph in order; return the first node whose output fails.
 
@@ -96,7 +96,7 @@ def first_divergence(
     return Localization(backend=backend, sample=sample, checked=checked)
 
 
-def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Optional[str]:
+def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> str | None:
     ref64 = ref.astype(np.float64, copy=False)
     conv64 = conv.astype(np.float64, copy=False)
     new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref64, conv64)))

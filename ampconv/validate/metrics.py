@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
 
 import numpy as np
 
@@ -42,9 +41,9 @@ class Metrics:
     new_nonfinite: int
     mismatched: int
     size: int
-    top1: Optional[float]
-    needed_atol: Optional[float]
-    needed_rtol: Optional[float]
+    top1: float | None
+    needed_atol: float | None
+    needed_rtol: float | None
     passed: bool
 
     def to_dict(self) -> dict:
@@ -131,7 +130,7 @@ def _needed_atol(diff: np.ndarray, absref: np.ndarray, rtol: float) -> float:
     return float(max(0.0, (diff - rtol * absref).max()))
 
 
-def _needed_rtol(diff: np.ndarray, absref: np.ndarray, atol: float) -> Optional[float]:
+def _needed_rtol(diff: np.ndarray, absref: np.ndarray, atol: float) -> float | None:
     over = diff > atol
     if not np.any(over):
         return 0.0
@@ -158,7 +157,7 @@ def is_class_like(array: np.ndarray) -> bool:
     return array.dtype.kind == "f" and array.ndim >= 2 and array.shape[-1] >= 2 and array.size > 0
 
 
-def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> Optional[float]:
+def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> float | None:
     """Fraction of rows whose argmax over the last axis agrees; None if not class-like."""
     ref = np.asarray(ref)
     conv = np.asarray(conv)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional, Tuple, Union
 
 import numpy as np
 import onnx_ir as ir
@@ -21,7 +20,7 @@ LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
 # under 2 GiB because widening fp16 weights to float32 doubles them.
 EXTERNAL_THRESHOLD_BYTES = int(1.5 * 1024**3)
 
-Dim = Union[int, str, None]
+Dim = int | str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +29,7 @@ class InputSpec:
 
     name: str
     dtype: ir.DataType
-    dims: Optional[Tuple[Dim, ...]]
+    dims: tuple[Dim, ...] | None
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -44,7 +43,7 @@ def load(path: str) -> ir.Model:
         raise ModelLoadError(f"{path}: no such model file")
     try:
         return ir.load(path)
-    except Exception as exc:  # protobuf and onnx-ir raise many types here
+    except Exception as exc:  # noqa: BLE001 -- protobuf and onnx-ir raise many types here
         raise ModelLoadError(f"{path}: cannot read as ONNX: {_one_line(exc)}") from None
 
 
@@ -98,7 +97,7 @@ def graphs(model: ir.Model):
     return _graphs(model.graph)
 
 
-def low_dtype(model: ir.Model) -> Optional[str]:
+def low_dtype(model: ir.Model) -> str | None:
     """"bf16" if any tensor or cast target is bfloat16, else "fp16" if any is float16, else None."""
     found = set()
     for value in iter_values(model):
@@ -107,9 +106,9 @@ def low_dtype(model: ir.Model) -> Optional[str]:
     for graph in graphs(model):
         for node in graph:
             for attr in node.attributes.values():
-                if attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype"):
-                    if attr.value in (int(t) for t in LOW_TYPES):
-                        found.add(LOW_TYPES[ir.DataType(attr.value)])
+                is_dtype = attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype")
+                if is_dtype and attr.value in LOW_TYPES:
+                    found.add(LOW_TYPES[ir.DataType(attr.value)])
     if "bf16" in found:
         return "bf16"
     return "fp16" if "fp16" in found else None
@@ -167,7 +166,7 @@ def ensure_types(model: ir.Model) -> None:
 
     try:
         ShapeInferencePass(strict_mode=False)(model)
-    except Exception:  # custom domains, unusual models: keep the types we have
+    except Exception:  # noqa: BLE001, S110 -- custom domains, unusual models: keep the types we have
         pass
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, Optional, Tuple
+from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError
 
@@ -13,7 +13,7 @@ BACKENDS = ("auto", "native", "emulate")
 # fp16 keeps 11 significant bits (unit roundoff 2^-11 ~ 4.9e-4), bf16 keeps 8
 # (2^-8 ~ 3.9e-3); after a few dozen roundings and accumulations an O2 network
 # typically drifts ~10-20x the unit roundoff, relative to its activations.
-DEFAULT_TOLERANCES: Mapping[str, Tuple[float, float]] = {
+DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
     "fp16": (1e-2, 1e-2),
     "bf16": (5e-2, 5e-2),
 }
@@ -44,19 +44,19 @@ class ValidateOptions:
         progress: optional ``callback(done, total)`` called after each sample.
     """
 
-    inputs: Tuple[str, ...] = ()
-    rtol: Optional[float] = None
-    atol: Optional[float] = None
+    inputs: tuple[str, ...] = ()
+    rtol: float | None = None
+    atol: float | None = None
     backend: str = "auto"
     samples: int = 1
     seed: int = 0
-    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     localize: bool = False
-    decisions: Optional[Mapping[str, Mapping[str, str]]] = dataclasses.field(
+    decisions: Mapping[str, Mapping[str, str]] | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
     show_progress: bool = False
-    progress: Optional[Callable[[int, int], None]] = dataclasses.field(
+    progress: Callable[[int, int], None] | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
 
@@ -76,7 +76,7 @@ class ValidateOptions:
             if not dims or any(int(d) < 0 for d in dims):
                 raise UsageError(f"bad shape for {name!r}: {dims}")
 
-    def tolerances(self, dtype: str) -> Tuple[float, float, str]:
+    def tolerances(self, dtype: str) -> tuple[float, float, str]:
         """(rtol, atol, where they came from) for the detected LOW type."""
         d_rtol, d_atol = DEFAULT_TOLERANCES[dtype]
         rtol = d_rtol if self.rtol is None else self.rtol
@@ -90,7 +90,7 @@ class ValidateOptions:
         return rtol, atol, source
 
 
-def parse_shape(text: str) -> Tuple[str, Tuple[int, ...]]:
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """Parse ``NAME:1x3x224x224`` (or ``SYMBOL:8``) into ``(name, dims)``."""
     name, sep, dims = text.rpartition(":")
     if not sep or not name or not dims:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Optional
 
 from ampconv.validate.result import ValidationResult
 
 
-def _num(value: Optional[float], digits: int = 3) -> str:
+def _num(value: float | None, digits: int = 3) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and math.isnan(value):
@@ -26,7 +25,7 @@ def _num(value: Optional[float], digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
-def _needed(value: Optional[float]) -> str:
+def _needed(value: float | None) -> str:
     return "none passes" if value is None else _num(value)
 
 
@@ -79,19 +78,25 @@ def _localization_lines(result: ValidationResult) -> list[str]:
         return []
     if loc.node is None:
         return [
-            f"Localization ({loc.backend}, sample {loc.sample}): none of {loc.checked} matched "
-            "intermediate tensors is over tolerance; drift starts at the outputs or inside a subgraph."
+            (
+                f"Localization ({loc.backend}, sample {loc.sample}): none of {loc.checked} matched "
+                "intermediate tensors is over tolerance; drift starts at the outputs or inside a subgraph."
+            )
         ]
     return [
-        f"Localization ({loc.backend}, sample {loc.sample}): drift starts at node {loc.node!r} "
-        f"({loc.op_type}), output {loc.output!r}: {loc.reason} "
-        f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)}).",
-        f"  precision {loc.precision}: {loc.rule}. To fix: keep it float32 "
-        f"(keep_fp32 pattern '^{re.escape(loc.node)}$') and convert again.",
+        (
+            f"Localization ({loc.backend}, sample {loc.sample}): drift starts at node {loc.node!r} "
+            f"({loc.op_type}), output {loc.output!r}: {loc.reason} "
+            f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)})."
+        ),
+        (
+            f"  precision {loc.precision}: {loc.rule}. To fix: keep it float32 "
+            f"(keep_fp32 pattern '^{re.escape(loc.node)}$') and convert again."
+        ),
     ]
 
 
-def _needed_line(result: ValidationResult) -> Optional[str]:
+def _needed_line(result: ValidationResult) -> str | None:
     if result.passed:
         return None
     atol, rtol = result.needed_tolerance()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Tuple
 
 from ampconv.validate.metrics import Metrics
 
@@ -14,12 +13,12 @@ class OutputResult:
     """One model output across all samples (``worst`` combines ``per_sample``)."""
 
     name: str
-    shape: Tuple[int, ...]
-    per_sample: Tuple[Metrics, ...]
-    worst: Optional[Metrics]
+    shape: tuple[int, ...]
+    per_sample: tuple[Metrics, ...]
+    worst: Metrics | None
     passed: bool
     exact: bool = False
-    error: Optional[str] = None
+    error: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
@@ -45,15 +44,15 @@ class Localization:
     backend: str
     sample: int
     checked: int
-    node: Optional[str] = None
-    op_type: Optional[str] = None
-    output: Optional[str] = None
-    reason: Optional[str] = None
-    max_abs: Optional[float] = None
-    max_rel: Optional[float] = None
+    node: str | None = None
+    op_type: str | None = None
+    output: str | None = None
+    reason: str | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
     new_nonfinite: int = 0
-    precision: Optional[str] = None
-    rule: Optional[str] = None
+    precision: str | None = None
+    rule: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
@@ -74,11 +73,11 @@ class ValidationResult:
     atol: float
     tolerance_source: str
     random_inputs: bool
-    input_sources: Tuple[str, ...]
-    outputs: Tuple[OutputResult, ...]
-    localization: Optional[Localization] = None
-    notes: Tuple[str, ...] = ()
-    timings: Tuple[Tuple[str, float], ...] = ()
+    input_sources: tuple[str, ...]
+    outputs: tuple[OutputResult, ...]
+    localization: Localization | None = None
+    notes: tuple[str, ...] = ()
+    timings: tuple[tuple[str, float], ...] = ()
 
     @property
     def samples(self) -> int:
@@ -93,11 +92,11 @@ class ValidationResult:
         return f"native ({self.provider})"
 
     @property
-    def failed_outputs(self) -> Tuple[OutputResult, ...]:
+    def failed_outputs(self) -> tuple[OutputResult, ...]:
         """The outputs over tolerance."""
         return tuple(o for o in self.outputs if not o.passed)
 
-    def needed_tolerance(self) -> Tuple[Optional[float], Optional[float]]:
+    def needed_tolerance(self) -> tuple[float | None, float | None]:
         """(smallest atol at this rtol, smallest rtol at this atol) passing every output."""
         atols, rtols = [], []
         for out in self.outputs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ class Runner:
     session: object
     seconds: float = 0.0
 
-    def run(self, sample: Mapping[str, np.ndarray], names: Optional[Sequence[str]] = None) -> dict:
+    def run(self, sample: Mapping[str, np.ndarray], names: Sequence[str] | None = None) -> dict:
         """Run one sample; returns ``{output name: numpy array}`` for ``names`` (all by default)."""
         feeds = {}
         for arg in self.session.get_inputs():
@@ -71,7 +71,7 @@ class Runner:
         start = time.perf_counter()
         try:
             arrays = self.session.run(wanted, feeds)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- onnxruntime raises its own untyped errors
             raise AmpconvError(f"{self.path}: onnxruntime failed to run the {self.label}: {_one_line(exc)}") from None
         self.seconds += time.perf_counter() - start
         return dict(zip(wanted, arrays))
@@ -106,6 +106,6 @@ def make_session(path: str, label: str, provider: str, optimize: bool) -> Runner
     providers = [provider] if provider == CPU else [provider, CPU]
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=providers)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- onnxruntime raises its own untyped errors
         raise AmpconvError(f"{path}: onnxruntime cannot load the {label}: {_one_line(exc)}") from None
     return Runner(path=path, label=label, provider=session.get_providers()[0], session=session)
