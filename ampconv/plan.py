@@ -299,8 +299,13 @@ class Planner:
         # Case 7.
         op_class = self.policy.class_of(domain, node.op_type)
         rule = self.policy.rule(op_class)
-        if self.policy.level == "O3":
+        # Sources (Constant, Cast to float, ...) follow their consumers even at O3:
+        # retyping them is free, and forcing them LOW would only add casts back.
+        kind = behaviour_kind(node.op_type, domain)
+        if self.policy.level == "O3" and kind != "source":
             return Decision(LOW, "level-O3", "level O3: everything LOW")
+        if kind == "source" and rule != HIGH and op_class == GRAY or self.policy.level == "O3":
+            return self._gray(node, facts)
         if rule == LOW:
             return Decision(LOW, op_class.lower(), f"{op_class.lower()} list at {self.policy.level}")
         if rule == HIGH:

@@ -53,14 +53,30 @@ def infer_types(model: ir.Model) -> None:
     from onnx_ir.passes.common.shape_inference import ShapeInferencePass
 
     logging.getLogger("onnx_ir.passes.common.shape_inference").setLevel(logging.ERROR)
+    # The pass detaches large initializers while inferring and re-registers them
+    # at the end; restore the file order, or output bytes would depend on tensor
+    # sizes (and converting an output again would not reproduce it).
+    order = list(model.graph.initializers.keys())
     try:
         ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
     except Exception:  # inference is best effort: the fill-in below still runs
         pass
+    _restore_initializer_order(model.graph, order)
     opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
     for graph in model.graphs():
         for node in graph:
             _fill_outputs(node, opsets)
+
+
+def _restore_initializer_order(graph: ir.Graph, order) -> None:
+    if list(graph.initializers.keys()) == order:
+        return
+    values = [graph.initializers[name] for name in order if name in graph.initializers]
+    extra = [v for name, v in graph.initializers.items() if name not in set(order)]
+    for value in values + extra:
+        graph.initializers.pop(value.name)
+    for value in values + extra:
+        graph.register_initializer(value)
 
 
 def _fill_outputs(node: ir.Node, opsets) -> None:
