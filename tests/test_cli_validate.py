@@ -139,3 +139,38 @@ def test_random_samples_and_seed_options(runner, tmp_path):
     data = json.loads(result.stdout)
     assert data["samples"] == 3 and data["random_inputs"] is True
     assert data["input_sources"][0] == "random sample 0 (seed 5)"
+
+
+def test_convert_validate_fail_on_drift_and_report(runner, overflow, tmp_path):
+    # The same option group and run_and_render behind `convert --validate`.
+    from ampconv_cli.main import cli
+
+    ref, _, _, npz = overflow
+    out = tmp_path / "o3.onnx"
+    report = tmp_path / "conv.json"
+    args = ["convert", ref, "-o", str(out), "--level", "O3", "--validate", "--inputs", npz,
+            "--localize", "--report", str(report), "-q"]
+    result = runner.invoke(cli, [*args, "--fail-on-drift"])
+    assert result.exit_code == 3, result.output
+    assert "drift starts at node 'scale_up' (Mul)" in result.stdout
+    assert "level-O3" in result.stdout  # the converter's own decision explains the node
+    data = json.loads(report.read_text())
+    assert data["validation"]["passed"] is False
+    assert len(data) > 1  # the conversion report's own keys survive the merge
+    warned = runner.invoke(cli, [*args, "--overwrite"])
+    assert warned.exit_code == 0 and "drifts beyond tolerance" in warned.stderr
+
+
+def test_installed_console_script_smoke(overflow):
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(sys.executable).with_name("ampconv")
+    if not script.exists():
+        pytest.skip("the ampconv console script is not installed in this environment")
+    ref, _, fixed, npz = overflow
+    done = subprocess.run([str(script), "validate", ref, fixed, "--inputs", npz, "--format", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["passed"] is True

@@ -209,3 +209,40 @@ def test_emulated_copy_of_external_data_model_is_written_with_external_data(tmp_
     assert (tmp_path / "emu.data").stat().st_size > 0
     runner = runners.make_session(path, "emulated", runners.CPU, optimize=False)
     assert runner.run({"x": np.ones((2, 8), np.float32)})["logits"].shape == (2, 5)
+
+
+def test_native_backend_wraps_bfloat16_graph_io(tmp_path):
+    # A model with bf16 graph input and output (keep_io_types=False); Cast and Mul in float.
+    nodes = [
+        h.make_node("Cast", ["x"], ["xf"], to=T.FLOAT, name="up"),
+        h.make_node("Mul", ["xf", "two"], ["m"], name="mul"),
+        h.make_node("Cast", ["m"], ["y"], to=T.BFLOAT16, name="down"),
+    ]
+    graph = h.make_graph(
+        nodes, "g", [h.make_tensor_value_info("x", T.BFLOAT16, [3])], [h.make_tensor_value_info("y", T.BFLOAT16, [3])],
+        [numpy_helper.from_array(np.float32([2.0]), "two")],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 9
+    conv = str(tmp_path / "bf16io.onnx")
+    onnx.save(model, conv)
+    ref_graph = h.make_graph(
+        [h.make_node("Mul", ["x", "two"], ["y"], name="mul")], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("y", T.FLOAT, [3])],
+        [numpy_helper.from_array(np.float32([2.0]), "two")],
+    )
+    ref_model = h.make_model(ref_graph, opset_imports=[h.make_opsetid("", 17)])
+    ref_model.ir_version = 9
+    ref = str(tmp_path / "ref.onnx")
+    onnx.save(ref_model, ref)
+    for backend in ("native", "emulate"):
+        result = validate(ref, conv, ValidateOptions(backend=backend))
+        assert result.passed and result.dtype == "bf16", backend
+        assert result.outputs[0].worst.max_abs > 0  # the input really went through bf16
+
+
+def test_progress_callback_counts_samples(tmp_path):
+    ref, conv = vm.mlp_pair(tmp_path)
+    calls = []
+    validate(ref, conv, ValidateOptions(shapes=(("batch", (1,)),), samples=3, progress=lambda d, t: calls.append((d, t))))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
