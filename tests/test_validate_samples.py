@@ -74,3 +74,45 @@ def _fields(options):
     import dataclasses
 
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+
+
+def test_layernorm_forced_low_is_localized_to_the_overflowing_node(tmp_path):
+    # HAZARDS.md 5: a decomposed LayerNorm on inputs near +-3e4 stays float32 at
+    # O2; forced LOW (O3) the square overflows fp16 and validation names it.
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    nodes = [
+        h.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], name="ln/mean"),
+        h.make_node("Sub", ["x", "mean"], ["centered"], name="ln/sub"),
+        h.make_node("Pow", ["centered", "two"], ["sq"], name="ln/pow"),
+        h.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], name="ln/var"),
+        h.make_node("Add", ["var", "eps"], ["var_eps"], name="ln/add_eps"),
+        h.make_node("Sqrt", ["var_eps"], ["std"], name="ln/sqrt"),
+        h.make_node("Div", ["centered", "std"], ["y"], name="ln/div"),
+    ]
+    graph = h.make_graph(
+        nodes, "ln", [h.make_tensor_value_info("x", T.FLOAT, [2, 8])], [h.make_tensor_value_info("y", T.FLOAT, [2, 8])],
+        [numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(1e-5), "eps")],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 9
+    ref = str(tmp_path / "ln.onnx")
+    onnx.save(model, ref)
+    npz = tmp_path / "big.npz"
+    # Exactly representable in fp16 (spacing 16 near 3e4), so rounding the input
+    # is exact and the first drift is the square's overflow, not cancellation.
+    k = np.arange(16)
+    np.savez(npz, x=(np.where(k % 2, 1, -1) * (30000 + 16 * k)).astype(np.float32).reshape(2, 8))
+    opts = ValidateOptions(inputs=(str(npz),), localize=True)
+    o2 = tmp_path / "ln.o2.onnx"
+    ampconv.convert(ref, str(o2), ampconv.Config(level="O2", dtype="fp16"))
+    assert validate(ref, str(o2), opts).passed
+    o3 = tmp_path / "ln.o3.onnx"
+    ampconv.convert(ref, str(o3), ampconv.Config(level="O3", dtype="fp16"))
+    result = validate(ref, str(o3), opts)
+    assert not result.passed
+    assert result.localization.node == "ln/pow" and result.localization.op_type == "Pow"
+    assert "non-finite" in result.localization.reason
