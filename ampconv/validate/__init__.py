@@ -9,6 +9,9 @@ that rounds like fp16/bf16), ``runners`` (onnxruntime), ``metrics`` (pass rule),
 
 from __future__ import annotations
 
+import sys
+import types
+
 from ampconv.validate.core import validate
 from ampconv.validate.options import DEFAULT_TOLERANCES, ValidateOptions, parse_shape
 from ampconv.validate.result import Localization, OutputResult, ValidationResult
@@ -22,3 +25,18 @@ __all__ = [
     "parse_shape",
     "validate",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """Keeps ``ampconv.validate(reference, converted, options)`` working.
+
+    Importing this subpackage binds ``ampconv.validate`` to the module,
+    shadowing the function of the same name in ``ampconv/__init__.py``; calling
+    the module forwards to ``validate`` so both spellings keep working.
+    """
+
+    def __call__(self, reference, converted, options=None):
+        return validate(reference, converted, options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
