@@ -1,0 +1,65 @@
+"""Shared test helpers: build tiny models from ONNX text, convert, inspect, run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import onnx
+import onnx.parser
+
+import ampconv
+
+
+def model_from_text(text: str) -> onnx.ModelProto:
+    """Parse ONNX text (``<ir_version: 8, opset_import: [...]> graph (...) {...}``)."""
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    """Save a ModelProto and return the path."""
+    onnx.save(model, str(path))
+    return path
+
+
+def convert_text(tmp_path: Path, text: str, **config) -> tuple:
+    """Save ``text`` as a model, convert it, return (report, output ModelProto)."""
+    src = save(model_from_text(text), tmp_path / "model.onnx")
+    dst = tmp_path / "model.out.onnx"
+    config.setdefault("overwrite", True)
+    report = ampconv.convert(src, dst, ampconv.Config(**config))
+    return report, onnx.load(str(dst))
+
+
+def decisions(report) -> Dict[str, dict]:
+    """node name -> report entry."""
+    return {n["name"]: n for n in report.nodes}
+
+
+def elem_types(model: onnx.ModelProto) -> Dict[str, int]:
+    """tensor name -> element type, from inputs, outputs, value_info, initializers."""
+    types = {}
+    g = model.graph
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        types[v.name] = v.type.tensor_type.elem_type
+    for t in g.initializer:
+        types[t.name] = t.data_type
+    return types
+
+
+def ops(model: onnx.ModelProto, op_type: str) -> List[onnx.NodeProto]:
+    """Nodes of one op type in the main graph."""
+    return [n for n in model.graph.node if n.op_type == op_type]
+
+
+def run(path, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    """Run a model on the CPU provider with optimizations off."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)

@@ -1,0 +1,149 @@
+"""Policy: presets, levels, mixlist parsing/validation/application (POLICY.md sec. 1, 2, 7)."""
+
+import json
+
+import pytest
+
+from ampconv.errors import PolicyError, UsageError
+from ampconv.policy import BLACK, GRAY, HIGH, INHERIT, LOW, UNLISTED, WHITE, load_policy, resolve_level
+from ampconv.policy.lists import MINDSPORE_BLACK, MINDSPORE_WHITE
+from ampconv.policy.mixlist import read_mixlist
+
+
+def write(tmp_path, data, name="mix.json"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+def test_default_preset_classes():
+    p = load_policy()
+    assert p.class_of("", "MatMul") == WHITE
+    assert p.class_of("", "Softmax") == BLACK
+    assert p.class_of("", "Add") == GRAY
+    assert p.class_of("", "QuantizeLinear") == UNLISTED  # quantization: not ordinary
+    assert p.class_of("com.microsoft", "FusedMatMul") == UNLISTED
+    assert p.class_of("ai.onnx", "MatMul") == WHITE
+
+
+def test_mindspore_preset_is_exactly_the_seed_lists():
+    p = load_policy(preset="mindspore")
+    lists = p.lists()
+    assert set(lists[WHITE]) == MINDSPORE_WHITE
+    assert set(lists[BLACK]) == MINDSPORE_BLACK
+    assert lists[GRAY] == ()
+    assert p.class_of("", "Add") == UNLISTED
+
+
+@pytest.mark.parametrize(
+    "level, expected",
+    [
+        ("O1", {WHITE: LOW, BLACK: HIGH, GRAY: INHERIT, UNLISTED: HIGH}),
+        ("O2", {WHITE: LOW, BLACK: HIGH, GRAY: INHERIT, UNLISTED: LOW}),
+        ("O3", {WHITE: LOW, BLACK: LOW, GRAY: LOW, UNLISTED: LOW}),
+    ],
+)
+def test_level_table(level, expected):
+    p = load_policy(level=level)
+    assert {c: p.rule(c) for c in expected} == expected
+
+
+def test_auto_level_by_target():
+    assert resolve_level("auto", "cuda")[0] == "O2"
+    level, note, _ = resolve_level("auto", "cpu")
+    assert level == "O0" and "CPU" in note
+    assert resolve_level("O3", "cpu")[0] == "O3"
+
+
+def test_unknown_preset_is_usage_error():
+    with pytest.raises(UsageError, match="unknown preset"):
+        load_policy(preset="nope")
+
+
+def test_mixlist_add_moves_and_remove_makes_gray(tmp_path):
+    path = write(
+        tmp_path,
+        {
+            "black-list": {"to-add": ["MatMul"], "to-remove": ["Softmax"]},
+            "white-list": {"to-add": ["Add"], "to-remove": ["Conv"]},
+            "gray-list": {"to-add": [], "to-remove": []},
+        },
+    )
+    p = load_policy(mixlists=[path])
+    assert p.class_of("", "MatMul") == BLACK
+    assert p.class_of("", "Softmax") == GRAY  # removed, not added elsewhere -> gray
+    assert p.class_of("", "Add") == WHITE
+    assert p.class_of("", "Conv") == GRAY
+    assert path in p.sources
+
+
+def test_gray_remove_makes_unlisted_and_domain_entries(tmp_path):
+    path = write(
+        tmp_path,
+        {"gray-list": {"to-remove": ["Add"]}, "white-list": {"to-add": ["com.microsoft::FusedMatMul", "ai.onnx::Mul"]}},
+    )
+    p = load_policy(mixlists=[path])
+    assert p.class_of("", "Add") == UNLISTED
+    assert p.class_of("com.microsoft", "FusedMatMul") == WHITE
+    assert p.class_of("", "Mul") == WHITE
+
+
+def test_files_apply_left_to_right(tmp_path):
+    first = write(tmp_path, {"black-list": {"to-add": ["Add"]}}, "a.json")
+    second = write(tmp_path, {"white-list": {"to-add": ["Add"]}}, "b.json")
+    assert load_policy(mixlists=[first, second]).class_of("", "Add") == WHITE
+    assert load_policy(mixlists=[second, first]).class_of("", "Add") == BLACK
+
+
+def test_removes_apply_before_adds_within_a_file(tmp_path):
+    # Removing Softmax from black and adding it to white in one file is legal.
+    path = write(tmp_path, {"black-list": {"to-remove": ["Softmax"]}, "white-list": {"to-add": ["Softmax"]}})
+    assert load_policy(mixlists=[path]).class_of("", "Softmax") == WHITE
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "top level must be an object"),
+        (json.dumps({"grey-list": {}}), "unknown key 'grey-list'"),
+        (json.dumps({"black-list": {"to-append": []}}), "unknown key 'to-append'"),
+        (json.dumps({"black-list": {"to-add": "MatMul"}}), "must be a list"),
+        (json.dumps({"black-list": {"to-add": [1]}}), "must be a list"),
+        (json.dumps({"black-list": []}), "must be an object"),
+        (json.dumps({"black-list": {"to-add": ["Add"]}, "white-list": {"to-add": ["Add"]}}), "in both"),
+        (json.dumps({"white-list": {"to-add": ["Add"], "to-remove": ["Add"]}}), "in both"),
+        (json.dumps({"white-list": {"to-remove": ["Softmax"]}}), "is not in the white-list"),
+    ],
+)
+def test_mixlist_errors_name_file_and_key(tmp_path, content, message):
+    path = write(tmp_path, content)
+    with pytest.raises(PolicyError, match=message) as info:
+        load_policy(mixlists=[path])
+    assert path in str(info.value)
+
+
+def test_missing_mixlist_is_policy_error(tmp_path):
+    with pytest.raises(PolicyError, match="no such policy file"):
+        load_policy(mixlists=[str(tmp_path / "absent.json")])
+
+
+def test_unknown_op_is_a_warning_not_an_error(tmp_path):
+    path = write(tmp_path, {"white-list": {"to-add": ["NotAnOp"]}})
+    mixlist = read_mixlist(path)
+    assert any("NotAnOp" in w for w in mixlist.warnings)
+    assert load_policy(mixlists=[path]).class_of("", "NotAnOp") == WHITE
+
+
+def test_block_ops_move_to_black():
+    p = load_policy(block_ops=["MatMul", "com.microsoft::Gelu"])
+    assert p.class_of("", "MatMul") == BLACK
+    assert p.class_of("com.microsoft", "Gelu") == BLACK
+
+
+def test_sample_mixlist_is_valid():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "sample_models" / "ops_info.json"
+    p = load_policy(mixlists=[str(path)])
+    assert not p.warnings
