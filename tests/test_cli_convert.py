@@ -20,7 +20,7 @@ g (float[2, 4] x) => (float[2, 4] y) <float[4, 4] w = {%s}> {
     s = Softmax (mm)
     y = Relu (s)
 }
-""" % ", ".join(str(0.1 * k - 0.7) for k in range(16))
+""" % ", ".join(str(0.125 * k - 0.75) for k in range(16))
 
 
 @pytest.fixture
