@@ -29,7 +29,8 @@ samples: install
 
 demo: samples
 	$(AMPCONV) convert $(SAMPLES)/transformer.onnx --level O2 --mixlist sample_models/ops_info.json \
-	    -o $(SAMPLES)/transformer.fp16.onnx --report $(SAMPLES)/transformer.report.json --overwrite
+	    -o $(SAMPLES)/transformer.fp16.onnx --report $(SAMPLES)/transformer.report.json --overwrite \
+	    --validate --shape batch:2 --samples 4
 	@echo "converted model: $(SAMPLES)/transformer.fp16.onnx (report: $(SAMPLES)/transformer.report.json)"
 
 test: install-test

@@ -1,0 +1,1 @@
+"""ampconv command-line front end (installed as package ``ampconv_cli``)."""
