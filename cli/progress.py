@@ -4,7 +4,9 @@
 ``Config.progress``, or None when there is nothing to show: with ``-q``, or when
 stderr is not a terminal (pipes, CI logs). The bar appears only once the work
 has run for more than ``DELAY_S``: a small model converts in well under a
-second, and a bar that flashes on and off is noise.
+second, and a bar that flashes on and off is noise. The clock starts when the
+block is entered (the conversion starts), not at the first byte: a model that
+spent seconds being planned shows its bar as soon as writing begins.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class _DelayedBar:
     def __init__(self, description: str, delay_s: float = DELAY_S) -> None:
         self._description = description
         self._delay_s = delay_s
-        self._first: Optional[float] = None
+        self._first = time.monotonic()
         self._progress = None
         self._task = None
         self._lock = threading.Lock()
@@ -57,8 +59,6 @@ class _DelayedBar:
         """Record ``done`` of ``total`` bytes; draw once past the delay."""
         with self._lock:
             now = time.monotonic()
-            if self._first is None:
-                self._first = now
             if self._progress is None:
                 if now - self._first < self._delay_s or done >= total:
                     return

@@ -248,12 +248,29 @@ def test_progress_bar_appears_only_after_the_delay(monkeypatch):
     with progress.make_progress(quiet=False) as cb:
         bar = cb.__self__
         cb(0, 1000)
+        clock[0] += 0.5
         cb(500, 1000)
-        assert bar._progress is None  # under a second: nothing drawn
-        clock[0] += 1.5
+        assert bar._progress is None  # under a second since the start: nothing drawn
+        clock[0] += 1.0
         cb(600, 1000)
         assert bar._progress is not None
         task = bar._progress.tasks[0]
         assert (task.completed, task.total) == (600, 1000)
         cb(1000, 1000)
     assert bar._progress is None  # cleared on exit
+
+
+# --- the benchmark harness, at toy size --------------------------------------------
+
+
+@needs_converter
+def test_bench_large_runs_at_toy_size(tmp_path):
+    from bench import bench_large
+
+    result = bench_large.main(tmp_path, layers=2, hidden=128, vocab=1000, repeats=1, flat_layers=(1, 2),
+                              baseline=False, cgroup_limit_mb=256)
+    assert not result["errors"], result["errors"]
+    ids = {c["id"] for c in result["checks"]}
+    assert {"large_wall_vs_floor", "large_peak_rss_fraction", "large_rss_flat"} <= ids
+    assert (tmp_path / "bench_large.json").exists() and (tmp_path / "bench_large.md").exists()
+    assert not (tmp_path / "tmp").exists()  # models deleted
