@@ -38,6 +38,7 @@ class RangeStats:
     max_abs: float  # largest finite magnitude
     example_overflow: Optional[float] = None
     example_underflow: Optional[float] = None
+    mask_fill: Optional[float] = None  # the single negative value every overflow has, if any
 
     def pins(self) -> bool:
         """Whether this constant must keep its consumer in float32 (POLICY.md sec. 6).
@@ -61,6 +62,7 @@ def range_stats(array: np.ndarray, low: str) -> RangeStats:
     flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
     bits = flat.view(np.uint32)
     overflow = underflow = nonzero = 0
+    mask_like = True
     max_abs = 0.0
     ex_over = ex_under = None
     for start in range(0, bits.size, CHUNK):
@@ -74,6 +76,11 @@ def range_stats(array: np.ndarray, low: str) -> RangeStats:
             overflow += n_over
             if ex_over is None:
                 ex_over = float(flat[start + int(np.argmax(over))])
+            over_values = flat[start : start + CHUNK][over]
+            if over_values.min() != over_values.max() or over_values.max() >= 0:
+                mask_like = False
+            elif ex_over is not None and over_values[0] != ex_over:
+                mask_like = False
         if n_under:
             underflow += n_under
             if ex_under is None:
@@ -81,16 +88,27 @@ def range_stats(array: np.ndarray, low: str) -> RangeStats:
         finite_chunk = np.where(finite, chunk, 0)
         if finite_chunk.size:
             max_abs = max(max_abs, float(np.uint32(finite_chunk.max()).view(np.float32)))
-    return RangeStats(bits.size, nonzero, overflow, underflow, max_abs, ex_over, ex_under)
+    fill = ex_over if overflow and mask_like else None
+    return RangeStats(bits.size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill)
 
 
-def to_low(array: np.ndarray, low: str, clamp: bool = False) -> np.ndarray:
+# What an attention-mask fill (-1e9, float32 lowest) becomes in LOW: far below any
+# real logit, so softmax still gives exactly 0, yet finite, so a score added to it
+# cannot overflow to -inf and a fully masked row cannot produce NaN (-inf - -inf).
+MASK_FILL = {"fp16": -32768.0, "bf16": -1.0e30}
+
+
+def to_low(array: np.ndarray, low: str, clamp: bool | str = False) -> np.ndarray:
     """Round float32 to the LOW type, nearest-even; signs, inf and nan are kept.
 
-    With ``clamp``, finite values beyond the LOW range become +-max instead of +-inf.
+    With ``clamp=True``, finite values beyond the LOW range become +-max instead
+    of +-inf; with ``clamp="mask"``, the mask fill values become ``MASK_FILL``.
     """
     array = np.asarray(array, dtype=np.float32)
-    if clamp:
+    if clamp == "mask":
+        limit = np.float32(_LIMITS[low]["max"])
+        array = np.where(np.isfinite(array) & (array < -limit), np.float32(MASK_FILL[low]), array)
+    elif clamp:
         limit = np.float32(_LIMITS[low]["max"])
         finite = np.isfinite(array)
         array = np.where(finite, np.clip(array, -limit, limit), array)

@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from ampconv import io
 from ampconv.config import Config
+from ampconv.constants import MASK_FILL
 from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
 from ampconv.passes.apply import ApplyResult, apply_plan
 from ampconv.passes.cleanup import CleanupResult, cleanup
@@ -86,6 +87,9 @@ def _convert_once(
     infer_types(model)
     casts_before = _count_casts(model)
     weights_before = io.weight_bytes(model)
+    # Decided before the rewrite: converted initializers become lazy tensors
+    # that no longer say they came from external data (hazard 11).
+    external = bool(io.external_data_files(model))
     report = Report(
         source=str(src),
         output=None,
@@ -122,7 +126,6 @@ def _convert_once(
     if dry_run:
         return report, model
 
-    external = bool(io.external_data_files(model))
     with io.staging_dir(dst) as stage:
         staged = stage / dst.name
         written_note = io.write_model(
@@ -141,6 +144,15 @@ def _convert_once(
                     f"({_kernel_name(str(exc))}); run it on CUDA, validate with --backend emulate"
                 )
                 report.notes.append(note)
+                io.publish(stage, dst)
+                report.output = str(dst)
+                return report, model
+            custom = _unregistered_op(str(exc))
+            if custom is not None:
+                report.notes.append(
+                    f"onnxruntime load check skipped: it does not know the op {custom} "
+                    "(register its custom-op library to run the model)"
+                )
                 io.publish(stage, dst)
                 report.output = str(dst)
                 return report, model
@@ -163,13 +175,28 @@ def _runtime_pin(message: str, dtype: str) -> Optional[Tuple[str, str]]:
     """Which node onnxruntime blamed, if the failure is one a float32 pin can fix."""
     if "onnxruntime" not in message:
         return None
-    match = re.search(r"node with name '([^']+)'", message) or re.search(r"of node \(([^)]+)\)", message)
+    match = (
+        re.search(r"node with name '([^']+)'", message)
+        or re.search(r"(?:of|in) node \(([^)]+)\)", message)
+    )
     if match is None:
         match = re.search(r"Node \(([^)]+)\)", message)
     if match is None:
         return None
     kind = "no kernel for this type" if "NOT_IMPLEMENTED" in message or "implementation" in message else "type error"
     return match.group(1), f"onnxruntime: {kind}"
+
+
+def _unregistered_op(message: str) -> Optional[str]:
+    """``domain::Op`` when onnxruntime failed only because it does not know that op.
+
+    Conversion adds only Cast, Constant and Identity, so an unknown op was
+    already in the source model: its runtime check is impossible, not failed.
+    """
+    match = re.search(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op", message)
+    if match is None:
+        return None
+    return f"{match.group(1)}::{match.group(2)}" if match.group(1) else match.group(2)
 
 
 def _kernel_name(message: str) -> str:
@@ -196,15 +223,23 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
         )
     for note in plan.constants:
         s = note.stats
+        parts = []
         if s.overflow:
-            detail = f"{s.overflow} value(s) beyond {plan.low} range (e.g. {s.example_overflow:.4g})"
+            parts.append(f"{s.overflow} value(s) beyond {plan.low} range (e.g. {s.example_overflow:.4g})")
+        if s.underflow:
+            parts.append(f"{s.underflow} non-zero value(s) round to 0 in {plan.low} (e.g. {s.example_underflow:.3g})")
+        detail = "; ".join(parts)
+        if note.action == "mask":
+            action = (
+                f"attention-mask fill {s.mask_fill:.4g} stored as {MASK_FILL[plan.low]:g} "
+                "(softmax still gives 0; finite, so no NaN rows)"
+            )
         else:
-            detail = f"{s.underflow} non-zero value(s) round to 0 in {plan.low} (e.g. {s.example_underflow:.3g})"
-        action = {
-            "pinned": "consumer kept float32",
-            "clamped": f"clamped to the {plan.low} range (--clamp)",
-            "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
-        }[note.action]
+            action = {
+                "pinned": "consumer kept float32",
+                "clamped": f"clamped to the {plan.low} range (--clamp)",
+                "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
+            }[note.action]
         report.constants.append(
             {
                 "tensor": note.tensor,

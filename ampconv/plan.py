@@ -16,7 +16,10 @@ Rules, in the order they are tried for one node (comments refer to them):
   8. gray rule: no voters -> FREE; voters agree -> follow; disagree -> HIGH.
 Then a backward pass (sec. 4): FREE nodes become LOW iff every float consumer
 is LOW (else HIGH); transparent gray HIGH nodes flip to LOW on the same
-condition. Structural nodes (If/Loop/Scan) are planned through their
+condition. A main-graph output that keep_io_types does not keep counts as a
+LOW consumer (the user asked for a converted interface); afterwards it takes
+the precision its value has, and an initializer output is stored LOW when its
+values fit. Structural nodes (If/Loop/Scan) are planned through their
 subgraphs (sec. 5).
 """
 
@@ -59,7 +62,7 @@ class ConstantNote:
     tensor: str
     consumer: str
     stats: RangeStats
-    action: str  # "pinned" (consumer kept HIGH), "clamped", "reported"
+    action: str  # "pinned" (consumer kept HIGH), "clamped", "mask", "reported"
 
 
 @dataclasses.dataclass
@@ -81,7 +84,7 @@ class Plan:
     values: Dict[ir.Value, str]  # float32 activations and graph inputs -> LOW/HIGH
     graph_output_needs: Dict[ir.Graph, Tuple[Optional[str], ...]]
     constants: List[ConstantNote]
-    clamp_tensors: Tuple[str, ...] = ()
+    clamp_tensors: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""
@@ -158,7 +161,7 @@ class Planner:
         self.structural_slots: Dict[ir.Node, Tuple[Tuple, Tuple]] = {}
         self.constants: List[ConstantNote] = []
         self._stats: Dict[ir.Value, Optional[RangeStats]] = {}
-        self._clamp: List[str] = []
+        self._clamp: Dict[str, object] = {}  # tensor -> True (clamp) or "mask"
 
     # ----------------------------------------------------------------- driver
     def run(self) -> Plan:
@@ -175,7 +178,7 @@ class Planner:
         self._plan_graph(graph)
         # Main-graph outputs without keep_io take whatever precision they have.
         self.graph_output_needs[graph] = tuple(
-            need if need is not None or not is_float(v) else self.values.get(v, HIGH)
+            need if need is not None or not is_float(v) else self._unkept_output_need(v)
             for v, need in zip(graph.outputs, needs)
         )
         self._finalize()
@@ -186,8 +189,19 @@ class Planner:
             values=self.values,
             graph_output_needs=self.graph_output_needs,
             constants=self.constants,
-            clamp_tensors=tuple(self._clamp),
+            clamp_tensors=dict(self._clamp),
         )
+
+    def _unkept_output_need(self, value: ir.Value) -> str:
+        """The precision of a main-graph output that keep_io_types leaves free."""
+        if value in self.values:
+            return self.values[value]
+        if is_constant(value):
+            # An initializer output (hazard 10): converting it is free, unless its
+            # values do not fit the LOW type.
+            stats = self._range(value)
+            return LOW if stats is not None and not stats.pins() else HIGH
+        return HIGH
 
     def _kept_io_names(self) -> set:
         keep = self.config.keep_io_types
@@ -264,6 +278,16 @@ class Planner:
         # Case 1.
         if not facts.main_in and not facts.main_out:
             return Decision(NONE, "no-float", "no float32 data in its main type")
+        main = facts.info.main_type()
+        unknown = [
+            v.name
+            for i, v in enumerate(node.inputs)
+            if v is not None and v.type is None and facts.info.input_type(i) == main
+        ]
+        if unknown:
+            # Shape inference could not type this input (e.g. it comes from an op
+            # of an unknown domain): its real type may be float32, so stay float32.
+            return Decision(HIGH, "hard-unknown-type", f"hard: type of input {unknown[0]!r} is unknown; kept float32")
         if _has_container_types(node):
             return Decision(HIGH, "hard-container", "hard: sequence/optional types are kept float32")
         if domain == "" and node.op_type in QUANTIZATION or domain == "ai.onnx.preview.training":
@@ -341,9 +365,16 @@ class Planner:
             if stats is None or not (stats.overflow or stats.underflow):
                 continue
             tensor = value.name or "?"
+            if stats.mask_fill is not None and not stats.underflow and _feeds_softmax(node):
+                # Attention mask (hazard 6): a single huge negative fill added to
+                # scores before a softmax. Replacing it by a finite, very negative
+                # LOW value keeps softmax's zeros and avoids NaN rows.
+                self.constants.append(ConstantNote(tensor, node.name or "", stats, "mask"))
+                self._clamp[tensor] = "mask"
+                continue
             if stats.overflow and self.config.clamp:
                 self.constants.append(ConstantNote(tensor, node.name or "", stats, "clamped"))
-                self._clamp.append(tensor)
+                self._clamp.setdefault(tensor, True)
                 continue
             if stats.pins():
                 self.constants.append(ConstantNote(tensor, node.name or "", stats, "pinned"))
@@ -414,6 +445,8 @@ class Planner:
                     index = [i for i, v in enumerate(graph.outputs) if v is value]
                     for i in index:
                         n = need[i] if i < len(need) else None
+                        if n is None and graph is self.model.graph:
+                            n = LOW  # an output keep_io_types does not keep accepts LOW
                         needs.append(n if n is not None else "UNKNOWN")
         return needs
 
@@ -560,6 +593,25 @@ class Planner:
         for value, precision in list(self.values.items()):
             if precision == FREE:
                 self.values[value] = HIGH
+
+
+_MASK_PATH = frozenset({"Add", "Sub", "Where", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Cast", "Identity", "Div", "Mul"})
+
+
+def _feeds_softmax(node: ir.Node, depth: int = 4) -> bool:
+    """Whether ``node``'s output reaches a Softmax through at most ``depth`` mask-path ops."""
+    frontier = [node]
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            for out in current.outputs:
+                for use in out.uses():
+                    if use.node.op_type in ("Softmax", "LogSoftmax"):
+                        return True
+                    if use.node.op_type in _MASK_PATH:
+                        following.append(use.node)
+        frontier = following
+    return False
 
 
 def _release(tensor) -> None:

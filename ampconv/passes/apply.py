@@ -6,7 +6,9 @@ Rules (POLICY.md sec. 8; comments refer to them):
      ConstantOfShape.value, dtype/output_datatype), never by adding a Cast.
   3. Where a consumer slot needs another precision than its value has, one Cast
      per (value, type, graph scope) is shared by all such consumers; a cast of a
-     captured value goes inside the subgraph that needs it.
+     captured value goes inside the subgraph that needs it, unless an enclosing
+     graph already has that cast (then the subgraph captures it: fewer nodes, and
+     a Loop body does not pay for the cast on every iteration).
   4. A constant (initializer or Constant output) needing another precision is
      copied once, converted, instead of cast at run time.
   5. Initializers are stored LOW when every consumer needs LOW, kept float32
@@ -53,7 +55,7 @@ class ApplyResult:
 
 
 class _Rewriter:
-    def __init__(self, model: ir.Model, plan: Plan, clamp_tensors: Set[str]) -> None:
+    def __init__(self, model: ir.Model, plan: Plan, clamp_tensors) -> None:
         self.model = model
         self.plan = plan
         self.low_dtype = LOW_DTYPES[plan.low]
@@ -68,6 +70,15 @@ class _Rewriter:
                 if node.name:
                     self.names.add(node.name)
                 self.names.update(v.name for v in node.outputs if v.name)
+        self.parent: Dict[int, ir.Graph] = {}
+        for graph in model.graphs():
+            for node in graph:
+                for attr in node.attributes.values():
+                    if attr.type == ir.AttributeType.GRAPH:
+                        self.parent[id(attr.value)] = graph
+                    elif attr.type == ir.AttributeType.GRAPHS:
+                        for sub in attr.value:
+                            self.parent[id(sub)] = graph
         self.actual: Dict[ir.Value, str] = {}
         self.cast_cache: Dict[Tuple[ir.Value, str, int], ir.Value] = {}
         self.const_cache: Dict[Tuple[ir.Value, str], ir.Value] = {}
@@ -105,6 +116,7 @@ class _Rewriter:
         for value, precision in plan.values.items():  # rule 1
             if precision == LOW and is_float(value):
                 value.dtype = self.low_dtype
+        uses.sort(key=lambda use: self._depth(use[0].graph))  # outer scopes first (rule 3)
         for node, i, value, need in uses:  # rules 3, 4
             if self._precision_of(value) != need:
                 node.replace_input_with(i, self._converted(value, need, node.graph))
@@ -124,7 +136,9 @@ class _Rewriter:
                 needs.setdefault(value, set()).add(need)
         for _, _, value, need in outputs:
             if value.is_initializer():
-                needs.setdefault(value, set()).add(HIGH)  # an output initializer keeps its type
+                # A kept output initializer stays float32; one keep_io_types leaves
+                # free is planned LOW when its values fit (hazard 10).
+                needs.setdefault(value, set()).add(need)
         for graph in self.model.graphs():
             for value in list(graph.initializers.values()):
                 if not is_float(value) or value.const_value is None:
@@ -151,7 +165,7 @@ class _Rewriter:
 
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.LazyTensor:
         low, low_dtype = self.plan.low, self.low_dtype
-        clamp = (name or "") in self.clamp
+        clamp = self.clamp.get(name or "", False)
 
         def compute() -> ir.TensorProtocol:
             converted = to_low(tensor.numpy(), low, clamp)
@@ -169,10 +183,21 @@ class _Rewriter:
             return self._constant_copy(producer, value, need)
         return self._cast(value, need, scope)
 
+    def _depth(self, graph: Optional[ir.Graph]) -> int:
+        depth = 0
+        while graph is not None and id(graph) in self.parent:
+            graph = self.parent[id(graph)]
+            depth += 1
+        return depth
+
     def _cast(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
         key = (value, need, id(scope))
-        if key in self.cast_cache:
-            return self.cast_cache[key]
+        enclosing: Optional[ir.Graph] = scope
+        while enclosing is not None:  # rule 3: reuse a cast of an enclosing scope
+            cached = self.cast_cache.get((value, need, id(enclosing)))
+            if cached is not None:
+                return cached
+            enclosing = self.parent.get(id(enclosing))
         dtype = self.low_dtype if need == LOW else ir.DataType.FLOAT
         tag = self.suffix if need == LOW else "fp32"
         base = value.name or "tensor"
@@ -236,7 +261,7 @@ class _Rewriter:
         if need == LOW and array is None:
             return self._cast(value, need, producer.graph)
         if need == LOW:
-            data = to_low(array, self.plan.low, (value.name or "") in self.clamp)
+            data = to_low(array, self.plan.low, self.clamp.get(value.name or "", False))
             tensor = ir.Tensor(data, dtype=self.low_dtype)
             tag = self.suffix
         else:
@@ -275,7 +300,7 @@ class _Rewriter:
             array = constant_array(node.outputs[0])
             if array is None:
                 return
-            data = to_low(array, self.plan.low, (node.outputs[0].name or "") in self.clamp)
+            data = to_low(array, self.plan.low, self.clamp.get(node.outputs[0].name or "", False))
             for name in ("value", "value_float", "value_floats"):
                 if name in node.attributes:
                     del node.attributes[name]
@@ -323,7 +348,7 @@ class _Rewriter:
 
 def apply_plan(model: ir.Model, plan: Plan) -> ApplyResult:
     """Rewrite ``model`` in place according to ``plan`` (rules 1-6 above)."""
-    return _Rewriter(model, plan, set(plan.clamp_tensors)).run()
+    return _Rewriter(model, plan, dict(plan.clamp_tensors)).run()
 
 
 __all__ = ["ApplyResult", "InitializerFate", "apply_plan", "ANY"]
