@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import mmap
 import os
 import shutil
 import tempfile
@@ -39,6 +40,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -60,6 +62,9 @@ MAX_IN_FLIGHT_BYTES = 64 * 1024**2
 # Meta key a converting pass may set on a LazyTensor to name the tensor it
 # reads, so the writer can release that source once the copy is written.
 SOURCE_META_KEY = "ampconv.source"
+
+# Elements per step of read_chunks/convert_chunked: 16 MiB of float32.
+CHUNK_ELEMENTS = 1 << 22
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -469,6 +474,56 @@ def _release(tensor: ir.ExternalTensor) -> None:
         # A numpy view of the map is still alive somewhere (e.g. a caller kept
         # the array); the map closes when that view dies. Memory, not safety.
         pass
+
+
+def read_chunks(tensor: ir.TensorProtocol, chunk_elements: int = CHUNK_ELEMENTS) -> Iterator[np.ndarray]:
+    """Yield ``tensor``'s values as consecutive 1-D chunks, resident one at a time.
+
+    For a memory-mapped ``ExternalTensor``, the pages of a chunk are dropped
+    from this process (``MADV_DONTNEED``; the data stays in the page cache) once
+    the consumer asks for the next one, so scanning or converting a tensor
+    costs one chunk of RSS instead of the whole tensor. Use each chunk before
+    advancing; do not keep references to it.
+    """
+    flat = tensor.numpy().reshape(-1)
+    raw = tensor.raw if isinstance(tensor, ir.ExternalTensor) else None
+    can_drop = isinstance(raw, mmap.mmap) and hasattr(raw, "madvise") and hasattr(mmap, "MADV_DONTNEED")
+    base = (tensor.offset or 0) if can_drop else 0
+    itemsize = flat.dtype.itemsize
+    for start in range(0, flat.size, chunk_elements):
+        stop = min(start + chunk_elements, flat.size)
+        yield flat[start:stop]
+        if can_drop:
+            _drop_pages(raw, base + start * itemsize, base + stop * itemsize)
+
+
+def _drop_pages(raw: "mmap.mmap", begin: int, end: int) -> None:
+    """Drop whole pages inside [begin, end) of a read-only map from RSS."""
+    page = mmap.PAGESIZE
+    first = -(-begin // page) * page  # round up: never drop a page a neighbour still needs
+    last = (end // page) * page
+    if last > first:
+        try:
+            raw.madvise(mmap.MADV_DONTNEED, first, last - first)
+        except (OSError, ValueError):  # advisory only
+            pass
+
+
+def convert_chunked(
+    tensor: ir.TensorProtocol, convert: Callable[[np.ndarray], np.ndarray], dtype: "np.dtype"
+) -> np.ndarray:
+    """``convert`` applied to ``tensor`` chunk by chunk into one new array of ``dtype``.
+
+    Peak memory is the output plus one chunk of the source, instead of output
+    plus the whole source (which, memory-mapped, counts in RSS once read).
+    ``convert`` must be elementwise (e.g. ``lambda a: a.astype(np.float16)``).
+    """
+    out = np.empty(tensor.size, dtype=dtype)
+    pos = 0
+    for chunk in read_chunks(tensor):
+        out[pos : pos + chunk.size] = convert(chunk)
+        pos += chunk.size
+    return out.reshape(tensor.shape.numpy())
 
 
 def check_written(path: Path, *, runtime: bool) -> Optional[str]:

@@ -22,7 +22,7 @@ def lazy_fp16(src: ir.TensorProtocol) -> ir.LazyTensor:
     """A LazyTensor that converts ``src`` to float16 when written."""
 
     def convert() -> ir.Tensor:
-        return ir.tensor(src.numpy().astype(np.float16))
+        return ir.tensor(io.convert_chunked(src, lambda a: a.astype(np.float16), np.float16))
 
     lazy = ir.LazyTensor(convert, dtype=ir.DataType.FLOAT16, shape=src.shape, name=src.name)
     lazy.meta[io.SOURCE_META_KEY] = src
