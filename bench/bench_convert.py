@@ -75,12 +75,31 @@ class Results:
 
 def _convert(src: pathlib.Path, dst: pathlib.Path, level: str, **options) -> float:
     """Run ampconv's public API once; return wall seconds (load + plan + rewrite + save)."""
+    return _convert_with_report(src, dst, level, **options)[0]
+
+
+def _convert_with_report(src: pathlib.Path, dst: pathlib.Path, level: str, **options):
+    """Like ``_convert`` but also return the ``Report``."""
     import ampconv
 
     config = ampconv.Config(level=level, dtype="fp16", overwrite=True, **options)
     start = time.perf_counter()
-    ampconv.convert(str(src), str(dst), config)
-    return time.perf_counter() - start
+    report = ampconv.convert(str(src), str(dst), config)
+    return time.perf_counter() - start, report
+
+
+def _report_facts(report) -> dict[str, object]:
+    """What the report says (to cross-check the file): node counts, casts, HIGH WHITE nodes and why."""
+    facts: dict[str, object] = {}
+    for key in ("level", "casts_before", "casts_after", "casts_inserted", "casts_removed",
+                "weight_bytes_before", "weight_bytes_after"):
+        facts[key] = getattr(report, key, None)
+    nodes = getattr(report, "nodes", None) or []
+    facts["nodes_low"] = sum(1 for n in nodes if n.get("precision") == "LOW")
+    facts["nodes_high"] = sum(1 for n in nodes if n.get("precision") == "HIGH")
+    facts["high_nodes"] = {n.get("name"): n.get("reason") for n in nodes if n.get("precision") == "HIGH"}
+    facts["warnings"] = list(getattr(report, "warnings", None) or [])[:10]
+    return facts
 
 
 def _casts_added(converted: pathlib.Path, original: pathlib.Path) -> int:
@@ -136,8 +155,9 @@ def white_and_weights(res: Results, work: pathlib.Path, samples: dict[str, pathl
     for name in WEIGHT_SAMPLES:
         src = samples[name]
         dst = work / f"{name}.O2.fp16.onnx"
-        seconds = _convert(src, dst, "O2")
+        seconds, report = _convert_with_report(src, dst, "O2")
         res.metrics[f"{name}_O2_seconds"] = round(seconds, 4)
+        res.metrics[f"{name}_O2_report"] = _report_facts(report)
         converted = onnx.load(str(dst))
         n_white, problems = graphstats.white_ops_not_low(converted)
         res.check(f"{name}_O2_white_low", f"{name} O2 fp16: every WHITE op ({n_white}) reads float16",
@@ -162,29 +182,36 @@ def _check_loads(res: Results, label: str, dst: pathlib.Path, src: pathlib.Path)
 
 def casts_vs_baseline(res: Results, work: pathlib.Path, samples: dict[str, pathlib.Path],
                       baseline_timeout_s: float) -> None:
-    """Section 3: O3 fp16 Casts added by ampconv <= those added by onnxconverter-common."""
+    """Section 3: O3 fp16 Casts added by ampconv <= those added by onnxconverter-common.
+
+    Measured twice: with the default config (out-of-range constants pin their
+    consumer HIGH, POLICY.md sec. 6) and with ``clamp=True``, the like-for-like
+    setting, because onnxconverter-common clamps such constants to +-65504.
+    """
     for name in CAST_SAMPLES:
         src = samples[name]
-        dst = work / f"{name}.O3.fp16.onnx"
-        try:
-            _convert(src, dst, "O3")
-            ours: int | None = _casts_added(dst, src)
-            error = ""
-        except Exception as exc:  # noqa: BLE001 -- a failed conversion is a finding; keep measuring the rest
-            ours, error = None, f"ampconv failed: {type(exc).__name__}: {exc}"[:500]
         occ_dst = work / f"{name}.occ.onnx"
         base = run_baseline(src, occ_dst, baseline_timeout_s)
         theirs = _casts_added(occ_dst, src) if base["status"] == "ok" else None
         if base["status"] == "ok":
-            base_error = graphstats.ort_load_error(occ_dst)
-            res.metrics[f"{name}_onnxconverter_common_loads"] = base_error or True
-        passed = None if ours is None or theirs is None else ours <= theirs
-        res.check(f"{name}_O3_casts", f"{name} O3 fp16: Casts added by ampconv vs onnxconverter-common",
-                  ours, f"<= {theirs if theirs is not None else base['status']}", passed,
-                  note=error or ("" if theirs is not None else f"baseline {base['status']}: "
-                                 f"{base.get('error', '')[:300]}"))
-        if ours is not None:
-            _check_loads(res, f"{name}_O3", dst, src)
+            res.metrics[f"{name}_onnxconverter_common_loads"] = graphstats.ort_load_error(occ_dst) or True
+        for label, options in (("O3", {}), ("O3_clamp", {"clamp": True})):
+            dst = work / f"{name}.{label}.fp16.onnx"
+            try:
+                report = _convert_with_report(src, dst, "O3", **options)[1]
+                res.metrics[f"{name}_{label}_report"] = _report_facts(report)
+                ours: int | None = _casts_added(dst, src)
+                error = ""
+            except Exception as exc:  # noqa: BLE001 -- a failed conversion is a finding; keep measuring
+                ours, error = None, f"ampconv failed: {type(exc).__name__}: {exc}"[:500]
+            passed = None if ours is None or theirs is None else ours <= theirs
+            res.check(f"{name}_{label}_casts",
+                      f"{name} {label.replace('_', ' + ')} fp16: Casts added by ampconv vs onnxconverter-common",
+                      ours, f"<= {theirs if theirs is not None else base['status']}", passed,
+                      note=error or ("" if theirs is not None else f"baseline {base['status']}: "
+                                     f"{base.get('error', '')[:300]}"))
+            if ours is not None:
+                _check_loads(res, f"{name}_{label}", dst, src)
 
 
 def main(out_dir, chain_sizes: Sequence[int] = (4000, 40000), repeats: int = 3,

@@ -88,6 +88,8 @@ def machine_info() -> dict[str, object]:
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
+        # Other work on the machine skews timings: record how busy it was.
+        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
     }
     try:
         import psutil
@@ -112,7 +114,8 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (dict, list)):
-        return "`" + json.dumps(value, default=str) + "`"
+        text = json.dumps(value, default=str)
+        return "`" + (text if len(text) <= 400 else text[:400] + " ...") + "` (full: summary.json)"
     return str(value)
 
 

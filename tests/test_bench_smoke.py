@@ -61,7 +61,34 @@ def test_convert_bench_structure(convert_result):
         assert set(check) >= {"id", "description", "value", "target", "passed"}
 
 
-def test_convert_bench_non_timing_checks_pass(convert_result):
-    failed = [c for c in convert_result["checks"]
-              if not c["passed"] and not c["id"].endswith(TIMING_CHECKS)]
-    assert not failed, json.dumps(failed, indent=1)
+# Check id -> reason, for findings reported to the lead and not fixed yet
+# (xfail, non-strict so the fix does not break CI). Empty: all fixed.
+KNOWN_FAILURES: dict[str, str] = {}
+
+
+def _non_timing_ids():
+    from bench import bench_convert
+
+    ids = ["chain_200_white_low"]
+    for name in bench_convert.WEIGHT_SAMPLES:
+        ids += [f"{name}_O2_white_low", f"{name}_O2_weight_ratio", f"{name}_O2_loads"]
+    for name in bench_convert.CAST_SAMPLES:
+        for label in ("O3", "O3_clamp"):
+            ids += [f"{name}_{label}_casts", f"{name}_{label}_loads"]
+    return ids
+
+
+@pytest.mark.parametrize("check_id", [
+    pytest.param(i, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[i], strict=False))
+    if i in KNOWN_FAILURES else i
+    for i in _non_timing_ids()
+])
+def test_convert_bench_non_timing_check(convert_result, check_id):
+    checks = {c["id"]: c for c in convert_result["checks"]}
+    assert check_id in checks, sorted(checks)
+    assert checks[check_id]["passed"], json.dumps(checks[check_id], indent=1)
+
+
+def test_every_non_timing_check_is_covered(convert_result):
+    recorded = {c["id"] for c in convert_result["checks"] if not c["id"].endswith(TIMING_CHECKS)}
+    assert recorded == set(_non_timing_ids())
