@@ -247,6 +247,7 @@ def _deadline(seconds: Optional[int]):
 def _session(path: str):
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(4)  # kernels refusing a type log before raising; we report it
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1
