@@ -6,11 +6,14 @@
    any model size) fills value types; a schema-driven pass then fills what it
    left unknown (outputs of unknown ops' neighbours, partial inference), by
    unifying each output's type variable with the inputs that share it.
+   Inferred types are merged whole: onnx-ir's ``ShapeInferencePass`` (1.1)
+   merges only the element type, which turns a sequence or optional value
+   into ``tensor(float)`` and makes the written model fail the checker
+   (SequenceErase: "has unsupported type: tensor(float)").
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Optional
 
 import onnx_ir as ir
@@ -50,15 +53,12 @@ def name_nodes(model: ir.Model) -> int:
 
 def infer_types(model: ir.Model) -> None:
     """Fill value types: onnx inference first, then schema unification for the rest."""
-    from onnx_ir.passes.common.shape_inference import ShapeInferencePass
-
-    logging.getLogger("onnx_ir.passes.common.shape_inference").setLevel(logging.ERROR)
-    # The pass detaches large initializers while inferring and re-registers them
+    # Inference detaches large initializers while inferring and re-registers them
     # at the end; restore the file order, or output bytes would depend on tensor
     # sizes (and converting an output again would not reproduce it).
     order = list(model.graph.initializers.keys())
     try:
-        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=False)(model)
+        _onnx_inference(model)
     except Exception:  # inference is best effort: the fill-in below still runs
         pass
     _restore_initializer_order(model.graph, order)
@@ -66,6 +66,27 @@ def infer_types(model: ir.Model) -> None:
     for graph in model.graphs():
         for node in graph:
             _fill_outputs(node, opsets)
+
+
+def _onnx_inference(model: ir.Model) -> None:
+    """onnx shape inference on a weight-free copy; merge whole types, then shapes (case 2)."""
+    import onnx
+    from onnx_ir.passes.common import _c_api_utils
+
+    def infer(proto):
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+
+    inferred = ir.serde.deserialize_model(_c_api_utils.call_onnx_api(infer, model))
+    for graph, inferred_graph in zip(model.graphs(), inferred.graphs()):
+        known = ir.convenience.create_value_mapping(inferred_graph)
+        for name, value in ir.convenience.create_value_mapping(graph).items():
+            found = known.get(name)
+            if found is None:
+                continue
+            if value.type is None and found.type is not None:
+                value.type = found.type
+            if found.shape is not None and value.shape != found.shape:
+                value.shape = found.shape
 
 
 def _restore_initializer_order(graph: ir.Graph, order) -> None:

@@ -3,6 +3,14 @@
 Nothing here is hard-coded per op: which slots share the node's main type
 variable, which types a variable admits at the model's opset, and from which
 opset a blocked type becomes legal all come from the installed schemas.
+
+One exception, ``TIED_TYPE_VARIABLES``: a few schemas declare two type
+variables that their function body (and onnxruntime's kernel) require to be
+equal. Attention multiplies softmax(Q K^T) (T1) by V (T2) with one MatMul;
+RMSNormalization multiplies the normalized X (T) by scale (V). Converting
+only one of them passes the checker's signature check but not the function's
+inference nor onnxruntime ("Type parameter (T) of Optype (MatMul) bound to
+different types"), so the tied variable is read as the main one.
 """
 
 from __future__ import annotations
@@ -72,6 +80,12 @@ def _slot(types: Tuple[str, ...], variadic: bool, index: int) -> Optional[str]:
     return None
 
 
+TIED_TYPE_VARIABLES = {
+    ("", "Attention"): {"T2": "T1"},
+    ("", "RMSNormalization"): {"T": "V"},
+}
+
+
 @functools.lru_cache(maxsize=None)
 def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
     """Signature of ``domain::op_type`` at ``opset``; ``known=False`` when no schema exists."""
@@ -81,12 +95,13 @@ def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
     except onnx.defs.SchemaError:
         return OpInfo(known=False)
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    tied = TIED_TYPE_VARIABLES.get((domain, op_type), {})
     return OpInfo(
         known=True,
         since_version=schema.since_version,
-        input_types=tuple(p.type_str for p in schema.inputs),
+        input_types=tuple(tied.get(p.type_str, p.type_str) for p in schema.inputs),
         input_variadic=bool(schema.inputs) and schema.inputs[-1].option == variadic,
-        output_types=tuple(p.type_str for p in schema.outputs),
+        output_types=tuple(tied.get(p.type_str, p.type_str) for p in schema.outputs),
         output_variadic=bool(schema.outputs) and schema.outputs[-1].option == variadic,
         constraints=tuple(
             (c.type_param_str, frozenset(c.allowed_type_strs)) for c in schema.type_constraints

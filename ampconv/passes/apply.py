@@ -11,6 +11,8 @@ Rules (POLICY.md sec. 8; comments refer to them):
      a Loop body does not pay for the cast on every iteration).
   4. A constant (initializer or Constant output) needing another precision is
      copied once, converted, instead of cast at run time.
+     Under IR version < 4 the copy is also listed as a graph input, as that
+     IR requires of every initializer.
   5. Initializers are stored LOW when every consumer needs LOW, kept float32
      when every consumer needs float32, duplicated once when they disagree.
      Conversion is lazy: the bytes are computed while the model is written.
@@ -246,6 +248,9 @@ class _Rewriter:
         converted.name = name
         copy = ir.Value(name=name, shape=value.shape, type=ir.TensorType(dtype), const_value=converted)
         graph.register_initializer(copy)
+        if graph is self.model.graph and self.model.ir_version is not None and self.model.ir_version < 4:
+            # IR < 4: every initializer must also be a graph input (rule 4).
+            graph.inputs.append(copy)
         self.actual[copy] = need
         self.const_cache[key] = copy
         self.result.constants_copied += 1
