@@ -176,7 +176,7 @@ class Planner:
         )
         self.graph_output_needs[graph] = needs
         self._plan_graph(graph)
-        # Main-graph outputs without keep_io take whatever precision they have.
+        # Main-graph outputs the user did not keep float32 are LOW (constants that do not fit excepted).
         self.graph_output_needs[graph] = tuple(
             need if need is not None or not is_float(v) else self._unkept_output_need(v)
             for v, need in zip(graph.outputs, needs)
@@ -194,8 +194,10 @@ class Planner:
 
     def _unkept_output_need(self, value: ir.Value) -> str:
         """The precision of a main-graph output that keep_io_types leaves free."""
-        if value in self.values:
-            return self.values[value]
+        if value in self.values and self.values[value] != FREE:
+            # Not kept float32 means the user asked for a LOW interface: a float32
+            # producer (e.g. a BLACK Softmax) gets a cast down at the output.
+            return LOW
         if is_constant(value):
             # An initializer output (hazard 10): converting it is free, unless its
             # values do not fit the LOW type.
