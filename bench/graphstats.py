@@ -108,6 +108,27 @@ def ort_load_error(path: pathlib.Path) -> str | None:
     return None
 
 
+def ort_session_seconds(path: pathlib.Path) -> float | str:
+    """Seconds to create an onnxruntime CPU session the way ampconv's load check does.
+
+    Optimizations and weight pre-packing off (as ``ampconv.io.check_written``
+    creates it), so this is the share of ``convert()`` spent in onnxruntime.
+    """
+    import time
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.add_session_config_entry("session.disable_prepacking", "1")
+    start = time.perf_counter()
+    try:
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 -- a load failure is data for the report
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return round(time.perf_counter() - start, 3)
+
+
 def max_abs_diff(reference: pathlib.Path, converted: pathlib.Path, seed: int = 0) -> dict[str, object]:
     """Largest |converted - reference| per output on one seeded input (symbolic dims = 2).
 
