@@ -256,11 +256,24 @@ def _session(path: str):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
+_ORT_FLOATS = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
 def _run(path: str, feeds: Dict[str, object]) -> Dict[str, object]:
     session = _session(path)
     names = [o.name for o in session.get_outputs()]
-    wanted = {i.name for i in session.get_inputs()}
-    outs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+    ready = {}
+    for arg in session.get_inputs():
+        if arg.name not in feeds:
+            continue
+        value = feeds[arg.name]
+        want = _ORT_FLOATS.get(arg.type)
+        # The emulated copy declares float32 where the model had float16 inputs:
+        # feed the same values widened (exact), as ampconv.validate's runner does.
+        if want is not None and isinstance(value, np.ndarray) and value.dtype.kind == "f" and value.dtype != want:
+            value = value.astype(want)
+        ready[arg.name] = value
+    outs = session.run(names, ready)
     return dict(zip(names, outs))
 
 
@@ -336,11 +349,15 @@ def _run_combo(mat: Materialized, reference: Dict[str, object], level: str, dtyp
         return dict(out, status="failed", stage="convert-crash", reason=_crash_line(exc))
     out["converted"] = True
     out["low_nodes"] = report.count("LOW")
-    # Stage 3: checker, native run (fp16) or resolve (bf16), emulated run.
+    # Stage 3: checker, interface types kept (keep_io_types), native run (fp16)
+    # or resolve (bf16), emulated run.
     try:
         onnx.checker.check_model(dst, full_check=True)
     except Exception as exc:  # noqa: BLE001
         return dict(out, status="failed", stage="checker", reason=_one_line(exc))
+    changed = _interface_changes(mat.model, dst)
+    if changed:
+        return dict(out, status="failed", stage="interface", reason=changed)
     native_note = None
     try:
         _run(dst, mat.feeds)
@@ -371,6 +388,18 @@ def _run_combo(mat: Materialized, reference: Dict[str, object], level: str, dtyp
     if explanation is not None:
         return dict(out, explained=True, status="explained", reason=explanation)
     return dict(out, status="failed", stage="accuracy", reason=f"{drift}; not explained" + (f" (localized: {node})" if node else ""))
+
+
+def _interface_changes(src: str, dst: str) -> Optional[str]:
+    """With keep_io_types (the default) every graph input and output keeps its type."""
+    a = onnx.load(src, load_external_data=False).graph
+    b = onnx.load(dst, load_external_data=False).graph
+    before = {v.name: v.type.SerializeToString() for v in list(a.input) + list(a.output)}
+    after = {v.name: v.type.SerializeToString() for v in list(b.input) + list(b.output)}
+    for name, t in before.items():
+        if name in after and after[name] != t:
+            return f"graph input/output {name} changed type"
+    return None
 
 
 def _emulated_run(dst: str, feeds: Dict[str, object], tmp: str) -> Dict[str, object]:
@@ -417,10 +446,6 @@ def _compare_one(name, ref, conv, rtol, atol, compare) -> Optional[str]:
         if ref.shape != conv.shape or not np.array_equal(ref, conv):
             return f"output {name} ({ref.dtype}): {int(np.sum(ref != conv)) if ref.shape == conv.shape else 'shape'} element(s) differ"
         return None
-    if ref.dtype.kind == "f" and ref.dtype != np.float32:
-        # float64 (and already-LOW) outputs: ampconv must not touch float64 at all.
-        if conv.dtype != ref.dtype:
-            return f"output {name}: dtype {conv.dtype} instead of {ref.dtype}"
     try:
         m = compare(ref, conv, rtol, atol)
     except ValueError as exc:
@@ -444,27 +469,28 @@ def explain(mat: Materialized, dst: str, report, level: str, dtype: str) -> Tupl
 
     The drift is explained only when ``ampconv.validate`` (emulate backend,
     localization on, the report's decisions) names a node that the report
-    planned LOW, and one of these holds:
+    planned LOW (a widening Cast that ampconv inserted is traced back to the
+    node it widens), and one of these holds:
 
-    1. O3 put an op LOW that the default policy keeps float32 at O2 (BLACK
-       list: range or accumulated rounding), so the policy could not keep it
-       HIGH at O3.
-    2. The node's float inputs, rounded to the LOW type, are what the op
-       decides on, and its output is discrete (comparison, rounding, argmax,
-       topk indices...): a one-ulp change of an input flips a decision. The
-       report names the node LOW and its rule.
+    1. O3 forced the node LOW while the O2 plan of the same model keeps it
+       float32 (a BLACK op, or a gray op following one): the policy cannot
+       keep it HIGH at O3.
+    2. fp16 range: the node's output overflows to inf (new non-finite values)
+       on these inputs. The report names the node LOW and its rule; the
+       float32 reference exceeds 65504 there.
+    3. The node's output is discrete (comparison, rounding, argmax...) and
+       decided on rounded LOW inputs: a one-ulp change flips a decision.
     """
     import ampconv
 
     if mat.data_dir is None:
         return None, None
+    decisions = report.decisions_by_node()
     try:
         result = ampconv.validate(
             mat.model,
             dst,
-            ampconv.ValidateOptions(
-                inputs=(mat.data_dir,), backend="emulate", localize=True, decisions=report.decisions_by_node()
-            ),
+            ampconv.ValidateOptions(inputs=(mat.data_dir,), backend="emulate", localize=True, decisions=decisions),
         )
     except Exception as exc:  # noqa: BLE001
         return None, f"(validate failed: {_one_line(exc)})"
@@ -473,13 +499,19 @@ def explain(mat: Materialized, dst: str, report, level: str, dtype: str) -> Tupl
         return None, "(ampconv.validate passes where the corpus comparison fails)"
     if loc is None or loc.node is None:
         return None, None
-    decision = report.decisions_by_node().get(loc.node)
-    node = f"{loc.node} ({loc.op_type})"
+    name = _planned_node(dst, loc.node, decisions)
+    node = f"{name} ({_op_of(report, name) or loc.op_type})"
+    decision = decisions.get(name)
     if decision is None or decision["precision"] != "LOW":
         return None, node
-    op = next((n["op_type"] for n in report.nodes if n["name"] == loc.node), loc.op_type or "")
-    if level == "O3" and decision["rule"] == "level-O3" and _o2_class(op) == "BLACK":
-        return f"O3 forces {op} LOW; the default policy keeps it float32 (BLACK) at O1/O2", node
+    op = _op_of(report, name) or ""
+    if level == "O3" and decision["rule"] == "level-O3":
+        o2 = ampconv.convert(mat.model, None, ampconv.Config(level="O2", dtype=dtype), dry_run=True)
+        at_o2 = o2.decisions_by_node().get(name)
+        if at_o2 is not None and at_o2["precision"] == "HIGH":
+            return f"O3 forces {op} LOW; at O2 it stays float32 ({at_o2['rule']})", node
+    if dtype == "fp16" and loc.new_nonfinite:
+        return f"fp16 range: {op} output overflows to inf on these inputs (planned LOW: {decision['rule']})", node
     if op in DISCRETE_OUTPUT_OPS:
         return (
             f"{op} decides on rounded {dtype} inputs (rule {decision['rule']}): a one-ulp input change flips "
@@ -487,6 +519,22 @@ def explain(mat: Materialized, dst: str, report, level: str, dtype: str) -> Tupl
             node,
         )
     return None, node
+
+
+def _op_of(report, name: str) -> Optional[str]:
+    return next((n["op_type"] for n in report.nodes if n["name"] == name), None)
+
+
+def _planned_node(dst: str, name: str, decisions) -> str:
+    """``name``, or for a Cast ampconv inserted, the planned node whose output it casts."""
+    if name in decisions:
+        return name
+    model = onnx.load(dst, load_external_data=False)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    node = next((n for n in model.graph.node if n.name == name), None)
+    while node is not None and node.op_type == "Cast" and node.name not in decisions and node.input:
+        node = producers.get(node.input[0])
+    return node.name if node is not None and node.name in decisions else name
 
 
 # Ops whose output changes in steps: a LOW rounding of the input may move a
@@ -618,7 +666,9 @@ def render_markdown(rows: Sequence[dict], command: str, seconds: float) -> str:
 
 def _category(reason: str) -> str:
     if reason.startswith("O3 forces"):
-        return "O3 forces a BLACK op LOW"
+        return "O3 forces LOW a node that O2 keeps float32"
+    if reason.startswith("fp16 range"):
+        return "fp16 range: a LOW node's output overflows on the case's inputs"
     if "discrete result" in reason:
         return "discrete output decided on rounded inputs"
     return reason
