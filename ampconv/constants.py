@@ -56,40 +56,55 @@ class RangeStats:
         return self.size <= 16 or self.underflow > 0.01 * max(self.nonzero, 1)
 
 
-def range_stats(array: np.ndarray, low: str) -> RangeStats:
-    """Scan a float32 array for values the LOW type cannot hold."""
+def range_stats(array, low: str, chunks=None) -> RangeStats:
+    """Scan float32 data for values the LOW type cannot hold.
+
+    ``chunks`` (an iterable of 1-D float32 arrays, e.g. ``io.read_chunks``) lets
+    a memory-mapped tensor be scanned with one chunk resident at a time. The
+    common case (nothing out of range) costs one in-place mask, one max and two
+    counts per chunk into a reused buffer; details are computed only for the
+    chunks that need them.
+    """
     limits = _LIMITS[low]
-    flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
-    bits = flat.view(np.uint32)
-    overflow = underflow = nonzero = 0
+    if chunks is None:
+        flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+        chunks = (flat[i : i + CHUNK] for i in range(0, flat.size, CHUNK))
+    overflow = underflow = nonzero = size = 0
     mask_like = True
     max_abs = 0.0
     ex_over = ex_under = None
-    for start in range(0, bits.size, CHUNK):
-        chunk = bits[start : start + CHUNK] & np.uint32(0x7FFFFFFF)
-        finite = chunk < _INF_BITS
-        over = finite & (chunk >= limits["overflow"])
-        under = (chunk > 0) & (chunk <= limits["underflow"])
-        n_over, n_under = int(np.count_nonzero(over)), int(np.count_nonzero(under))
-        nonzero += int(np.count_nonzero(chunk))
-        if n_over:
-            overflow += n_over
-            if ex_over is None:
-                ex_over = float(flat[start + int(np.argmax(over))])
-            over_values = flat[start : start + CHUNK][over]
-            if over_values.min() != over_values.max() or over_values.max() >= 0:
-                mask_like = False
-            elif ex_over is not None and over_values[0] != ex_over:
-                mask_like = False
+    buffer = np.empty(CHUNK, dtype=np.uint32)
+    for values in chunks:
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        n = values.size
+        size += n
+        if n == 0:
+            continue
+        bits = np.bitwise_and(values.view(np.uint32), np.uint32(0x7FFFFFFF), out=buffer[:n])
+        zeros = int(np.count_nonzero(bits == 0))
+        nonzero += n - zeros
+        n_under = int(np.count_nonzero(bits <= limits["underflow"])) - zeros
+        top = int(bits.max())
+        if top >= limits["overflow"]:  # rare: overflow, inf or nan present
+            finite = bits < _INF_BITS
+            over = finite & (bits >= limits["overflow"])
+            n_over = int(np.count_nonzero(over))
+            if n_over:
+                overflow += n_over
+                over_values = values[over]
+                if ex_over is None:
+                    ex_over = float(over_values[0])
+                if over_values.min() != over_values.max() or over_values[0] >= 0 or over_values[0] != ex_over:
+                    mask_like = False
+            top = int(np.where(finite, bits, 0).max())
+        max_abs = max(max_abs, float(np.uint32(top).view(np.float32)))
         if n_under:
             underflow += n_under
             if ex_under is None:
-                ex_under = float(flat[start + int(np.argmax(under))])
-        finite_chunk = np.where(finite, chunk, 0)
-        if finite_chunk.size:
-            max_abs = max(max_abs, float(np.uint32(finite_chunk.max()).view(np.float32)))
+                under = (bits > 0) & (bits <= limits["underflow"])
+                ex_under = float(values[int(np.argmax(under))])
     fill = ex_over if overflow and mask_like else None
-    return RangeStats(bits.size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill)
+    return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill)
 
 
 # What an attention-mask fill (-1e9, float32 lowest) becomes in LOW: far below any

@@ -176,6 +176,7 @@ class Planner:
         )
         self.graph_output_needs[graph] = needs
         self._plan_graph(graph)
+        self._share_low_initializers()
         # Main-graph outputs the user did not keep float32 are LOW (constants that do not fit excepted).
         self.graph_output_needs[graph] = tuple(
             need if need is not None or not is_float(v) else self._unkept_output_need(v)
@@ -191,6 +192,48 @@ class Planner:
             constants=self.constants,
             clamp_tensors=dict(self._clamp),
         )
+
+    def _share_low_initializers(self) -> None:
+        """Avoid a float32 duplicate of a weight that LOW consumers already need.
+
+        A transparent node (e.g. an embedding Gather) that reads an initializer
+        other consumers need LOW, and reads no activation in its data slots, can
+        read the LOW copy instead and have its (small) output cast up: same bits,
+        and the weight is stored once.
+        """
+        for graph in self.model.graphs():
+            for value in graph.initializers.values():
+                if not is_float(value):
+                    continue
+                needs = {}
+                for use in value.uses():
+                    needs.setdefault(self._slot_need(use.node, use.idx), []).append(use.node)
+                if LOW not in needs or HIGH not in needs:
+                    continue
+                readers = needs[HIGH]
+                if all(self._can_read_low(node) for node in readers):
+                    for node in readers:
+                        self._set(
+                            node,
+                            Decision(
+                                LOW,
+                                "transparent-shared",
+                                f"transparent: reads the {self.low} copy of {value.name} (stored once)",
+                            ),
+                        )
+
+    def _can_read_low(self, node: ir.Node) -> bool:
+        decision = self.decisions.get(node)
+        facts = self.facts.get(node)
+        if decision is None or facts is None or node in self.structural_slots:
+            return False
+        if decision.rule not in ("gray-follow", "gray-promote", "free-high"):
+            return False
+        if behaviour_kind(node.op_type, normalize_domain(node.domain)) != "transparent":
+            return False
+        if self.low_type not in facts.info.allowed(facts.info.main_type()):
+            return False
+        return all(is_constant(node.inputs[i]) for i in facts.main_in)
 
     def _unkept_output_need(self, value: ir.Value) -> str:
         """The precision of a main-graph output that keep_io_types leaves free."""
@@ -390,10 +433,20 @@ class Planner:
 
     def _range(self, value: ir.Value) -> Optional[RangeStats]:
         if value not in self._stats:
-            array = constant_array(value)
-            self._stats[value] = None if array is None else range_stats(array, self.low)
-            del array
-            _release(value.const_value)
+            tensor = value.const_value
+            if tensor is not None and tensor.dtype == ir.DataType.FLOAT:
+                # Stream initializers chunk by chunk: RSS must not grow with the model.
+                from ampconv.io import read_chunks
+
+                try:
+                    self._stats[value] = range_stats(None, self.low, chunks=read_chunks(tensor))
+                except Exception:  # unreadable data is reported by the loader, not here
+                    self._stats[value] = None
+            else:
+                array = constant_array(value)
+                self._stats[value] = None if array is None else range_stats(array, self.low)
+                del array
+            _release(tensor)
         return self._stats[value]
 
     # --------------------------------------------------------------- backward

@@ -28,7 +28,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.constants import to_low
+from ampconv.constants import NUMPY_LOW, to_low
+from ampconv.io import convert_chunked
 from ampconv.plan import ANY, LOW_DTYPES, Plan, _release, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
@@ -170,9 +171,10 @@ class _Rewriter:
         clamp = self.clamp.get(name or "", False)
 
         def compute() -> ir.TensorProtocol:
-            converted = to_low(tensor.numpy(), low, clamp)
+            # Chunked: peak memory is the LOW output plus one source chunk.
+            converted = convert_chunked(tensor, lambda a: to_low(a, low, clamp), NUMPY_LOW[low])
             _release(tensor)  # unmap the source pages once converted
-            return ir.Tensor(converted, dtype=low_dtype, name=name)
+            return ir.Tensor(converted.reshape(tensor.shape.numpy()), dtype=low_dtype, name=name)
 
         return ir.LazyTensor(compute, dtype=low_dtype, shape=tensor.shape, name=name)
 
