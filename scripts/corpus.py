@@ -394,12 +394,23 @@ def _interface_changes(src: str, dst: str) -> Optional[str]:
     """With keep_io_types (the default) every graph input and output keeps its type."""
     a = onnx.load(src, load_external_data=False).graph
     b = onnx.load(dst, load_external_data=False).graph
-    before = {v.name: v.type.SerializeToString() for v in list(a.input) + list(a.output)}
-    after = {v.name: v.type.SerializeToString() for v in list(b.input) + list(b.output)}
+    before = {v.name: _elem_types(v.type) for v in list(a.input) + list(a.output)}
+    after = {v.name: _elem_types(v.type) for v in list(b.input) + list(b.output)}
     for name, t in before.items():
         if name in after and after[name] != t:
             return f"graph input/output {name} changed type"
     return None
+
+
+def _elem_types(type_proto) -> str:
+    """``sequence(tensor(1))``-style signature without shapes (inference may add shapes)."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        return f"tensor({type_proto.tensor_type.elem_type})"
+    if kind in ("sequence_type", "optional_type"):
+        inner = getattr(type_proto, kind).elem_type
+        return f"{kind}({_elem_types(inner)})"
+    return kind or "?"
 
 
 def _emulated_run(dst: str, feeds: Dict[str, object], tmp: str) -> Dict[str, object]:

@@ -13,6 +13,7 @@ O1/O2 every converted case is accurate or its drift is explained.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -37,12 +38,51 @@ REGRESSIONS = [
     ("light", "light_resnet50"),  # IR 3 copies; fp16 overflow at a WHITE Conv is reported
 ]
 
-# Open bugs: (source, case) -> why. Kept failing on purpose, so the summary stays honest.
+# Open bugs: (source, case-name regex) -> why. They are excluded from the sample
+# assertion but asserted to still fail (one representative each), so a fix shows
+# up here and the summary stays honest. See docs/corpus_summary.md.
 KNOWN_OPEN = {
-    ("node", "test_mvn"): "MeanVarianceNormalization function body: Constant exponent stays float32",
-    ("node", "test_bitcast_int32_to_float32"): "O3: BitCast output retyped without rewriting 'to'",
-    ("node", "test_scatternd_min"): "O3: onnxruntime CPU has no fp16/bf16 ScatterND reduction=min kernel (run time)",
+    ("node", r"test_sce_.*_ii(_log_prob)?(_expanded)?$"): (
+        "O3 bf16: SoftmaxCrossEntropyLoss's function body calls NegativeLogLikelihoodLoss, which onnxruntime "
+        "rejects for bfloat16 'in node ()'; the runtime re-plan cannot name a node inside a function",
+        "test_sce_NCd1_mean_weight_negative_ii",
+    ),
+    ("node", r"test_attention_.*(qk_matmul_output_mode3|qk_matmul_softmax|qk_matmul_bias_[34]d_mask_causal)"): (
+        "Attention qk_matmul_output modes: onnxruntime wants that output in float32 (type error at load), "
+        "or bf16 emulation turns masked scores into -inf where float32 stays finite",
+        "test_attention_4d_with_qk_matmul_softmax",
+    ),
+    ("node", r"test_scatter(nd|_elements)_.*(min|max|add|mul|duplicate)"): (
+        "O3: onnxruntime CPU lacks fp16/bf16 ScatterND/ScatterElements reduction kernels; fails at run time, "
+        "after the converter's load-only check",
+        "test_scatternd_min",
+    ),
+    ("node", r"test_mvn(_expanded)?$"): (
+        "MeanVarianceNormalization function body: its Constant exponent stays float32 next to LOW data",
+        "test_mvn",
+    ),
+    ("node", r"test_bitcast_int32_to_float32$"): (
+        "O3: BitCast output retyped LOW without rewriting 'to' (a bit cast cannot change width)",
+        "test_bitcast_int32_to_float32",
+    ),
+    ("node", r"test_ai_onnx_ml_tree_ensemble_set_membership$"): (
+        "model imports only ai.onnx.ml; the inserted Cast needs a default-domain opset import",
+        "test_ai_onnx_ml_tree_ensemble_set_membership",
+    ),
+    ("node", r"test_scan_sum$"): (
+        "O3 fp16: onnxruntime's Scan fails at run time in a cast it inserts (InsertedPrecisionFreeCast)",
+        "test_scan_sum",
+    ),
+    ("node", r"test_dynamicquantizelinear_expanded$"): (
+        "O3 fp16: the decomposed quantization rounds in fp16 and one uint8 flips; no float node drifts, so "
+        "localization names none",
+        "test_dynamicquantizelinear_expanded",
+    ),
 }
+
+
+def is_known_open(row) -> bool:
+    return any(row["source"] == src and re.search(rx, row["case"]) for src, rx in KNOWN_OPEN)
 
 
 def _failed(rows):
@@ -67,8 +107,7 @@ def test_corpus_sample():
     cases = corpus.sample_cases(corpus.collect_cases(), SAMPLE, SEED)
     rows = corpus.run_corpus(cases, workers=2, timeout=60)
     assert len(rows) == SAMPLE * 6
-    open_keys = set(KNOWN_OPEN)
-    failed = [r for r in _failed(rows) if (r["source"], r["case"]) not in open_keys]
+    failed = [r for r in _failed(rows) if not is_known_open(r)]
     assert not failed, _describe(failed)
     summary = corpus.summarize(rows)
     assert [(s["level"], s["dtype"]) for s in summary] == [(lv, dt) for lv in corpus.LEVELS for dt in corpus.DTYPES]
@@ -90,12 +129,13 @@ def test_corpus_regressions():
 
 
 def test_known_open_bugs_still_fail():
-    """When one of these starts passing, move it to REGRESSIONS."""
-    wanted = set(KNOWN_OPEN)
+    """When one of these starts passing, move it to REGRESSIONS and drop its KNOWN_OPEN entry."""
+    wanted = {(src, example) for (src, _), (_, example) in KNOWN_OPEN.items()}
     cases = [c for c in corpus.collect_cases() if (c.source, c.name) in wanted]
+    assert len(cases) == len(wanted)
     rows = corpus.run_corpus(cases, workers=2, timeout=60)
-    for key in wanted:
-        assert any((r["source"], r["case"]) == key for r in _failed(rows)), f"{key} no longer fails: {KNOWN_OPEN[key]}"
+    for (src, rx), (why, example) in KNOWN_OPEN.items():
+        assert any(r["case"] == example for r in _failed(rows)), f"{example} no longer fails: {why}"
 
 
 @pytest.mark.slow
@@ -106,6 +146,6 @@ def test_full_corpus(tmp_path):
         if s["level"] in ("O1", "O2"):
             unexplained = [
                 r for r in _failed(rows)
-                if r["level"] == s["level"] and r["dtype"] == s["dtype"] and (r["source"], r["case"]) not in KNOWN_OPEN
+                if r["level"] == s["level"] and r["dtype"] == s["dtype"] and not is_known_open(r)
             ]
             assert not unexplained, _describe(unexplained)
