@@ -2,10 +2,12 @@
 
 Discovers ``bench/bench_*.py``; each must expose ``main(out_dir) -> dict``.
 Each bench runs in its own child process (a crash, a hang or a memory blow-up
-in one cannot take the others down) with its own output folder
-``OUT/<bench name>/``, under a time limit. Results go to ``OUT/summary.json``
-(machine-readable, one entry per bench with status, seconds and the bench's
-own dict) and ``OUT/SUMMARY.md`` (tables of checks: value, target, pass/fail).
+in one cannot take the others down) under a time limit. Results go to
+``OUT/summary.json`` (machine-readable, one entry per bench with status,
+seconds and the bench's own dict) and ``OUT/SUMMARY.md`` (tables of checks:
+value, target, pass/fail).
+Each bench's own folder is ``OUT/tmp/<bench>/`` (git-ignored under
+bench/results/tmp): only the two summaries are meant to be committed.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def run_one_in_process(module_path: pathlib.Path, out_dir: pathlib.Path, result_
 
 def run_bench(module_path: pathlib.Path, out_root: pathlib.Path, timeout_s: float) -> dict[str, object]:
     """Parent side: run one bench in a child process; return its status entry (never raises)."""
-    out_dir = out_root / module_path.stem
+    out_dir = out_root / "tmp" / module_path.stem
     out_dir.mkdir(parents=True, exist_ok=True)
     result_path = out_dir / "_result.json"
     if result_path.exists():
