@@ -93,7 +93,8 @@ def _restore_initializer_order(graph: ir.Graph, order) -> None:
     if list(graph.initializers.keys()) == order:
         return
     values = [graph.initializers[name] for name in order if name in graph.initializers]
-    extra = [v for name, v in graph.initializers.items() if name not in set(order)]
+    known = set(order)
+    extra = [v for name, v in graph.initializers.items() if name not in known]
     for value in values + extra:
         graph.initializers.pop(value.name)
     for value in values + extra:
