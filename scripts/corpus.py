@@ -145,7 +145,7 @@ def materialize(case: Case, tmp: str) -> Materialized:
         model = tc.model
         path = os.path.join(tmp, "model.onnx")
         onnx.save(model, path)
-        inputs = list(tc.data_sets[0][0]) if tc.data_sets else []
+        inputs = [_as_feed(v) for v in tc.data_sets[0][0]] if tc.data_sets else []
         names = [i.name for i in model.graph.input]
         feeds = dict(zip(names, inputs))
         return Materialized(path, feeds, _write_test_set(feeds, tmp))
@@ -162,6 +162,17 @@ def materialize(case: Case, tmp: str) -> Materialized:
         if os.path.exists(pb):
             feeds[vi.name] = _read_pb(pb, vi.type)
     return Materialized(case.path, feeds, sets[0] if _all_tensors(feeds) else None)
+
+
+def _as_feed(value) -> object:
+    """Node cases store some inputs as TensorProto (exotic types) or numpy scalars: give onnxruntime arrays."""
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, list):
+        return [_as_feed(v) for v in value]
+    return value
 
 
 def _read_pb(path: str, type_proto) -> object:
