@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import re
-import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import onnx
 import onnx.defs
@@ -285,4 +284,3 @@ def _count_casts(model: ir.Model) -> int:
 
 
 __all__ = ["convert"]
-_ = (List, time)

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from ampconv.config import Config
 from ampconv.constants import RangeStats, range_stats
-from ampconv.policy import BLACK, GRAY, HIGH, INHERIT, LOW, UNLISTED, WHITE, Policy
+from ampconv.policy import BLACK, GRAY, HIGH, LOW, Policy
 from ampconv.policy.lists import ANY_TYPE_INPUT, QUANTIZATION, STRUCTURAL, behaviour_kind
 from ampconv.schema import LOW_TYPE_STRINGS, OpInfo, first_opset_allowing, normalize_domain, op_info
 
@@ -585,7 +585,7 @@ class Planner:
             return HIGH if p == FREE else p
 
         state = [initial(i) for i in state_inputs]
-        for attempt in range(2):  # plan once, recolour once (POLICY.md sec. 5)
+        for _attempt in range(2):  # plan once, recolour once (POLICY.md sec. 5)
             for k, b_in in enumerate(body_state_inputs):
                 value = body.inputs[b_in] if b_in < len(body.inputs) else None
                 if is_float(value) and state[k] is not None:
@@ -715,4 +715,3 @@ def make_plan(model: ir.Model, policy: Policy, config: Config) -> Plan:
 
 
 __all__ = ["ANY", "Decision", "NodePlan", "Plan", "make_plan", "is_float", "is_constant", "LOW_DTYPES"]
-_ = (GRAY, INHERIT, UNLISTED, WHITE, Mapping)

@@ -31,7 +31,7 @@ def handle_errors(func: Callable) -> Callable:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             click.echo("ampconv: interrupted; nothing was written", err=True)
-            raise SystemExit(130)
+            raise SystemExit(130) from None
         except MemoryError:
             fail("out of memory", 1)
 

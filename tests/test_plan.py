@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 import pytest
 
-from helpers import convert_text, decisions, elem_types, ops, run
+from helpers import convert_text, elem_types, ops, run
 
 FP16, FP32, BF16 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.BFLOAT16
 
