@@ -134,6 +134,7 @@ def _convert_once(
         if not dry_run:
             applied = apply_plan(model, plan)
             cleaned = cleanup(model)
+            _ensure_default_opset(model, report)
             report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
     report.casts_removed = cleaned.removed
@@ -277,6 +278,18 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
                 "action": action,
             }
         )
+
+
+def _ensure_default_opset(model: ir.Model, report: Report) -> None:
+    """Inserted Casts/Constants need the default domain (e.g. a model of ai.onnx.ml ops only)."""
+    if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
+        return
+    if not any(n.domain in ("", "ai.onnx") for g in model.graphs() for n in g):
+        return
+    # Opset 13 is the first whose Cast takes bfloat16; it needs IR version 7.
+    version = 13 if (model.ir_version or 0) >= 7 else 9
+    model.opset_imports[""] = version
+    report.notes.append(f"added default-domain opset {version} for the inserted casts")
 
 
 def _count_casts(model: ir.Model) -> int:

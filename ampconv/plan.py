@@ -335,6 +335,14 @@ class Planner:
             return Decision(HIGH, "hard-unknown-type", f"hard: type of input {unknown[0]!r} is unknown; kept float32")
         if _has_container_types(node):
             return Decision(HIGH, "hard-container", "hard: sequence/optional types are kept float32")
+        if behaviour_kind(node.op_type, domain) != "source" and any(
+            a.type == ir.AttributeType.TENSOR and a.value is not None and a.value.dtype == ir.DataType.FLOAT
+            for a in node.attributes.values()
+        ):
+            # e.g. TreeEnsemble: its float32 tensor attributes must match the input type.
+            return Decision(HIGH, "hard-tensor-attribute", "hard: float32 tensor attributes tie the node to float32")
+        if domain == "" and node.op_type == "BitCast":
+            return Decision(HIGH, "hard-bitcast", "hard: BitCast reinterprets bits; its types are its meaning")
         if domain == "" and node.op_type in QUANTIZATION or domain == "ai.onnx.preview.training":
             return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op")
         # Case 3.

@@ -66,18 +66,6 @@ KNOWN_OPEN = {
         "'in node ()'; the runtime re-plan cannot name a node inside a function",
         "test_clip",
     ),
-    ("node", r"test_melweightmatrix$"): (
-        "O3: MelWeightMatrix output retyped LOW without rewriting its output_datatype attribute",
-        "test_melweightmatrix",
-    ),
-    ("node", r"test_bitcast_int32_to_float32$"): (
-        "O3: BitCast output retyped LOW without rewriting 'to' (a bit cast cannot change width)",
-        "test_bitcast_int32_to_float32",
-    ),
-    ("node", r"test_ai_onnx_ml_tree_ensemble_set_membership$"): (
-        "model imports only ai.onnx.ml; the inserted Cast needs a default-domain opset import",
-        "test_ai_onnx_ml_tree_ensemble_set_membership",
-    ),
     ("node", r"test_scan_sum$"): (
         "O3 fp16: onnxruntime's Scan fails at run time in a cast it inserts (InsertedPrecisionFreeCast)",
         "test_scan_sum",

@@ -39,7 +39,7 @@ TRANSPARENT = frozenset(
 ANY_TYPE_INPUT = frozenset({"Shape", "Size", "Cast"})
 SOURCE = frozenset(
     """Constant ConstantOfShape RandomNormal RandomUniform RandomNormalLike RandomUniformLike
-    EyeLike Bernoulli HannWindow HammingWindow BlackmanWindow Cast CastLike""".split()
+    EyeLike Bernoulli HannWindow HammingWindow BlackmanWindow MelWeightMatrix Cast CastLike""".split()
 )
 STRUCTURAL = frozenset({"If", "Loop", "Scan"})
 # Attribute that fixes the output dtype of a source op (rewritten instead of adding a Cast).
@@ -54,6 +54,7 @@ DTYPE_ATTRIBUTE = {
     "HannWindow": "output_datatype",
     "HammingWindow": "output_datatype",
     "BlackmanWindow": "output_datatype",
+    "MelWeightMatrix": "output_datatype",
 }
 # Hard-blocked: quantization and Q/DQ edges (their float slots are scales, not data).
 QUANTIZATION = frozenset(
