@@ -183,7 +183,7 @@ def _convert_once(
                 io.publish(stage, dst)
                 report.output = str(dst)
                 return report, model
-            pin = _runtime_pin(str(exc), config.dtype)
+            pin = _runtime_pin(str(exc))
             if pin is None:
                 raise
             node, reason = pin
@@ -198,7 +198,7 @@ def _convert_once(
     return report, model
 
 
-def _runtime_pin(message: str, dtype: str) -> Optional[Tuple[str, str]]:
+def _runtime_pin(message: str) -> Optional[Tuple[str, str]]:
     """Which node onnxruntime blamed, if the failure is one a float32 pin can fix."""
     if "onnxruntime" not in message:
         return None

@@ -382,7 +382,7 @@ class _WriteTracker:
             value.const_value = tensor
         for sources in self._sources.values():
             for src in sources:
-                _release(src)
+                release_mapped(src)
 
     def start(self) -> None:
         """Announce the total before the first byte is written."""
@@ -418,7 +418,7 @@ class _WriteTracker:
                 self._progress(self._done, self.total)
         for src in to_release:
             with self._source_locks[id(src)]:
-                _release(src)
+                release_mapped(src)
 
 
 def tensor_sources(tensor: ir.TensorProtocol) -> List[ir.ExternalTensor]:
@@ -466,8 +466,13 @@ def _closure_objects(func: object) -> list:
     return objs
 
 
-def _release(tensor: ir.ExternalTensor) -> None:
-    """Close ``tensor``'s mmap so its resident pages leave this process's RSS."""
+def release_mapped(tensor: Optional[ir.TensorProtocol]) -> None:
+    """Close a memory-mapped tensor's map so its resident pages leave this process's RSS.
+
+    Any other tensor (in memory, lazy, None) is left alone.
+    """
+    if not isinstance(tensor, ir.ExternalTensor):
+        return
     try:
         tensor.release()
     except BufferError:

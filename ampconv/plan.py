@@ -33,7 +33,9 @@ import onnx_ir as ir
 
 from ampconv.config import Config
 from ampconv.constants import RangeStats, range_stats
-from ampconv.policy import BLACK, GRAY, HIGH, LOW, Policy
+from ampconv.io import read_chunks, release_mapped
+from ampconv.policy import BLACK, HIGH, LOW, Policy
+from ampconv.policy.mixlist import op_key
 from ampconv.policy.lists import ANY_TYPE_INPUT, QUANTIZATION, STRUCTURAL, behaviour_kind
 from ampconv.schema import LOW_TYPE_STRINGS, OpInfo, first_opset_allowing, normalize_domain, op_info
 
@@ -152,7 +154,7 @@ class Planner:
         self.opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
         self.keep_fp32 = [re.compile(p) for p in config.keep_fp32]
         self.force_low = [re.compile(p) for p in config.force_low]
-        self.block_ops = {_op_key(o) for o in config.block_ops}
+        self.block_ops = {op_key(o) for o in config.block_ops}
         self.nodes: Dict[ir.Node, NodePlan] = {}
         self.decisions: Dict[ir.Node, Decision] = {}
         self.values: Dict[ir.Value, str] = {}
@@ -381,7 +383,7 @@ class Planner:
         kind = behaviour_kind(node.op_type, domain)
         if self.policy.level == "O3" and kind != "source":
             return Decision(LOW, "level-O3", "level O3: everything LOW")
-        if kind == "source" and rule != HIGH and op_class == GRAY or self.policy.level == "O3":
+        if self.policy.level == "O3":  # a source: decided by the gray rule (FREE)
             return self._gray(node, facts)
         if rule == LOW:
             return Decision(LOW, op_class.lower(), f"{op_class.lower()} list at {self.policy.level}")
@@ -444,8 +446,6 @@ class Planner:
             tensor = value.const_value
             if tensor is not None and tensor.dtype == ir.DataType.FLOAT:
                 # Stream initializers chunk by chunk: RSS must not grow with the model.
-                from ampconv.io import read_chunks
-
                 try:
                     self._stats[value] = range_stats(None, self.low, chunks=read_chunks(tensor))
                 except Exception:  # unreadable data is reported by the loader, not here
@@ -454,7 +454,7 @@ class Planner:
                 array = constant_array(value)
                 self._stats[value] = None if array is None else range_stats(array, self.low)
                 del array
-            _release(tensor)
+            release_mapped(tensor)  # RSS must not grow with the model
         return self._stats[value]
 
     # --------------------------------------------------------------- backward
@@ -503,7 +503,7 @@ class Planner:
                 if need is not None and need != ANY:
                     needs.append(need)
             if value.is_graph_output():
-                for graph in _graphs_with_output(value):
+                for graph in [value.graph] if value.graph is not None else []:
                     need = self.graph_output_needs.get(graph, ())
                     index = [i for i, v in enumerate(graph.outputs) if v is value]
                     for i in index:
@@ -677,15 +677,6 @@ def _feeds_softmax(node: ir.Node, depth: int = 4) -> bool:
     return False
 
 
-def _release(tensor) -> None:
-    """Unmap an external tensor's pages after a scan: RSS must not grow with the model."""
-    if isinstance(tensor, ir.ExternalTensor):
-        try:
-            tensor.release()
-        except BufferError:  # a view is still alive somewhere; the pages go with it later
-            pass
-
-
 def _has_container_types(node: ir.Node) -> bool:
     for value in list(node.inputs) + list(node.outputs):
         if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
@@ -700,21 +691,9 @@ def _origin(value: ir.Value) -> str:
     return f"input {value.name}"
 
 
-def _graphs_with_output(value: ir.Value) -> List[ir.Graph]:
-    graph = value.graph
-    return [graph] if graph is not None else []
-
-
 def _summary(outputs: Sequence[Optional[str]]) -> str:
     parts = [p for p in outputs if p is not None]
     return ", ".join(parts) if parts else "no float outputs"
-
-
-def _op_key(entry: str) -> str:
-    if "::" in entry:
-        domain, op = entry.split("::", 1)
-        return op if domain in ("", "ai.onnx") else f"{domain}::{op}"
-    return entry
 
 
 def make_plan(model: ir.Model, policy: Policy, config: Config) -> Plan:

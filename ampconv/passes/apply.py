@@ -29,8 +29,8 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.constants import NUMPY_LOW, to_low
-from ampconv.io import convert_chunked
-from ampconv.plan import ANY, LOW_DTYPES, Plan, _release, is_float
+from ampconv.io import convert_chunked, release_mapped
+from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
 
@@ -173,7 +173,7 @@ class _Rewriter:
         def compute() -> ir.TensorProtocol:
             # Chunked: peak memory is the LOW output plus one source chunk.
             converted = convert_chunked(tensor, lambda a: to_low(a, low, clamp), NUMPY_LOW[low])
-            _release(tensor)  # unmap the source pages once converted
+            release_mapped(tensor)  # unmap the source pages once converted
             return ir.Tensor(converted.reshape(tensor.shape.numpy()), dtype=low_dtype, name=name)
 
         return ir.LazyTensor(compute, dtype=low_dtype, shape=tensor.shape, name=name)
@@ -262,8 +262,6 @@ class _Rewriter:
         key = (value, need)
         if key in self.const_cache:
             return self.const_cache[key]
-        from ampconv.plan import constant_array
-
         array = constant_array(value) if need == LOW else None
         if need == LOW and array is None:
             return self._cast(value, need, producer.graph)
@@ -302,8 +300,6 @@ class _Rewriter:
         op = node.op_type
         low = self.low_dtype
         if op == "Constant":
-            from ampconv.plan import constant_array
-
             array = constant_array(node.outputs[0])
             if array is None:
                 return
