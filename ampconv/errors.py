@@ -14,7 +14,7 @@ class AmpconvError(Exception):
 
 
 class UsageError(AmpconvError):
-    """Bad options or arguments (unknown level, output equal to input...)."""
+    """Bad options or arguments (unknown level, bad regex, unknown --keep-io-types name...)."""
 
     exit_code = 2
 
