@@ -45,6 +45,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconv.errors import ConversionError, ModelLoadError, OutputError
+from ampconv.fastcast import cast_into
 
 # The protobuf limit. Anything whose serialized form could reach it must use
 # external data; we switch with a margin for the graph itself.
@@ -63,8 +64,10 @@ MAX_IN_FLIGHT_BYTES = 64 * 1024**2
 # reads, so the writer can release that source once the copy is written.
 SOURCE_META_KEY = "ampconv.source"
 
-# Elements per step of read_chunks/convert_chunked: 16 MiB of float32.
-CHUNK_ELEMENTS = 1 << 22
+# Elements per step of read_chunks/convert_chunked: 1 MiB of float32, small
+# enough that a chunk and its temporaries stay in the CPU cache (measured on the
+# 1.35 GB GPT: the range scan takes 0.35 s with 1 MiB chunks, 0.58 s with 16 MiB).
+CHUNK_ELEMENTS = 1 << 18
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -515,9 +518,13 @@ def _drop_pages(raw: "mmap.mmap", begin: int, end: int) -> None:
 
 
 def convert_chunked(
-    tensor: ir.TensorProtocol, convert: Callable[[np.ndarray], np.ndarray], dtype: "np.dtype"
+    tensor: ir.TensorProtocol, convert: Optional[Callable[[np.ndarray], np.ndarray]], dtype: "np.dtype"
 ) -> np.ndarray:
     """``convert`` applied to ``tensor`` chunk by chunk into one new array of ``dtype``.
+
+    ``convert=None`` is numpy's cast to ``dtype`` (for float16 and bfloat16,
+    round-to-nearest-even), done in place; float16 goes through
+    ``fastcast``, which gives numpy's bits about ten times faster.
 
     Peak memory is the output plus one chunk of the source, instead of output
     plus the whole source (which, memory-mapped, counts in RSS once read).
@@ -526,9 +533,65 @@ def convert_chunked(
     out = np.empty(tensor.size, dtype=dtype)
     pos = 0
     for chunk in read_chunks(tensor):
-        out[pos : pos + chunk.size] = convert(chunk)
+        if convert is None:  # a plain cast, written straight into place
+            cast_into(out[pos : pos + chunk.size], chunk, dtype)
+        else:
+            out[pos : pos + chunk.size] = convert(chunk)
         pos += chunk.size
     return out.reshape(tensor.shape.numpy())
+
+
+class CastTensor(ir.LazyTensor):
+    """``source`` converted elementwise to ``dtype``, computed only when needed.
+
+    Writing it streams: each chunk of the source is converted into one reused
+    buffer and written straight to the file, so saving a converted model
+    allocates no per-tensor output at all (on the 1.35 GB GPT: 0.66-0.93 s and
+    121 MB peak for the weight write, against 1.4-1.7 s and 178 MB when each
+    tensor was converted whole first). Anything else that asks for its values
+    (``numpy()``, ``tobytes()``: inline saves, checks) gets the whole tensor,
+    converted chunk by chunk.
+
+    ``convert`` is an elementwise function of a float32 chunk, or None for the
+    plain round-to-nearest-even cast.
+    """
+
+    def __init__(
+        self,
+        source: ir.TensorProtocol,
+        dtype: ir.DataType,
+        convert: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            functools.partial(_cast_whole, source, convert, dtype, name), dtype=dtype, shape=source.shape, name=name
+        )
+        self.meta[SOURCE_META_KEY] = [source]
+        self.source = source
+        self.convert = convert
+
+    def tofile(self, file) -> None:  # noqa: ANN001 - onnx-ir file protocol
+        """Convert and write chunk by chunk through one small buffer."""
+        np_dtype = self.dtype.numpy()
+        buffer = np.empty(max(1, min(CHUNK_ELEMENTS, self.source.size)), dtype=np_dtype)
+        for chunk in read_chunks(self.source):
+            out = buffer[: chunk.size]
+            if self.convert is None:
+                cast_into(out, chunk, np_dtype)
+            else:
+                out[...] = self.convert(chunk)
+            file.write(out.view(np.uint8).data)  # raw bytes (bfloat16 has no buffer format)
+
+
+def _cast_whole(
+    source: ir.TensorProtocol,
+    convert: Optional[Callable[[np.ndarray], np.ndarray]],
+    dtype: ir.DataType,
+    name: Optional[str],
+) -> ir.Tensor:
+    converted = convert_chunked(source, convert, dtype.numpy())
+    release_mapped(source)  # unmap the source pages once converted
+    return ir.Tensor(converted, dtype=dtype, name=name)
 
 
 def check_written(path: Path, *, runtime: bool) -> Optional[str]:

@@ -139,6 +139,17 @@ class _Facts:
     any_in: Tuple[int, ...]  # inputs accepting any type
 
 
+def _tensor_stats(tensor: ir.TensorProtocol, low: str) -> Optional[RangeStats]:
+    """Range facts of a float32 tensor, read chunk by chunk; None when unreadable."""
+    try:
+        # Streamed chunk by chunk and unmapped after: RSS must not grow with the model.
+        return range_stats(None, low, chunks=read_chunks(tensor))
+    except Exception:  # unreadable data is reported by the loader, not here
+        return None
+    finally:
+        release_mapped(tensor)
+
+
 class Planner:
     """Builds a ``Plan``; one instance per conversion (no module-level state)."""
 
@@ -445,16 +456,12 @@ class Planner:
         if value not in self._stats:
             tensor = value.const_value
             if tensor is not None and tensor.dtype == ir.DataType.FLOAT:
-                # Stream initializers chunk by chunk: RSS must not grow with the model.
-                try:
-                    self._stats[value] = range_stats(None, self.low, chunks=read_chunks(tensor))
-                except Exception:  # unreadable data is reported by the loader, not here
-                    self._stats[value] = None
+                self._stats[value] = _tensor_stats(tensor, self.low)
             else:
                 array = constant_array(value)
                 self._stats[value] = None if array is None else range_stats(array, self.low)
                 del array
-            release_mapped(tensor)  # RSS must not grow with the model
+                release_mapped(tensor)  # RSS must not grow with the model
         return self._stats[value]
 
     # --------------------------------------------------------------- backward

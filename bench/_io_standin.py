@@ -12,21 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx_ir as ir
 
 from ampconv import io
 
 
 def lazy_fp16(src: ir.TensorProtocol) -> ir.LazyTensor:
-    """A LazyTensor that converts ``src`` to float16 when written."""
-
-    def convert() -> ir.Tensor:
-        return ir.tensor(io.convert_chunked(src, lambda a: a.astype(np.float16), np.float16))
-
-    lazy = ir.LazyTensor(convert, dtype=ir.DataType.FLOAT16, shape=src.shape, name=src.name)
-    lazy.meta[io.SOURCE_META_KEY] = src
-    return lazy
+    """A tensor that converts ``src`` to float16 while it is written (as the converter does)."""
+    return io.CastTensor(src, ir.DataType.FLOAT16, name=src.name)
 
 
 def convert_initializers(model: ir.Model) -> int:

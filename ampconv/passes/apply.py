@@ -28,8 +28,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.constants import NUMPY_LOW, to_low
-from ampconv.io import convert_chunked, release_mapped
+from ampconv.constants import to_low
+from ampconv.io import CastTensor
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
@@ -167,16 +167,10 @@ class _Rewriter:
                 )
 
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.LazyTensor:
-        low, low_dtype = self.plan.low, self.low_dtype
+        low = self.plan.low
         clamp = self.clamp.get(name or "", False)
-
-        def compute() -> ir.TensorProtocol:
-            # Chunked: peak memory is the LOW output plus one source chunk.
-            converted = convert_chunked(tensor, lambda a: to_low(a, low, clamp), NUMPY_LOW[low])
-            release_mapped(tensor)  # unmap the source pages once converted
-            return ir.Tensor(converted.reshape(tensor.shape.numpy()), dtype=low_dtype, name=name)
-
-        return ir.LazyTensor(compute, dtype=low_dtype, shape=tensor.shape, name=name)
+        convert = (lambda a: to_low(a, low, clamp)) if clamp else None  # None: the plain RNE cast
+        return CastTensor(tensor, self.low_dtype, convert, name)
 
     # ----------------------------------------------------------- conversions
     def _converted(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
