@@ -24,6 +24,7 @@ from ampconv.constants import MASK_FILL
 from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
 from ampconv.passes.apply import ApplyResult, apply_plan
 from ampconv.passes.cleanup import CleanupResult, cleanup
+from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import Plan, Planner
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import infer_types, name_nodes
@@ -134,6 +135,7 @@ def _convert_once(
         if not dry_run:
             applied = apply_plan(model, plan)
             cleaned = cleanup(model)
+            check_loop_state_types(model)
             _ensure_default_opset(model, report)
             report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
@@ -161,7 +163,7 @@ def _convert_once(
                     f"onnxruntime load check skipped: {nodes} nodes (its session setup grows faster than "
                     f"linear above {RUNTIME_CHECK_MAX_NODES}); onnx.checker passed; run `ampconv validate`"
                 )
-            note = io.check_written(staged, runtime=runtime)
+            note = io.check_written(staged, runtime=runtime, source=src)
         except ConversionError as exc:
             if config.dtype == "bf16" and "NOT_IMPLEMENTED" in str(exc):
                 # The graph resolved (types are consistent); the CPU provider simply
@@ -183,13 +185,10 @@ def _convert_once(
                 io.publish(stage, dst)
                 report.output = str(dst)
                 return report, model
-            pin = _runtime_pin(str(exc))
-            if pin is None:
-                raise
-            node, reason = pin
-            if node in runtime_pins:
-                raise
-            runtime_pins[node] = reason
+            pins = _runtime_pin(str(exc), model)
+            if not pins or all(node in runtime_pins for node in pins):
+                raise  # nothing new to pin: planning again would give the same model
+            runtime_pins.update(pins)
             return report, model  # output None: the caller plans again
         if note:
             report.notes.append(note)
@@ -198,20 +197,42 @@ def _convert_once(
     return report, model
 
 
-def _runtime_pin(message: str) -> Optional[Tuple[str, str]]:
-    """Which node onnxruntime blamed, if the failure is one a float32 pin can fix."""
+def _runtime_pin(message: str, model: ir.Model) -> Dict[str, str]:
+    """The nodes to pin to float32 for the node onnxruntime blamed; empty if none is found.
+
+    onnxruntime names the node, or, when the failing node sits inside a
+    function body it expanded (``node ()``: a LOW Clip or
+    SoftmaxCrossEntropyLoss whose body uses an op without that type), names a
+    value: either one of the converted model's own values (the function
+    node's input or output) or one of the body's (``_inlfunc_<Op>_...``), and
+    then every node of that op type is pinned.
+    """
     if "onnxruntime" not in message:
-        return None
+        return {}
+    kind = "no kernel for this type" if "NOT_IMPLEMENTED" in message or "implementation" in message else "type error"
     match = (
         re.search(r"node with name '([^']+)'", message)
         or re.search(r"(?:of|in) node \(([^)]+)\)", message)
+        or re.search(r"Node \(([^)]+)\)", message)
     )
-    if match is None:
-        match = re.search(r"Node \(([^)]+)\)", message)
-    if match is None:
-        return None
-    kind = "no kernel for this type" if "NOT_IMPLEMENTED" in message or "implementation" in message else "type error"
-    return match.group(1), f"onnxruntime: {kind}"
+    if match is not None:
+        return {match.group(1): f"onnxruntime: {kind}"}
+    value = re.search(r"(?:input parameter|output arg) \(([^)]+)\)", message)
+    if value is None:
+        return {}
+    name = value.group(1)
+    reason = f"onnxruntime: {kind} in its expanded function body"
+    inlined = re.match(r"_inlfunc_([A-Za-z0-9]+)_", name)
+    if inlined is not None:
+        return {n.name: reason for g in model.graphs() for n in g if n.op_type == inlined.group(1) and n.name}
+    for graph in model.graphs():
+        for node in graph:
+            if node.op_type == "Cast" or not node.name:
+                continue  # casts are the converter's own; the function node is what to pin
+            touched = [v for v in list(node.inputs) + list(node.outputs) if v is not None]
+            if any(v.name == name for v in touched):
+                return {node.name: reason}
+    return {}
 
 
 def _unregistered_op(message: str) -> Optional[str]:

@@ -7,7 +7,9 @@ what each output will be. Rewrite passes apply the plan; reports print it.
 
 Rules, in the order they are tried for one node (comments refer to them):
   1. no float32 data in the node's main type variable -> NONE.
-  2. hard: sequence/optional types, quantization ops, no schema -> HIGH.
+  2. hard: sequence/optional types, quantization ops, no schema, BitCast,
+     float32 tensor attributes, a float32-only function body, a Scatter
+     reduction onnxruntime cannot run in LOW -> HIGH.
   3. hard: the schema at the model's opset does not admit the LOW type -> HIGH.
   4. user: --keep-fp32 regex or --block-op -> HIGH.
   5. hard: a constant input out of the LOW range -> HIGH (unless --clamp).
@@ -36,7 +38,14 @@ from ampconv.constants import RangeStats, range_stats
 from ampconv.io import read_chunks, release_mapped
 from ampconv.policy import BLACK, HIGH, LOW, Policy
 from ampconv.policy.mixlist import op_key
-from ampconv.policy.lists import ANY_TYPE_INPUT, QUANTIZATION, STRUCTURAL, behaviour_kind
+from ampconv.policy.lists import (
+    ANY_TYPE_INPUT,
+    FLOAT32_FUNCTION_BODY,
+    QUANTIZATION,
+    REDUCTION_NEEDS_FLOAT32,
+    STRUCTURAL,
+    behaviour_kind,
+)
 from ampconv.schema import LOW_TYPE_STRINGS, OpInfo, first_opset_allowing, normalize_domain, op_info
 
 NONE = "NONE"
@@ -137,6 +146,12 @@ class _Facts:
     main_in: Tuple[int, ...]  # float inputs in the main type variable
     main_out: Tuple[int, ...]  # float outputs in the main type variable
     any_in: Tuple[int, ...]  # inputs accepting any type
+
+
+def _reduces(node: ir.Node) -> bool:
+    """Whether a Scatter node combines values (``reduction`` other than ``none``)."""
+    attr = node.attributes.get("reduction")
+    return attr is not None and attr.value not in ("none", b"none")
 
 
 def _tensor_stats(tensor: ir.TensorProtocol, low: str) -> Optional[RangeStats]:
@@ -356,6 +371,16 @@ class Planner:
             return Decision(HIGH, "hard-tensor-attribute", "hard: float32 tensor attributes tie the node to float32")
         if domain == "" and node.op_type == "BitCast":
             return Decision(HIGH, "hard-bitcast", "hard: BitCast reinterprets bits; its types are its meaning")
+        if domain == "" and node.op_type in FLOAT32_FUNCTION_BODY:
+            return Decision(
+                HIGH, "hard-function-body", f"hard: {node.op_type}'s ONNX function body only type-checks in float32"
+            )
+        if domain == "" and node.op_type in REDUCTION_NEEDS_FLOAT32 and _reduces(node):
+            return Decision(
+                HIGH,
+                "hard-runtime-kernel",
+                f"hard: onnxruntime's CPU provider runs {node.op_type} with a reduction only in float32",
+            )
         if domain == "" and node.op_type in QUANTIZATION or domain == "ai.onnx.preview.training":
             return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op")
         # Case 3.
@@ -582,12 +607,14 @@ class Planner:
             scan_in_pairs: List[Tuple[int, int]] = []
             first_scan_out = 1 + n_state
         else:  # Scan
+            # Scan-8 takes an optional sequence_lens first; Scan-9 dropped it.
+            offset = 1 if self.opsets.get("", 1) < 9 else 0
             n_scan = node.attributes["num_scan_inputs"].value
-            n_state = len(node.inputs) - n_scan
-            state_inputs = list(range(n_state))
+            n_state = len(node.inputs) - offset - n_scan
+            state_inputs = list(range(offset, offset + n_state))
             body_state_inputs = list(range(n_state))
             body_state_outputs = list(range(n_state))
-            scan_in_pairs = [(n_state + k, n_state + k) for k in range(n_scan)]
+            scan_in_pairs = [(offset + n_state + k, n_state + k) for k in range(n_scan)]
             first_scan_out = n_state
 
         def initial(i: int) -> Optional[str]:

@@ -311,7 +311,7 @@ class _Rewriter:
         elif op in DTYPE_ATTRIBUTE:
             name = DTYPE_ATTRIBUTE[op]
             node.attributes[name] = ir.AttrInt64(name, low.value)
-        elif op == "Attention" and "softmax_precision" not in node.attributes:
+        elif op == "Attention" and "softmax_precision" not in node.attributes and not _exports_softmax(node):
             node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", ir.DataType.FLOAT.value)
         else:
             return
@@ -349,3 +349,17 @@ def apply_plan(model: ir.Model, plan: Plan) -> ApplyResult:
 
 
 __all__ = ["ApplyResult", "InitializerFate", "apply_plan", "ANY"]
+
+
+def _exports_softmax(node: ir.Node) -> bool:
+    """Whether an Attention node outputs its softmax (``qk_matmul_output_mode`` 3).
+
+    Attention's ONNX function body takes that output after the softmax, in
+    ``softmax_precision``, so with float32 softmax it would be float32 while the
+    schema types it like Q: the model would not type-check (onnxruntime refuses
+    it). Such a node keeps its softmax in the LOW type.
+    """
+    mode = node.attributes.get("qk_matmul_output_mode")
+    wanted = len(node.outputs) > 3 and node.outputs[3] is not None and bool(node.outputs[3].name)
+    return wanted and mode is not None and mode.value == 3
+

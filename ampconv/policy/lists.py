@@ -61,6 +61,17 @@ QUANTIZATION = frozenset(
     """QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul
     ConvInteger MatMulInteger""".split()
 )
+# Ops whose ONNX function body only type-checks in float32: it feeds float32
+# Constants into arithmetic on its T-typed input, with no CastLike. The onnx
+# checker and runtimes without a native kernel expand that body, so a LOW node
+# is an invalid model. Found by scanning every schema's body;
+# tests/test_policy.py re-runs the scan so the list stays complete.
+FLOAT32_FUNCTION_BODY = frozenset({"MeanVarianceNormalization"})
+# onnxruntime registers float16/bfloat16 kernels for these ops, so a model
+# loads, but its CPU provider fails at run time when the reduction attribute
+# is set ("MLFloat16 data type is not supported with ScatterND opset 18 when
+# reduction is 'max'"). A load check cannot see it, so they stay float32.
+REDUCTION_NEEDS_FLOAT32 = frozenset({"ScatterND", "ScatterElements"})
 # Ops whose numeric range needs float32 no matter the level (not editable).
 NOT_ORDINARY = QUANTIZATION | STRUCTURAL
 
