@@ -46,8 +46,10 @@ def initializer_bytes(model: onnx.ModelProto, float_only: bool = False) -> int:
     return total
 
 
-def _type_map(graph: onnx.GraphProto, outer: dict[str, int]) -> dict[str, int]:
-    types = dict(outer)
+def value_types(graph: onnx.GraphProto, outer: dict[str, int] | None = None) -> dict[str, int]:
+    """Element type of every named value of ``graph`` (inputs, outputs, value_info,
+    initializers, Constant outputs), on top of the enclosing scopes' ``outer``."""
+    types = dict(outer or {})
     for info in list(graph.input) + list(graph.value_info) + list(graph.output):
         if info.type.HasField("tensor_type"):
             types[info.name] = info.type.tensor_type.elem_type
@@ -75,7 +77,7 @@ def white_ops_not_low(model: onnx.ModelProto, low: int = TensorProto.FLOAT16) ->
 
     def visit(graph: onnx.GraphProto, outer: dict[str, int]) -> None:
         nonlocal n_white
-        types = _type_map(graph, outer)
+        types = value_types(graph, outer)
         for node in graph.node:
             if node.op_type in WHITE_OPS and node.domain in ("", "ai.onnx"):
                 n_white += 1

@@ -8,7 +8,9 @@ so a broken fixture fails here and not inside the converter.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +18,9 @@ import onnx
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.graphstats import value_types  # noqa: E402  (one element-type walk for tests and benches)
 
 IR_VERSION = 8  # onnxruntime 1.31 rejects IR > 11
 OPSET = 17
@@ -82,18 +87,7 @@ def typed(path) -> onnx.ModelProto:
 
 def elem_types(graph: onnx.GraphProto) -> dict[str, int]:
     """Element type of every named value of ``graph`` (inputs, outputs, initializers, value_info)."""
-    types = {}
-    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
-        if v.type.HasField("tensor_type"):
-            types[v.name] = v.type.tensor_type.elem_type
-    for t in graph.initializer:
-        types[t.name] = t.data_type
-    for node in graph.node:
-        if node.op_type == "Constant":
-            for attr in node.attribute:
-                if attr.name == "value":
-                    types[node.output[0]] = attr.t.data_type
-    return types
+    return value_types(graph)
 
 
 def node(graph: onnx.GraphProto, name: str) -> onnx.NodeProto:

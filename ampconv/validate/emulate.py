@@ -154,38 +154,42 @@ def _round_graph_inputs(graph, names, replaced, stats) -> None:
     for value in graph.inputs:
         if value.is_initializer():
             continue  # an initializer input was widened by rule 1 (exact)
-        low = _low_dtype_of(value)
-        if low is None:
-            if _retype_container(value):
-                stats.unrounded += 1
+        nodes = _widen_and_round(value, names, replaced, stats)
+        if nodes is None:
             continue
-        value.dtype = FLOAT
-        nodes, rounded = _round_trip(value, low, names)
-        _redirect_uses(value, rounded, skip=nodes[0])
         # Graph inputs keep their names: the harness feeds them by name.
-        rounded.name = names(value.name, "rounded")
+        replaced[value].name = names(value.name, "rounded")
         if len(graph):
             graph.insert_before(graph.node(0), nodes)
         else:
             graph.extend(nodes)
-        replaced[value] = rounded
-        stats.rounded += 1
 
 
 def _round_output(node, value, names, replaced, stats) -> None:
     # Rule 4.
+    nodes = _widen_and_round(value, names, replaced, stats)
+    if nodes is not None:
+        _swap_names(value, replaced[value], names)
+        node.graph.insert_after(node, nodes)
+
+
+def _widen_and_round(value, names, replaced, stats):
+    """Make a LOW ``value`` float32 and route its uses through a LOW round trip.
+
+    Returns the round-trip nodes for the caller to place (``replaced[value]``
+    is their output), or None when ``value`` is not a LOW tensor.
+    """
     low = _low_dtype_of(value)
     if low is None:
         if _retype_container(value):
             stats.unrounded += 1
-        return
+        return None
     value.dtype = FLOAT
     nodes, rounded = _round_trip(value, low, names)
     _redirect_uses(value, rounded, skip=nodes[0])
-    _swap_names(value, rounded, names)
-    node.graph.insert_after(node, nodes)
     replaced[value] = rounded
     stats.rounded += 1
+    return nodes
 
 
 def _retype_container(value: ir.Value) -> bool:
