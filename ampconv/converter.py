@@ -225,14 +225,27 @@ def _runtime_pin(message: str, model: ir.Model) -> Dict[str, str]:
     inlined = re.match(r"_inlfunc_([A-Za-z0-9]+)_", name)
     if inlined is not None:
         return {n.name: reason for g in model.graphs() for n in g if n.op_type == inlined.group(1) and n.name}
-    for graph in model.graphs():
-        for node in graph:
-            if node.op_type == "Cast" or not node.name:
-                continue  # casts are the converter's own; the function node is what to pin
-            touched = [v for v in list(node.inputs) + list(node.outputs) if v is not None]
-            if any(v.name == name for v in touched):
-                return {node.name: reason}
-    return {}
+    touching = [
+        node
+        for graph in model.graphs()
+        for node in graph
+        # Casts are the converter's own; the function node is what to pin.
+        if node.op_type != "Cast" and node.name
+        and any(v is not None and v.name == name for v in list(node.inputs) + list(node.outputs))
+    ]
+    # A value read by several nodes: the one onnxruntime expanded is a function op.
+    touching.sort(key=lambda node: not _is_function_op(node, model))
+    return {touching[0].name: reason} if touching else {}
+
+
+def _is_function_op(node: ir.Node, model: ir.Model) -> bool:
+    """Whether ``node``'s op has an ONNX function body at the model's opset."""
+    domain = node.domain if node.domain != "ai.onnx" else ""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, model.opset_imports.get(domain, 1), domain)
+    except Exception:  # not a standard op
+        return False
+    return bool(schema.has_function or schema.has_context_dependent_function)
 
 
 def _unregistered_op(message: str) -> Optional[str]:

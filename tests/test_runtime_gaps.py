@@ -160,6 +160,20 @@ def test_runtime_message_without_a_name_pins_nothing():
     assert list(named) == [next(iter(model.graph)).name]
 
 
+def test_a_value_read_by_several_nodes_pins_the_function_op():
+    from ampconv.converter import _runtime_pin
+
+    model = ir.serde.deserialize_model(model_from_text("""<ir_version: 8, opset_import: ["" : 13]>
+    g (float[2, 2] x) => (float[2, 2] a, float[2, 2] y) <float lo = {0.0}, float hi = {1.0}> {
+        a = MatMul (x, x)
+        y = Clip (x, lo, hi)
+    }"""))
+    for i, node in enumerate(model.graph):
+        node.name = f"{node.op_type}_{i}"
+    pins = _runtime_pin("onnxruntime: Type Error of input parameter (x) of operator (Where) in node ()", model)
+    assert list(pins) == ["Clip_1"]
+
+
 # ------------------------------------------------ kernels missing at run time
 @pytest.mark.parametrize("reduction", ["add", "max"])
 def test_scatter_reductions_stay_float32_and_run(tmp_path, reduction):
