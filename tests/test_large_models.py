@@ -203,6 +203,9 @@ import os, signal, sys
 from pathlib import Path
 from ampconv import io
 from bench import _io_standin
+# A shell's background jobs start with SIGINT ignored, and Python then keeps it
+# ignored: install the handler an interactive run has, so CI's launcher cannot matter.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 model = io.load_model(src)
 _io_standin.convert_initializers(model)
