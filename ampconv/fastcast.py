@@ -96,7 +96,7 @@ def to_float16_into(out: np.ndarray, chunk: np.ndarray) -> None:
 
 
 def available() -> bool:
-    """Whether the fast path is in use (for reports and benchmarks)."""
+    """Whether the onnxruntime path is in use (the tests check both paths)."""
     return _get_session() is not None
 
 

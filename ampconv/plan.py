@@ -46,7 +46,7 @@ from ampconv.policy.lists import (
     STRUCTURAL,
     behaviour_kind,
 )
-from ampconv.schema import LOW_TYPE_STRINGS, OpInfo, first_opset_allowing, normalize_domain, op_info
+from ampconv.schema import LOW_TYPE_STRINGS, OpInfo, first_opset_allowing, loop_slots, normalize_domain, op_info
 
 NONE = "NONE"
 FREE = "FREE"  # transient: decided by consumers in the backward pass
@@ -599,23 +599,13 @@ class Planner:
 
     def _plan_loop_like(self, node: ir.Node) -> None:
         body: ir.Graph = node.attributes["body"].value
-        if node.op_type == "Loop":
-            n_state = max(len(node.inputs) - 2, 0)
-            state_inputs = list(range(2, 2 + n_state))  # node input index of each state
-            body_state_inputs = list(range(2, 2 + n_state))
-            body_state_outputs = list(range(1, 1 + n_state))
-            scan_in_pairs: List[Tuple[int, int]] = []
-            first_scan_out = 1 + n_state
-        else:  # Scan
-            # Scan-8 takes an optional sequence_lens first; Scan-9 dropped it.
-            offset = 1 if self.opsets.get("", 1) < 9 else 0
-            n_scan = node.attributes["num_scan_inputs"].value
-            n_state = len(node.inputs) - offset - n_scan
-            state_inputs = list(range(offset, offset + n_state))
-            body_state_inputs = list(range(n_state))
-            body_state_outputs = list(range(n_state))
-            scan_in_pairs = [(offset + n_state + k, n_state + k) for k in range(n_scan)]
-            first_scan_out = n_state
+        scans = node.attributes["num_scan_inputs"].value if node.op_type == "Scan" else 0
+        slots = loop_slots(node.op_type, len(node.inputs), self.opsets.get("", 1), scans)
+        state_inputs = [i for i, _, _ in slots.states]  # node input index of each state
+        body_state_inputs = [b for _, b, _ in slots.states]
+        body_state_outputs = [o for _, _, o in slots.states]
+        scan_in_pairs = list(slots.scanned)
+        first_scan_out = slots.first_scan_output
 
         def initial(i: int) -> Optional[str]:
             value = node.inputs[i] if i < len(node.inputs) else None

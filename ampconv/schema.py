@@ -141,3 +141,36 @@ def is_known_op(domain: str, op_type: str) -> bool:
         return True
     except onnx.defs.SchemaError:
         return False
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSlots:
+    """Where a Loop's or Scan's loop-carried states and scanned tensors sit.
+
+    ``states[k]`` is (node input, body input, body output) of state k;
+    ``scanned`` pairs each scanned node input with its body input; body outputs
+    from ``first_scan_output`` on are the per-iteration outputs.
+    """
+
+    states: Tuple[Tuple[int, int, int], ...]
+    scanned: Tuple[Tuple[int, int], ...]
+    first_scan_output: int
+
+
+def loop_slots(op_type: str, n_inputs: int, opset: int, num_scan_inputs: int = 0) -> LoopSlots:
+    """The slot layout of a Loop or Scan node with ``n_inputs`` inputs at ``opset``.
+
+    Loop: inputs (M, cond, states...), body (iter, cond, states...) ->
+    (cond, states..., scan outputs...). Scan: inputs (states..., scanned...),
+    with an optional ``sequence_lens`` first in Scan-8; body (states...,
+    scanned...) -> (states..., scan outputs...).
+    """
+    if op_type == "Loop":
+        n_state = max(n_inputs - 2, 0)
+        states = tuple((2 + k, 2 + k, 1 + k) for k in range(n_state))
+        return LoopSlots(states, (), 1 + n_state)
+    offset = 1 if opset < 9 else 0  # Scan-8's sequence_lens; Scan-9 dropped it
+    n_state = max(n_inputs - offset - num_scan_inputs, 0)
+    states = tuple((offset + k, k, k) for k in range(n_state))
+    scanned = tuple((offset + n_state + k, n_state + k) for k in range(num_scan_inputs))
+    return LoopSlots(states, scanned, n_state)

@@ -14,22 +14,16 @@ from typing import Iterator, List, Optional, Tuple
 import onnx_ir as ir
 
 from ampconv.errors import ConversionError
+from ampconv.schema import loop_slots
 
 
 def loop_state_pairs(node: ir.Node, opset: int) -> Iterator[Tuple[Optional[ir.Value], ir.Value, ir.Value]]:
     """(initial value, body state input, body state output) for each state of a Loop or Scan."""
     body: ir.Graph = node.attributes["body"].value
-    if node.op_type == "Loop":
-        n_state = max(len(node.inputs) - 2, 0)
-        node_first, in_first, out_first = 2, 2, 1
-    else:  # Scan; Scan-8 takes an optional sequence_lens first
-        offset = 1 if opset < 9 else 0
-        n_state = len(node.inputs) - offset - node.attributes["num_scan_inputs"].value
-        node_first, in_first, out_first = offset, 0, 0
-    for k in range(max(n_state, 0)):
-        b_in, b_out = in_first + k, out_first + k
+    scans = node.attributes["num_scan_inputs"].value if node.op_type == "Scan" else 0
+    for node_in, b_in, b_out in loop_slots(node.op_type, len(node.inputs), opset, scans).states:
         if b_in < len(body.inputs) and b_out < len(body.outputs):
-            initial = node.inputs[node_first + k] if node_first + k < len(node.inputs) else None
+            initial = node.inputs[node_in] if node_in < len(node.inputs) else None
             yield initial, body.inputs[b_in], body.outputs[b_out]
 
 
