@@ -8,21 +8,29 @@ AMPCONV := $(VENV)/bin/ampconv
 # onnxruntime-gpu when an NVIDIA driver answers, the CPU build otherwise (never both).
 RUNTIME_EXTRA := $(shell nvidia-smi >/dev/null 2>&1 && echo gpu || echo cpu)
 SAMPLES := sample_models/out
+# Every install of the pinned targets resolves to the exact versions in
+# constraints.txt (the build backend's too: pip reads PIP_CONSTRAINT in its
+# isolated build environment), so an upstream release cannot change a run.
+# `make lock` rewrites the file on purpose; `make test-latest` tries the newest.
+CONSTRAINTS := $(CURDIR)/constraints.txt
+PINNED := PIP_CONSTRAINT=$(CONSTRAINTS)
+LATEST_VENV := .venv-latest
+LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test demo test samples bench corpus lint clean
+.PHONY: venv install install-test demo test test-latest lock samples bench corpus fuzz lint clean
 
-$(VENV)/.created:
+$(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	$(PINNED) $(PIP) install -q --upgrade pip setuptools wheel
 	touch $@
 
 venv: $(VENV)/.created
 
 install: venv
-	$(PIP) install -q -e ".[$(RUNTIME_EXTRA)]"
+	$(PINNED) $(PIP) install -q -e ".[$(RUNTIME_EXTRA)]"
 
 install-test: venv
-	$(PIP) install -q -e ".[test,bench]"
+	$(PINNED) $(PIP) install -q -e ".[test,bench]"
 
 samples: install
 	$(PY) sample_models/build.py --out $(SAMPLES)
@@ -36,6 +44,24 @@ demo: samples
 test: install-test
 	$(PY) -m pytest -q -m "not slow" tests
 
+# The same suite against the newest releases of every dependency (no constraints).
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[test,bench]"
+	$(LATEST_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(onnx|onnx-ir|onnxruntime|numpy|ml.dtypes|protobuf)=='
+	$(LATEST_VENV)/bin/python -m pytest -q -m "not slow" tests
+
+# Resolve the newest releases in a throw-away environment and pin them.
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(LOCK_VENV)/bin/python -m pip install -q ".[test,bench,cpu]"
+	$(LOCK_VENV)/bin/python scripts/lock.py --python $(LOCK_VENV)/bin/python --out constraints.txt
+	rm -rf $(LOCK_VENV) build
+
 corpus: install-test
 	$(PY) scripts/corpus.py --out docs/corpus_summary.md
 
@@ -47,4 +73,4 @@ lint: install-test
 	$(VENV)/bin/ruff check ampconv cli tests sample_models bench scripts
 
 clean:
-	rm -rf $(VENV) $(SAMPLES) build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(SAMPLES) build *.egg-info
