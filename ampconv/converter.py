@@ -1,18 +1,18 @@
-"""``convert``: load -> plan -> rewrite -> cleanup -> check -> save (atomically).
+"""``convert``: load -> accept/repair -> plan -> rewrite -> cleanup -> check -> save (atomically).
 
-If onnxruntime rejects the result for a node (no kernel for that type, or a
-type clash in its own graph resolution), that node is pinned to float32 with
-the runtime's words as the reason, and the model is planned again: the tool
-never writes a model it knows will not load.
+If onnx.checker or onnxruntime rejects the result for a node (no kernel for
+that type, a type clash in inference or in the runtime's graph resolution),
+that node is pinned to float32 with the tool's words as the reason, and the
+model is planned again (``ampconv.verdict`` reads the words): the tool never
+writes a model it knows will not load.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
-import re
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import onnx
 import onnx.defs
@@ -28,10 +28,11 @@ from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import Plan, Planner
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import infer_types, name_nodes
+from ampconv.repair import accept_input, input_refusal, repair
 from ampconv.report import Report
+from ampconv.verdict import ACCEPT, PIN, judge
 
 MAX_RUNTIME_RETRIES = 8
-_ORT_NODE = re.compile(r"node (?:with name )?\(?'?([^'()]+?)'?\)?(?:\s|$|\.)")
 
 
 # onnxruntime's CPU session setup (it wraps every fp16 node in casts of its own)
@@ -64,34 +65,32 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         block_ops=config.block_ops,
         target=config.target,
     )
-    model = _load_checked(src)
+    model = io.load_model(src)
+    _check_opset(src, model)
+    complaint = accept_input(src)  # raises when the input is invalid for onnxruntime too
     if not dry_run:
         io.check_output_path(src, dst, model, config.overwrite)
     runtime_pins: Dict[str, str] = {}
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
-        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run)
+        repairs = []
+        if complaint is not None:
+            repairs = [f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy"]
+            repairs += repair(model)
+        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs)
         if dry_run or report.output is not None:
             return report
-        model = _load_checked(src)  # a pin was added: plan again from the original
-    raise ConversionError(f"{src}: onnxruntime still rejects the model after {MAX_RUNTIME_RETRIES} fixes")
+        model = io.load_model(src)  # a pin was added: plan again from the original
+    raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
-def _load_checked(src: Path) -> ir.Model:
-    model = io.load_model(src)
+def _check_opset(src: Path, model: ir.Model) -> None:
+    """Refuse a model whose default opset the installed onnx does not know."""
     supported = onnx.defs.onnx_opset_version()
     default = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     if default is not None and default > supported:
         raise UnsupportedModelError(
             f"{src}: opset {default} is newer than the installed onnx supports ({supported}); upgrade onnx"
         )
-    try:
-        onnx.checker.check_model(str(src), full_check=False)
-    except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid model"
-        raise ModelLoadError(f"{src}: the input model fails onnx.checker: {first}") from None
-    except Exception:  # the checker cannot read some inputs our loader can; keep going
-        pass
-    return model
 
 
 def _convert_once(
@@ -102,6 +101,7 @@ def _convert_once(
     config: Config,
     runtime_pins: Dict[str, str],
     dry_run: bool,
+    repairs: List[str],
 ) -> Tuple[Report, ir.Model]:
     name_nodes(model)
     infer_types(model)
@@ -123,6 +123,7 @@ def _convert_once(
         weight_bytes_before=weights_before,
         warnings=list(policy.warnings),
     )
+    report.notes.extend(repairs)
     if policy.level_note:
         report.notes.append(policy.level_note)
     report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
@@ -165,104 +166,22 @@ def _convert_once(
                 )
             note = io.check_written(staged, runtime=runtime, source=src)
         except ConversionError as exc:
-            if config.dtype == "bf16" and "NOT_IMPLEMENTED" in str(exc):
-                # The graph resolved (types are consistent); the CPU provider simply
-                # has no bfloat16 kernels. That is a deployment fact, not a defect.
-                note = (
-                    "onnxruntime resolves the graph, but its CPU provider has no bfloat16 kernel "
-                    f"({_kernel_name(str(exc))}); run it on CUDA, validate with --backend emulate"
-                )
-                report.notes.append(note)
-                io.publish(stage, dst)
-                report.output = str(dst)
-                return report, model
-            custom = _unregistered_op(str(exc))
-            if custom is not None:
-                report.notes.append(
-                    f"onnxruntime load check skipped: it does not know the op {custom} "
-                    "(register its custom-op library to run the model)"
-                )
-                io.publish(stage, dst)
-                report.output = str(dst)
-                return report, model
-            pins = _runtime_pin(str(exc), model)
-            if not pins or all(node in runtime_pins for node in pins):
+            verdict = judge(exc, model, config.dtype)
+            if verdict.kind == ACCEPT:
+                note = verdict.note
+            elif verdict.kind == PIN and not set(verdict.pins) <= set(runtime_pins):
+                runtime_pins.update(verdict.pins)
+                return report, model  # output None: the caller plans again
+            else:
+                refusal = input_refusal(src) if "onnxruntime" in str(exc) else None
+                if refusal is not None:
+                    raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
                 raise  # nothing new to pin: planning again would give the same model
-            runtime_pins.update(pins)
-            return report, model  # output None: the caller plans again
         if note:
             report.notes.append(note)
         io.publish(stage, dst)
     report.output = str(dst)
     return report, model
-
-
-def _runtime_pin(message: str, model: ir.Model) -> Dict[str, str]:
-    """The nodes to pin to float32 for the node onnxruntime blamed; empty if none is found.
-
-    onnxruntime names the node, or, when the failing node sits inside a
-    function body it expanded (``node ()``: a LOW Clip or
-    SoftmaxCrossEntropyLoss whose body uses an op without that type), names a
-    value: either one of the converted model's own values (the function
-    node's input or output) or one of the body's (``_inlfunc_<Op>_...``), and
-    then every node of that op type is pinned.
-    """
-    if "onnxruntime" not in message:
-        return {}
-    kind = "no kernel for this type" if "NOT_IMPLEMENTED" in message or "implementation" in message else "type error"
-    match = (
-        re.search(r"node with name '([^']+)'", message)
-        or re.search(r"(?:of|in) node \(([^)]+)\)", message)
-        or re.search(r"Node \(([^)]+)\)", message)
-    )
-    if match is not None:
-        return {match.group(1): f"onnxruntime: {kind}"}
-    value = re.search(r"(?:input parameter|output arg) \(([^)]+)\)", message)
-    if value is None:
-        return {}
-    name = value.group(1)
-    reason = f"onnxruntime: {kind} in its expanded function body"
-    inlined = re.match(r"_inlfunc_([A-Za-z0-9]+)_", name)
-    if inlined is not None:
-        return {n.name: reason for g in model.graphs() for n in g if n.op_type == inlined.group(1) and n.name}
-    touching = [
-        node
-        for graph in model.graphs()
-        for node in graph
-        # Casts are the converter's own; the function node is what to pin.
-        if node.op_type != "Cast" and node.name
-        and any(v is not None and v.name == name for v in list(node.inputs) + list(node.outputs))
-    ]
-    # A value read by several nodes: the one onnxruntime expanded is a function op.
-    touching.sort(key=lambda node: not _is_function_op(node, model))
-    return {touching[0].name: reason} if touching else {}
-
-
-def _is_function_op(node: ir.Node, model: ir.Model) -> bool:
-    """Whether ``node``'s op has an ONNX function body at the model's opset."""
-    domain = node.domain if node.domain != "ai.onnx" else ""
-    try:
-        schema = onnx.defs.get_schema(node.op_type, model.opset_imports.get(domain, 1), domain)
-    except Exception:  # not a standard op
-        return False
-    return bool(schema.has_function or schema.has_context_dependent_function)
-
-
-def _unregistered_op(message: str) -> Optional[str]:
-    """``domain::Op`` when onnxruntime failed only because it does not know that op.
-
-    Conversion adds only Cast, Constant and Identity, so an unknown op was
-    already in the source model: its runtime check is impossible, not failed.
-    """
-    match = re.search(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op", message)
-    if match is None:
-        return None
-    return f"{match.group(1)}::{match.group(2)}" if match.group(1) else match.group(2)
-
-
-def _kernel_name(message: str) -> str:
-    match = re.search(r"implementation for (\S+)", message)
-    return f"first missing: {match.group(1)}" if match else "no bfloat16 kernels"
 
 
 def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:

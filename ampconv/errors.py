@@ -32,7 +32,15 @@ class UnsupportedModelError(AmpconvError):
 
 
 class ConversionError(AmpconvError):
-    """The converted model failed a check (onnx.checker, onnxruntime load); nothing was written."""
+    """The converted model failed a check (onnx.checker, onnxruntime load); nothing was written.
+
+    ``detail`` keeps the checking tool's whole message (the one-line message
+    keeps its first line): the converter reads the blamed node from it.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class OutputError(AmpconvError):

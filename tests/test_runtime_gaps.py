@@ -149,7 +149,7 @@ def test_softmax_cross_entropy_function_is_pinned_by_its_inlined_value_names(tmp
 
 
 def test_runtime_message_without_a_name_pins_nothing():
-    from ampconv.converter import _runtime_pin
+    from ampconv.verdict import runtime_pins as _runtime_pin
 
     model = ir.serde.deserialize_model(model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) }"""))
@@ -161,7 +161,7 @@ def test_runtime_message_without_a_name_pins_nothing():
 
 
 def test_a_value_read_by_several_nodes_pins_the_function_op():
-    from ampconv.converter import _runtime_pin
+    from ampconv.verdict import runtime_pins as _runtime_pin
 
     model = ir.serde.deserialize_model(model_from_text("""<ir_version: 8, opset_import: ["" : 13]>
     g (float[2, 2] x) => (float[2, 2] a, float[2, 2] y) <float lo = {0.0}, float hi = {1.0}> {
