@@ -34,8 +34,6 @@ import errno
 import functools
 import mmap
 import os
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -44,8 +42,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from ampconv import outputs
 from ampconv.errors import ConversionError, ModelLoadError, OutputError
 from ampconv.fastcast import cast_into
+
+# Output-path guards, staging and publishing live in ampconv.outputs (shared by
+# every write path); re-exported here for existing callers.
+from ampconv.outputs import data_file_name, publish, staging_dir  # noqa: F401
+from ampconv.outputs import same_file as _same_file  # noqa: F401
 
 # The protobuf limit. Anything whose serialized form could reach it must use
 # external data; we switch with a margin for the graph itself.
@@ -181,67 +185,18 @@ def default_output_path(src: Path, dtype: str) -> Path:
     return src.with_name(f"{src.stem}.{dtype}.onnx")
 
 
-def data_file_name(dst: Path) -> str:
-    """Name of the external data file written beside ``dst``."""
-    return dst.name + ".data"
-
-
 def check_output_path(src: Path, dst: Path, model: ir.Model, overwrite: bool) -> None:
     """Refuse outputs that would destroy user data or cannot be written.
 
     Compares resolved paths and, for files that exist, inode identity, so a
-    symlink or hard link to the input is caught too.
+    symlink or hard link to the input or its external data is caught too. An
+    existing ``<dst>.data`` needs ``overwrite`` when the model will be written
+    with external data (as ``write_model`` decides). The rules live in
+    ``ampconv.outputs`` (shared by every write path).
     """
-    src, dst = Path(src), Path(dst)
-    data = dst.parent / data_file_name(dst)
-    if _same_file(dst, src):
-        raise OutputError(f"{dst}: output path is the input model; choose another with -o")
-    if _same_file(data, src):
-        raise OutputError(f"{dst}: its data file {data.name} would overwrite the input model {src}")
-    for existing in external_data_files(model):
-        if _same_file(dst, existing) or _same_file(data, existing):
-            raise OutputError(
-                f"{dst}: writing here would overwrite the input's external data file {existing}"
-            )
-    if not dst.parent.exists():
-        raise OutputError(f"{dst}: output folder {dst.parent} does not exist")
-    if not dst.parent.is_dir():
-        raise OutputError(f"{dst}: {dst.parent} is not a folder")
-    if not os.access(dst.parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{dst}: output folder {dst.parent} is not writable")
-    if dst.is_dir():
-        raise OutputError(f"{dst}: is a directory")
-    if data.is_dir():
-        raise OutputError(f"{dst}: its data file name {data} is taken by a directory")
-    if dst.exists() and not overwrite:
-        raise OutputError(f"{dst}: already exists; pass --overwrite to replace it")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """True when ``a`` and ``b`` name the same file (path or inode)."""
-    if Path(a).resolve() == Path(b).resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist yet
-        return False
-
-
-@contextlib.contextmanager
-def staging_dir(dst: Path) -> Iterator[Path]:
-    """A private folder beside ``dst`` (same filesystem, so renames are atomic).
-
-    Removed on exit whatever happens, KeyboardInterrupt included.
-    """
-    dst = Path(dst)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", suffix=".ampconv-tmp", dir=dst.parent))
-    except OSError as exc:
-        raise OutputError(f"{dst}: cannot write in {dst.parent} ({exc.strerror or exc})") from None
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    data_files = external_data_files(model)
+    writes_data = bool(data_files) or weight_bytes(model) > INLINE_WEIGHT_LIMIT
+    outputs.check_model_output(src, dst, data_files, overwrite, writes_data=writes_data)
 
 
 def write_model(
@@ -655,19 +610,6 @@ def _full_check_error(path: Path) -> Optional[str]:
     except Exception as exc:
         return _short(exc)
     return None
-
-
-def publish(staged: Path, dst: Path) -> None:
-    """Move every file of the staging folder beside ``dst``; the model file last.
-
-    The model is renamed last so a reader never finds a new model whose data
-    file is still the old one.
-    """
-    model_file = staged / dst.name
-    for item in sorted(staged.iterdir()):
-        if item != model_file:
-            os.replace(item, dst.parent / item.name)
-    os.replace(model_file, dst)
 
 
 def _short(exc: BaseException) -> str:

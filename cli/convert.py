@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
 import ampconv
+from ampconv import outputs
 from ampconv.config import Config
+from ampconv.io import default_output_path
 from ampconv.report import render_plan, render_text
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import conversion_options, keep_io_value, policy_options
@@ -55,6 +54,10 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
         raise click.UsageError("--fail-on-drift needs --validate")
     if dry_run and do_validate:
         raise click.UsageError("--dry-run writes no model to validate")
+    # Before any work: a bad output path fails with nothing written (the model's
+    # own checks against its input run in ampconv.convert, before converting).
+    check_outputs(model, output, dtype, report_path, overwrite, dry_run,
+                  validation["inputs"] if do_validate else ())
     with make_progress(quiet) as progress:
         config = Config(
             level=level, dtype=dtype, target=target, preset=preset, mixlists=tuple(mixlists),
@@ -68,13 +71,14 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
     elif not quiet:
         click.echo(render_text(report, verbose=verbose), err=True)
     if report_path:
-        write_json_atomic(Path(report_path), report.to_dict())
+        outputs.write_json_atomic(report_path, report_data(report))
     if not do_validate:
         return
     options = options_from_cli(
         decisions=report.decisions_by_node(), show_progress=not quiet,
         **{k: validation[k] for k in VALIDATION_PARAMS},
     )
+    outputs.set_phase("validation")  # an interrupt or error now names the files written
     code = run_and_render(model, report.output, options, fmt, report_path)
     if code != 0:
         if fail_on_drift:
@@ -83,17 +87,33 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
         click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
 
 
-def write_json_atomic(path: Path, data) -> None:
-    """Write JSON via a temporary file beside ``path`` and a rename."""
-    if not path.parent.exists():
-        raise ampconv.OutputError(f"{path}: folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:
+    """Check what this run writes besides the model, before it starts (``ampconv.outputs`` rules).
+
+    The model (``-o`` or the default name) and its data file may not be a
+    validation sample. ``--report`` may not be an input (the model, its
+    external data files, the samples) nor the model or its data file; an
+    existing report file needs ``--overwrite``: the report is rewritten whole.
+    """
+    dst = Path(output) if output is not None else default_output_path(Path(model), dtype)
+    produced = [] if dry_run else [
+        ("the converted model", dst),
+        ("the converted model's data file", dst.parent / outputs.data_file_name(dst)),
+    ]
+    sample_files = outputs.sample_input_files(samples)
+    for what, path in produced:
+        for sample_what, sample in sample_files:
+            if outputs.same_file(path, sample):
+                raise ampconv.OutputError(f"{dst}: {what} would overwrite {sample_what} {sample}; choose another -o")
+    if not report_path:
+        return
+    path = Path(report_path)
+    inputs = [("the input model", Path(model))]
+    if path.exists():  # only an existing file can be an input: read the model's data files then
+        inputs = outputs.model_input_files(model) + sample_files
+    outputs.check_report_path(path, inputs=inputs, outputs=produced, overwrite=overwrite)
+
+
+def report_data(report) -> dict:
+    """The --report JSON: the report's dict, marked as an ampconv report (``outputs.REPORT_MARKER``)."""
+    return {outputs.REPORT_MARKER: outputs.REPORT_FORMAT, **report.to_dict()}

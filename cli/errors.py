@@ -1,6 +1,10 @@
 """The one place where library errors become messages and exit codes.
 
 0 ok, 1 error, 2 usage/policy error, 3 validation over tolerance, 130 interrupted.
+
+A run that fails or is interrupted after it published a file (the converted
+model before ``--validate``, the report) says which: ``ampconv.outputs``
+records every file as it is published, and ``handle_errors`` reads that record.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from typing import Callable
 
 import click
 
+from ampconv import outputs
 from ampconv.errors import AmpconvError
 
 
@@ -20,19 +25,42 @@ def fail(message: str, code: int) -> None:
     raise SystemExit(code)
 
 
+def interrupted_message(record: outputs.RunRecord) -> str:
+    """The Ctrl-C line: what was running and what was already written (and is kept)."""
+    during = f" during {record.phase}" if record.phase else ""
+    written = record.describe()
+    if not written:
+        return f"ampconv: interrupted{during}; nothing was written"
+    return f"ampconv: interrupted{during}; {written}"
+
+
 def handle_errors(func: Callable) -> Callable:
-    """Run a command body, mapping ``AmpconvError`` and Ctrl-C to exit codes."""
+    """Run a command body, mapping ``AmpconvError`` and Ctrl-C to exit codes.
+
+    When files were already written, the one-line error (or the interrupt
+    line) names them, so a failed run never leaves a file nobody mentioned.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except AmpconvError as exc:
-            fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("ampconv: interrupted; nothing was written", err=True)
-            raise SystemExit(130) from None
-        except MemoryError:
-            fail("out of memory", 1)
+        with outputs.recording() as record:
+            try:
+                return func(*args, **kwargs)
+            except AmpconvError as exc:
+                fail(_with_written(str(exc), record), exc.exit_code)
+            except KeyboardInterrupt:
+                click.echo(interrupted_message(record), err=True)
+                raise SystemExit(130) from None
+            except MemoryError:
+                fail(_with_written("out of memory", record), 1)
 
     return wrapper
+
+
+def _with_written(message: str, record: outputs.RunRecord) -> str:
+    """``message``, followed by what the run had written before it failed (if anything)."""
+    written = record.describe()
+    if not written:
+        return message
+    during = f"during {record.phase}; " if record.phase else ""
+    return f"{message} ({during}{written})"

@@ -6,7 +6,10 @@ Registered on the ``ampconv`` group in main.py; errors map to exit codes in erro
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+from ampconv import outputs
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.validation_options import (
     FORMATS,
@@ -24,15 +27,36 @@ from ampconv_cli.validation_options import (
               help="Result format; markdown fits a CI job summary.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Merge the result into this JSON report (top-level 'validation' key).")
+@click.option("--overwrite", is_flag=True,
+              help="Let --report replace an existing file that is not an ampconv report.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 @handle_errors
-def command(reference, converted, fmt, report_path, quiet, **validation):
+def command(reference, converted, fmt, report_path, overwrite, quiet, **validation):
     """Compare CONVERTED with the float32 REFERENCE on the same inputs.
 
     Exits 0 within tolerance, 3 over tolerance, 1 if a model could not be
     run, 2 on bad usage.
     """
+    if report_path:  # before validation runs: a bad --report path fails with nothing done
+        check_report(reference, converted, report_path, overwrite, validation["inputs"])
     options = options_from_cli(show_progress=not quiet, **validation)
-    code = run_and_render(reference, converted, options, fmt, report_path)
+    code = run_and_render(reference, converted, options, fmt, report_path, overwrite=overwrite)
     if code:
         raise SystemExit(code)
+
+
+def check_report(reference, converted, report_path, overwrite, samples=()) -> None:
+    """Refuse a --report path that is an input, or an existing file that is not an ampconv report.
+
+    Inputs are both models, their external data files and the samples. An
+    existing ampconv report is merged into; anything else needs --overwrite.
+    """
+    path = Path(report_path)
+    inputs = [("the reference model", Path(reference)), ("the converted model", Path(converted))]
+    if path.exists():  # only an existing file can be an input: read the models' data files then
+        inputs = (
+            outputs.model_input_files(reference, "the reference model")
+            + outputs.model_input_files(converted, "the converted model")
+            + outputs.sample_input_files(samples)
+        )
+    outputs.check_report_path(path, inputs=inputs, overwrite=overwrite, merge=True)

@@ -109,12 +109,14 @@ def run_and_render(
     fmt: str = "text",
     report_path: str | None = None,
     console=None,
+    overwrite: bool = False,
 ) -> int:
     """Validate, print the result in ``fmt``, merge it into ``report_path``; return 0 or 3.
 
     ``console`` is a rich Console for the result (stdout when None). A
     progress bar goes to stderr when ``options.show_progress`` is set, stderr
-    is a terminal and more than one sample runs.
+    is a terminal and more than one sample runs. ``overwrite`` lets the report
+    replace an existing file that is not an ampconv report.
     """
     import dataclasses
 
@@ -138,7 +140,7 @@ def run_and_render(
     else:
         console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
     if report_path:
-        merge_into_report(report_path, result.to_dict())
+        merge_into_report(report_path, result.to_dict(), overwrite=overwrite)
     return EXIT_OK if result.passed else EXIT_DRIFT
 
 

@@ -115,14 +115,17 @@ def test_report_merge_into_existing_json(runner, overflow, tmp_path):
     assert list(tmp_path.glob(".ampconv-report-*")) == []  # no temp file left behind
 
 
-def test_report_created_or_replacing_non_json(runner, overflow, tmp_path):
+def test_report_created_or_replacing_non_json_only_with_overwrite(runner, overflow, tmp_path):
     ref, _, fixed, npz = overflow
     fresh = tmp_path / "fresh.json"
     assert runner.invoke(command, [ref, fixed, "--inputs", npz, "--report", str(fresh)]).exit_code == 0
     assert set(json.loads(fresh.read_text())) == {"validation"}
     junk = tmp_path / "junk.json"
     junk.write_text("not json [")
-    assert runner.invoke(command, [ref, fixed, "--inputs", npz, "--report", str(junk)]).exit_code == 0
+    refused = runner.invoke(command, [ref, fixed, "--inputs", npz, "--report", str(junk)])
+    assert refused.exit_code == 1 and "--overwrite" in refused.stderr  # not a report: kept
+    assert junk.read_text() == "not json ["
+    assert runner.invoke(command, [ref, fixed, "--inputs", npz, "--report", str(junk), "--overwrite"]).exit_code == 0
     assert json.loads(junk.read_text())["validation"]["passed"] is True
 
 

@@ -1,44 +1,38 @@
-"""Merge a validation result into a JSON report file, atomically."""
+"""Merge a validation result into a JSON report file, atomically and only into a report."""
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 
 from ampconv.errors import OutputError
+from ampconv.outputs import read_report, write_json_atomic
 
 
-def merge_into_report(path: str, validation: dict) -> None:
-    """Set the top-level ``validation`` key of the JSON report at ``path``.
+def merge_into_report(path: str, validation: dict, overwrite: bool = False) -> None:
+    """Set the top-level ``validation`` key of the ampconv report at ``path``.
 
-    An existing JSON object keeps its other keys; a missing file, or one that
-    is not a JSON object, is replaced by ``{"validation": ...}``. The file is
-    written to a temporary name beside it and renamed, so a reader never sees
-    half a report.
+    An existing ampconv report (``ampconv.outputs.is_report``) keeps its other
+    keys; a missing file becomes ``{"validation": ...}``. Any other existing
+    file (not JSON, or JSON that is not an ampconv report) raises
+    ``OutputError`` unless ``overwrite``, which replaces it. The write is
+    atomic and keeps the file's mode (``ampconv.outputs.write_json_atomic``).
+
+    Callers check the path against the run's inputs first
+    (``ampconv.outputs.check_report_path``); this only guards the merge.
     """
     path = os.fspath(path)
-    report = {}
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                loaded = json.load(f)
-            if isinstance(loaded, dict):
-                report = loaded
-        except (OSError, ValueError):
-            report = {}
+    report: dict = {}
+    if os.path.lexists(path):
+        if os.path.isdir(path):
+            raise OutputError(f"{path}: cannot write the report: is a directory")
+        existing = read_report(path)
+        if existing is not None:
+            report = existing
+        elif not overwrite:
+            raise OutputError(
+                f"{path}: exists and is not an ampconv JSON report, so the validation result "
+                "cannot be merged into it; pass --overwrite to replace it"
+            )
     report["validation"] = validation
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".ampconv-report-", suffix=".json", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise OutputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+    write_json_atomic(path, report)
+
