@@ -667,6 +667,81 @@ def _empty_graph(rng, model, side):
     return "main graph: no nodes (outputs unproduced)"
 
 
+@mutation("sparse_initializer")
+def _sparse_initializer(rng, model, side):
+    graph = model.graph
+    inits = [t for t in graph.initializer if t.data_location != TensorProto.EXTERNAL and len(t.dims) == 2]
+    if not inits:
+        return None
+    tensor = rng.choice(inits)
+    array = numpy_helper.to_array(tensor)
+    flat = np.flatnonzero(array)
+    values = numpy_helper.from_array(array.flatten()[flat], tensor.name)
+    indices = numpy_helper.from_array(flat.astype(np.int64) + (array.size if rng.random() < 0.3 else 0), "")
+    sparse = helper.make_sparse_tensor(values, indices, list(array.shape))
+    graph.sparse_initializer.append(sparse)
+    graph.initializer.remove(tensor)
+    return f"initializer {tensor.name!r} moved to sparse_initializer"
+
+
+@mutation("local_function")
+def _local_function(rng, model, side):
+    node = rng.choice([n for n in model.graph.node if n.op_type in ("Relu", "Softmax", "Tanh", "Gemm", "MatMul")]
+                      or list(model.graph.node))
+    body_op = rng.choice(["Relu", "NoSuchOp", "Sigmoid"])
+    inputs = [f"i{k}" for k in range(len(node.input))]
+    function = helper.make_function(
+        "local.fn", "Wrapped", inputs, ["o"],
+        [helper.make_node(body_op, inputs[:1], ["o"], name="inner")],
+        [helper.make_opsetid("", rng.choice([OPSET, 7]))],
+    )
+    model.functions.append(function)
+    if rng.random() < 0.7:
+        model.opset_import.append(helper.make_opsetid("local.fn", 1))
+    node.op_type, node.domain = "Wrapped", "local.fn"
+    del node.attribute[:]
+    return f"node {node.name!r} calls local function local.fn::Wrapped (body {body_op})"
+
+
+@mutation("constant_node")
+def _constant_node(rng, model, side):
+    graph = model.graph
+    inits = [t for t in graph.initializer if t.data_location != TensorProto.EXTERNAL]
+    if not inits:
+        return None
+    tensor = rng.choice(inits)
+    attr = rng.choice(["value", "value_float", "value_ints", "value_string", "sparse_value"])
+    if attr == "value":
+        node = helper.make_node("Constant", [], [tensor.name], name="const", value=tensor)
+    elif attr == "value_float":
+        node = helper.make_node("Constant", [], [tensor.name], name="const", value_float=1.0)
+    elif attr == "value_ints":
+        node = helper.make_node("Constant", [], [tensor.name], name="const", value_ints=[1, 2, 3])
+    elif attr == "value_string":
+        node = helper.make_node("Constant", [], [tensor.name], name="const", value_string="abc")
+    else:
+        node = helper.make_node("Constant", [], [tensor.name], name="const", value_float=1.0, value_int=3)
+    graph.initializer.remove(tensor)
+    graph.node.insert(0, node)
+    return f"initializer {tensor.name!r} -> Constant node ({attr}{', two values' if attr == 'sparse_value' else ''})"
+
+
+@mutation("value_info_lie")
+def _value_info_lie(rng, model, side):
+    graph = model.graph
+    produced = [o for n in graph.node for o in n.output if o and o not in {v.name for v in graph.output}]
+    if not produced:
+        return None
+    name = rng.choice(produced)
+    elem = rng.choice([TensorProto.INT64, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.FLOAT])
+    dims = rng.choice([[1], [7, 7, 7], [], [HUGE]])
+    kept = [v for v in graph.value_info if v.name != name]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    graph.value_info.append(helper.make_tensor_value_info(name, elem, dims))
+    return f"value_info {name!r} says {TensorProto.DataType.Name(elem)}{dims}"
+
+
 STRUCTURAL = sorted(Mutation.registry)
 
 
