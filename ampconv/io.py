@@ -43,8 +43,10 @@ import onnx
 import onnx_ir as ir
 
 from ampconv import outputs
-from ampconv.errors import ConversionError, ModelLoadError, OutputError
+from ampconv.errors import ModelLoadError, OutputError
 from ampconv.fastcast import cast_into
+from ampconv.loadcheck import check_written  # noqa: F401 - re-exported: callers check via io
+from ampconv.loadcheck import first_line
 
 # Output-path guards, staging and publishing live in ampconv.outputs (shared by
 # every write path); re-exported here for existing callers.
@@ -93,14 +95,14 @@ def load_model(path: os.PathLike | str) -> ir.Model:
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ...
-        raise ModelLoadError(f"{path}: not a readable ONNX model ({_short(exc)})") from None
+        raise ModelLoadError(f"{path}: not a readable ONNX model ({first_line(exc)})") from None
     if not proto.graph.node and not proto.graph.output:
         # An arbitrary byte string often parses as an empty ModelProto.
         raise ModelLoadError(f"{path}: not an ONNX model (no graph found)")
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as exc:
-        raise ModelLoadError(f"{path}: cannot be read into the IR ({_short(exc)})") from None
+        raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
     del proto
     # An absolute base dir keeps tensor paths valid if the process changes folder.
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
@@ -547,73 +549,3 @@ def _cast_whole(
     converted = convert_chunked(source, convert, dtype.numpy())
     release_mapped(source)  # unmap the source pages once converted
     return ir.Tensor(converted, dtype=dtype, name=name)
-
-
-def check_written(path: Path, *, runtime: bool, source: Optional[Path] = None) -> Optional[str]:
-    """Check a written model from its path (never via bytes, so >2 GB works).
-
-    Runs the full onnx checker (with shape inference) and, when ``runtime`` and
-    onnxruntime is installed, creates a CPU session. Raises ``ConversionError``
-    on failure. Returns a note when a check was skipped or relaxed.
-
-    When the full check fails and the ``source`` model fails it too (onnx's
-    shape inference cannot expand some valid models, e.g. a
-    MeanVarianceNormalization without ``axes``), the output is held to what the
-    source passes: the basic checker. The note says so.
-
-    The session is created with graph optimizations and weight pre-packing
-    disabled: onnxruntime memory-maps external data and, so configured, does not
-    touch it, so the check costs about 60 MB whatever the model size (measured
-    on a 1.35 GB float32 model: 58 MB and 0.3 s; with pre-packing on, MatMul
-    copies every float32 weight: 1.25 GB and 4.6 s).
-    """
-    path = Path(path)
-    notes = []
-    try:
-        onnx.checker.check_model(str(path), full_check=True)
-    except Exception as exc:
-        source_error = _full_check_error(source) if source is not None else None
-        if source_error is None:
-            raise ConversionError(f"converted model fails onnx.checker: {_short(exc)}") from None
-        try:
-            onnx.checker.check_model(str(path), full_check=False)
-        except Exception as basic:
-            raise ConversionError(f"converted model fails onnx.checker: {_short(basic)}") from None
-        notes.append(
-            f"onnx.checker's shape inference fails on the input model too ({source_error}); "
-            "the output passes the checker without it"
-        )
-    if not runtime:
-        return "; ".join(notes + ["onnxruntime load check skipped"])
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return "; ".join(notes + ["onnxruntime not installed: load check skipped"])
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.add_session_config_entry("session.disable_prepacking", "1")
-    try:
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ConversionError(f"converted model does not load in onnxruntime: {_short(exc)}") from None
-    # Drop the session now: it holds maps of the staged data file, which is
-    # about to be renamed (and on Windows could not be while mapped).
-    del session
-    return "; ".join(notes) or None
-
-
-def _full_check_error(path: Path) -> Optional[str]:
-    """The full checker's complaint about ``path`` (shortened), or None when it passes."""
-    try:
-        onnx.checker.check_model(str(path), full_check=True)
-    except Exception as exc:
-        return _short(exc)
-    return None
-
-
-def _short(exc: BaseException) -> str:
-    """First line of an exception message, trimmed for a one-line error."""
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else type(exc).__name__
-    return line if len(line) <= 300 else line[:297] + "..."
