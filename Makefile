@@ -15,9 +15,10 @@ SAMPLES := sample_models/out
 CONSTRAINTS := $(CURDIR)/constraints.txt
 PINNED := PIP_CONSTRAINT=$(CONSTRAINTS)
 LATEST_VENV := .venv-latest
+GPU_VENV := .venv-gpu
 LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test demo test test-latest lock samples bench corpus fuzz lint clean
+.PHONY: venv install install-test demo test test-latest lock samples bench bench-gpu corpus fuzz lint clean
 
 $(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -68,9 +69,21 @@ corpus: install-test
 bench: install-test
 	$(PY) bench/run_all.py --out bench/results
 
+# onnxruntime-gpu's CUDA latency of float32, ampconv fp16 and onnxconverter-common fp16
+# (its own environment: the GPU runtime is never installed beside the CPU one).
+bench-gpu:
+	test -d $(GPU_VENV) || $(PYTHON) -m venv $(GPU_VENV)
+	$(PINNED) $(GPU_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(PINNED) $(GPU_VENV)/bin/python -m pip install -q -e ".[gpu,bench]"
+	$(GPU_VENV)/bin/python bench/gpu_latency.py --out bench/results
+
+# Thousands of mutated models, policy files and input files (CI runs a sample in `make test`).
+fuzz: install-test
+	$(PY) scripts/fuzz.py --cases 3000 --seed 1
+
 lint: install-test
 	$(PIP) install -q ruff
 	$(VENV)/bin/ruff check ampconv cli tests sample_models bench scripts
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(SAMPLES) build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(SAMPLES) build *.egg-info
