@@ -59,7 +59,9 @@ def validation_options(func: Callable) -> Callable:
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs."),
         click.option(
             "--shape", "shapes", multiple=True, metavar="NAME:DIMS", callback=_parse_shapes,
-            help="Shape of a random input (x:1x3x224x224) or value of a dimension symbol (batch:1). Repeatable.",
+            help="Shape of a random input (x:1x3x224x224), value of a dimension symbol (batch:1), or "
+            "size of one axis of an input (x[2]:48, axis from 0; x[-1]:192 counts from the end). "
+            "Dimensions declared -1 or unnamed ('?') accept any size and default to 1. Repeatable.",
         ),
         click.option("--localize/--no-localize", default=False, show_default=True,
                      help="On failure, name the first node whose output drifts."),

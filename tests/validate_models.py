@@ -182,3 +182,71 @@ def if_pair(folder):
 def overflow_inputs(batch: int = 2) -> dict:
     """Inputs near 70 so that x * 1000 exceeds the fp16 maximum 65504."""
     return {"x": np.full((batch, 4), 70.0, dtype=np.float32) + np.arange(4, dtype=np.float32)}
+
+
+def _unnamed(info):
+    """Clear the dims declared None so they have neither dim_value nor dim_param ("?")."""
+    for dim in info.type.tensor_type.shape.dim:
+        if not dim.HasField("dim_value") and not dim.dim_param:
+            dim.Clear()
+    return info
+
+
+def paddle_pair(folder, dims=(-1, 3, None, None)):
+    """y = Relu(x) with x declared like a Paddle export, ``[-1, 3, ?, ?]``, and its fp16 twin."""
+    x = _unnamed(h.make_tensor_value_info("x", T.FLOAT, list(dims)))
+    y = _unnamed(h.make_tensor_value_info("y", T.FLOAT, list(dims)))
+    ref = _model([h.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y])
+    conv_nodes = [
+        h.make_node("Cast", ["x"], ["x_low"], to=T.FLOAT16, name="cast_in"),
+        h.make_node("Relu", ["x_low"], ["y_low"], name="relu"),
+        h.make_node("Cast", ["y_low"], ["y"], to=T.FLOAT, name="cast_out"),
+    ]
+    conv = _model(conv_nodes, [x], [y])
+    return _save(ref, folder, "paddle_ref"), _save(conv, folder, "paddle_fp16")
+
+
+def bf16_output_pair(folder, factor: float = 1.0):
+    """A reference whose graph output is bfloat16: y = Cast(x * 2, bf16); the twin scales by 2*factor in fp16."""
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 4])
+    y = h.make_tensor_value_info("y", T.BFLOAT16, [2, 4])
+    ref = _model(
+        [
+            h.make_node("Mul", ["x", "k"], ["scaled"], name="mul"),
+            h.make_node("Cast", ["scaled"], ["y"], to=T.BFLOAT16, name="to_bf16"),
+        ],
+        [x], [y], [_const("k", 2.0, T.FLOAT)],
+    )
+    conv = _model(
+        [
+            h.make_node("Cast", ["x"], ["x_low"], to=T.FLOAT16, name="cast_in"),
+            h.make_node("Mul", ["x_low", "k"], ["scaled_low"], name="mul_low"),
+            h.make_node("Cast", ["scaled_low"], ["scaled"], to=T.FLOAT, name="mul"),
+            h.make_node("Cast", ["scaled"], ["y"], to=T.BFLOAT16, name="to_bf16"),
+        ],
+        [x], [y], [_const("k", 2.0 * factor, T.FLOAT16)],
+    )
+    suffix = "" if factor == 1.0 else "_drift"
+    return _save(ref, folder, "bf16out_ref"), _save(conv, folder, f"bf16out_conv{suffix}")
+
+
+def passthrough_pair(folder, dtype: str = "fp16"):
+    """Outputs ``[y, x]`` where ``x`` is the graph input itself; the twin declares x as LOW.
+
+    Reference: y = Relu(x), x float32. Converted (keep_io_types off): x is a
+    LOW graph input, y = Cast(Relu(Cast(x, float)), float) and x is returned
+    as is, the way a converter writes a model whose input is also an output.
+    """
+    low = LOW[dtype]
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3])
+    ref = _model([h.make_node("Relu", ["x"], ["y"], name="relu")], [x], [y, x])
+    x_low = h.make_tensor_value_info("x", low, [2, 3])
+    conv = _model(
+        [
+            h.make_node("Cast", ["x"], ["x_f"], to=T.FLOAT, name="cast_in"),
+            h.make_node("Relu", ["x_f"], ["y"], name="relu"),
+        ],
+        [x_low], [y, x_low],
+    )
+    return _save(ref, folder, "passthrough_ref"), _save(conv, folder, f"passthrough_{dtype}")

@@ -46,6 +46,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     notes = []
     if samples.random:
         notes.append(RANDOM_NOTE)
+    notes.extend(samples.notes)
     if found_dtype is None:
         notes.append(f"{converted}: no float16/bfloat16 tensor found; compared with the fp16 tolerances")
     if backend == "native" and provider == runners.CPU:
@@ -54,11 +55,15 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
-        conv_path = _prepare_converted(conv_model, converted, backend, tmp, notes)
-        ref_runner = runners.make_session(reference, "reference model", runners.CPU, optimize=False)
+        conv_path, conv_aliases = _prepare_converted(conv_model, converted, backend, tmp, notes)
+        ref_path, ref_aliases = _prepare_reference(ref_model, reference, tmp)
+        ref_runner = runners.make_session(
+            ref_path, "reference model", runners.CPU, optimize=False, aliases=ref_aliases, source=reference
+        )
         try:
             conv_runner = runners.make_session(
-                conv_path, "converted model", provider, optimize=(backend == "native")
+                conv_path, "converted model", provider, optimize=(backend == "native"),
+                aliases=conv_aliases, source=converted,
             )
         except AmpconvError as exc:
             if backend == "native" and provider == runners.CPU:
@@ -128,7 +133,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
 
 
 def _is_float(array) -> bool:
-    return np.asarray(array).dtype.kind == "f"
+    return metrics.is_float_dtype(np.asarray(array).dtype)
 
 
 def _output_result(name, last_ref, per_sample, error) -> OutputResult:
@@ -179,11 +184,43 @@ def _derive(model: ir.Model, backend: str):
     return None
 
 
-def _prepare_converted(model: ir.Model, source: str, backend: str, tmp: str, notes: list) -> str:
-    """Path of the model the converted session runs: the emulated copy, a bf16-I/O wrapper, or the file itself."""
-    if backend == "native" and not _has_bf16_io(model):
-        return source
+def _output_aliases(before: list[str], model: ir.Model) -> dict[str, str]:
+    """Old name -> new name of each main-graph output a derivation renamed.
+
+    Emulation and the bfloat16 wrapper keep the outputs' positions; an output
+    that is also a graph input cannot keep its name (the input keeps it, the
+    harness feeds it by name), so the runner asks for the new one.
+    """
+    after = [v.name for v in model.graph.outputs]
+    return {old: new for old, new in zip(before, after) if old != new}
+
+
+def _prepare_reference(model: ir.Model, source: str, tmp: str) -> tuple[str, dict[str, str]]:
+    """Path of the model the reference session runs and its output aliases.
+
+    numpy cannot take bfloat16 from onnxruntime ("No corresponding Numpy
+    type"). Reading the raw buffer of an OrtValue works only for CPU memory
+    and through a private pointer; a copy wrapped with exact Casts to float32
+    (``widen_bfloat16_io``) works on every provider and onnxruntime version,
+    and every bfloat16 value is exactly a float32, so nothing is lost.
+    """
+    if not _has_bf16_io(model):
+        return source, {}
     external = modelio.wants_external(model, source)
+    before = [v.name for v in model.graph.outputs]
+    emulation.widen_bfloat16_io(model)
+    aliases = _output_aliases(before, model)
+    return modelio.save_derived(model, tmp, "reference", external), aliases
+
+
+def _prepare_converted(
+    model: ir.Model, source: str, backend: str, tmp: str, notes: list
+) -> tuple[str, dict[str, str]]:
+    """Path of the model the converted session runs (the emulated copy, a bf16-I/O wrapper, or the file itself) and its output aliases."""
+    if backend == "native" and not _has_bf16_io(model):
+        return source, {}
+    external = modelio.wants_external(model, source)
+    before = [v.name for v in model.graph.outputs]
     stats = _derive(model, backend)
     if stats is not None and stats.untyped:
         notes.append(
@@ -191,12 +228,25 @@ def _prepare_converted(model: ir.Model, source: str, backend: str, tmp: str, not
         )
     if stats is not None and stats.unrounded:
         notes.append(f"{source}: {stats.unrounded} LOW sequence/optional value(s) are not rounded by emulation")
-    return modelio.save_derived(model, tmp, "converted", external)
+    aliases = _output_aliases(before, model)
+    return modelio.save_derived(model, tmp, "converted", external), aliases
 
 
 def _has_bf16_io(model: ir.Model) -> bool:
     values = list(model.graph.inputs) + list(model.graph.outputs)
     return any(v.dtype == ir.DataType.BFLOAT16 for v in values)
+
+
+def _expose_widened(model: ir.Model, names) -> dict[str, str]:
+    """Expose ``names`` as outputs, bfloat16 ones through an exact Cast to float32; returns output aliases.
+
+    Exposed first, widened second: ``expose`` finds tensors by their names,
+    which the wrapper hands to its Casts.
+    """
+    localize.expose(model, names)
+    before = [v.name for v in model.graph.outputs]
+    emulation.widen_bfloat16_io(model)
+    return _output_aliases(before, model)
 
 
 def _localize(reference, converted, backend, provider, tmp, sample, index, rtol, atol, decisions) -> Localization:
@@ -207,27 +257,28 @@ def _localize(reference, converted, backend, provider, tmp, sample, index, rtol,
     ref_floats = localize.float_node_outputs(ref_model)
     conv_floats = localize.float_node_outputs(conv_model)
     names = [n for n in conv_floats if n in ref_floats]
-    if backend == "native":
-        # numpy cannot receive bfloat16 tensors from onnxruntime.
-        names = [n for n in names if conv_floats[n] != ir.DataType.BFLOAT16]
     if not names:
         return Localization(backend=backend, sample=index, checked=0)
 
     ref_copy = modelio.load(reference)
     modelio.ensure_types(ref_copy)
     external = modelio.wants_external(ref_copy, reference)
-    localize.expose(ref_copy, names)
+    ref_aliases = _expose_widened(ref_copy, names)
     ref_path = modelio.save_derived(ref_copy, tmp, "reference_localize", external)
 
     conv_copy = modelio.load(converted)
     external = modelio.wants_external(conv_copy, converted)
     _derive(conv_copy, backend)
-    localize.expose(conv_copy, names)
+    conv_aliases = _expose_widened(conv_copy, names)
     conv_path = modelio.save_derived(conv_copy, tmp, "converted_localize", external)
 
-    ref_runner = runners.make_session(ref_path, "reference model (localization copy)", runners.CPU, optimize=False)
+    ref_runner = runners.make_session(
+        ref_path, "reference model (localization copy)", runners.CPU, optimize=False,
+        aliases=ref_aliases, source=reference,
+    )
     conv_runner = runners.make_session(
-        conv_path, "converted model (localization copy)", provider, optimize=(backend == "native")
+        conv_path, "converted model (localization copy)", provider, optimize=(backend == "native"),
+        aliases=conv_aliases, source=converted,
     )
     ref_names = set(ref_runner.output_names())
     conv_names = set(conv_runner.output_names())

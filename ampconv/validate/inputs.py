@@ -10,6 +10,9 @@ Sources, in order of preference (docs/validation.md):
 
 Every sample is checked against the reference model's declared names, element
 kinds, ranks and fixed dimensions, with a ``UsageError`` naming the mismatch.
+A dimension declared -1 or with neither a value nor a name (Paddle exports
+declare ``[-1, 3, ?, ?]``) fixes nothing: any size is accepted, and random
+data uses 1 there unless ``--shape`` sets it (as Polygraphy does).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import onnx_ir as ir
 
 from ampconv.errors import UsageError
 from ampconv.validate.modelio import InputSpec
+from ampconv.validate.options import split_axis
 
 Sample = Mapping[str, np.ndarray]
 # Integer inputs are usually indices or token ids: keep random values small.
@@ -33,11 +37,12 @@ MAX_RANDOM_INT = 10
 
 @dataclasses.dataclass(frozen=True)
 class Samples:
-    """Loaded samples, where they came from, and whether they are random."""
+    """Loaded samples, where they came from, whether they are random, and notes for the result."""
 
     samples: tuple[Sample, ...]
     sources: tuple[str, ...]
     random: bool
+    notes: tuple[str, ...] = ()
 
 
 def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
@@ -144,23 +149,72 @@ def check_sample(sample: Sample, specs: Sequence[InputSpec], source: str) -> Non
                 f"the model declares rank {len(spec.dims)} ({_dims_text(spec.dims)})"
             )
         for axis, (want_dim, got_dim) in enumerate(zip(spec.dims, array.shape)):
-            if isinstance(want_dim, int) and want_dim != got_dim:
+            if _is_fixed(want_dim) and want_dim != got_dim:
                 raise UsageError(
                     f"{source}: input {spec.name!r} has shape {list(array.shape)}, "
                     f"the model declares {_dims_text(spec.dims)} (axis {axis})"
                 )
 
 
+def _is_fixed(dim) -> bool:
+    # A negative dim_value (-1 in Paddle/TF exports) means "any size", like an unnamed dim.
+    return isinstance(dim, int) and dim >= 0
+
+
+def _is_unnamed(dim) -> bool:
+    """-1 (or any negative) dim_value, or a dim with neither value nor name."""
+    return dim is None or (isinstance(dim, int) and dim < 0)
+
+
 def _dims_text(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _example(dims) -> str:
+    # Never suggest -1: --shape sizes are concrete.
+    return "x".join(str(d) if _is_fixed(d) else "1" for d in dims)
+
+
+def _axis_bindings(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[int, int]:
+    """``--shape NAME[AXIS]:N`` bindings of ``spec`` as ``{axis >= 0: size}``."""
+    bound: dict[int, int] = {}
+    for key, values in shapes.items():
+        split = split_axis(key) if key != spec.name else None
+        if split is None or split[0] != spec.name:
+            continue
+        name, axis = split
+        if spec.dims is None:
+            raise UsageError(
+                f"--shape {key}: input {name!r} has no declared shape: pass its whole shape, "
+                f"--shape {name}:DIMxDIM..."
+            )
+        rank = len(spec.dims)
+        if not -rank <= axis < rank:
+            raise UsageError(f"--shape {key}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
+        values = tuple(values)
+        if len(values) != 1:
+            raise UsageError(f"--shape {key}: one axis takes one size, got {len(values)}")
+        bound[axis % rank] = int(values[0])
+    return bound
 
 
 def resolve_shape(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
     """Concrete shape of a random input: declared dims plus ``--shape`` bindings.
 
-    ``shapes[input_name]`` gives the whole shape; ``shapes[symbol]`` one dim.
+    ``shapes[input_name]`` gives the whole shape, ``shapes["input[axis]"]``
+    one axis and ``shapes[symbol]`` every dim of that name; -1 and unnamed
+    dims left unbound are 1.
     """
+    return _resolve(spec, shapes)[0]
+
+
+def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    axes = _axis_bindings(spec, shapes)
     if spec.name in shapes:
+        if axes:
+            raise UsageError(
+                f"--shape {spec.name}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
+            )
         given = tuple(shapes[spec.name])
         if spec.dims is not None:
             if len(given) != len(spec.dims):
@@ -169,33 +223,40 @@ def resolve_shape(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> tup
                     f"({_dims_text(spec.dims)})"
                 )
             for axis, (want, got) in enumerate(zip(spec.dims, given)):
-                if isinstance(want, int) and want != got:
+                if _is_fixed(want) and want != got:
                     raise UsageError(
                         f"--shape {spec.name}: axis {axis} is {got}, the model fixes it to {want}"
                     )
-        return given
+        return given, ()
     if spec.dims is None:
         raise UsageError(
             f"input {spec.name!r} has no declared shape: pass --shape {spec.name}:DIMxDIM..."
         )
-    resolved = []
+    resolved, unbound = [], []
     for axis, dim in enumerate(spec.dims):
-        if isinstance(dim, int):
+        if _is_fixed(dim):
+            if axis in axes and axes[axis] != dim:
+                raise UsageError(
+                    f"--shape {spec.name}[{axis}]: {axes[axis]} given, the model fixes axis {axis} to {dim}"
+                )
             resolved.append(dim)
+        elif axis in axes:
+            # The most specific binding wins over a dimension symbol.
+            resolved.append(axes[axis])
         elif isinstance(dim, str) and dim in shapes:
             bound = tuple(shapes[dim])
             if len(bound) != 1:
                 raise UsageError(f"--shape {dim}: a dimension symbol takes one value, got {len(bound)}")
             resolved.append(bound[0])
+        elif _is_unnamed(dim):
+            resolved.append(1)
+            unbound.append(axis)
         else:
-            label = f" ({dim!r})" if dim else ""
-            hint = f" or --shape {dim}:1" if dim else ""
-            example = "x".join(str(d) if isinstance(d, int) else "1" for d in spec.dims)
             raise UsageError(
-                f"input {spec.name!r} dimension {axis}{label} is unknown: pass e.g. --shape "
-                f"{spec.name}:{example}{hint}"
+                f"input {spec.name!r} dimension {axis} ({dim!r}) is unknown: pass e.g. --shape "
+                f"{spec.name}:{_example(spec.dims)} or --shape {dim}:1"
             )
-    return tuple(resolved)
+    return tuple(resolved), tuple(unbound)
 
 
 def random_samples(
@@ -208,16 +269,30 @@ def random_samples(
     """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
 
     ``int_bounds`` caps integer inputs (e.g. the size of the table a Gather
-    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``.
+    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``. -1 and unnamed
+    dims that ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
     """
     known = {s.name for s in specs}
     symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
     for name in shapes:
-        if name not in known and name not in symbols:
-            raise UsageError(
-                f"--shape {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
+        split = split_axis(name)
+        if name in known or name in symbols or (split is not None and split[0] in known):
+            continue
+        raise UsageError(
+            f"--shape {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
+        )
+    resolved, notes = {}, []
+    for spec in specs:
+        shape, unbound = _resolve(spec, shapes)
+        resolved[spec.name] = shape
+        if unbound:
+            axes = ", ".join(str(a) for a in unbound)
+            axes = f"axis {axes} is" if len(unbound) == 1 else f"axes {axes} are"
+            notes.append(
+                f"input {spec.name!r} {_dims_text(spec.dims)}: {axes} -1 or unnamed, random data "
+                f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unbound[-1]}]:N "
+                f"or the whole shape with --shape {spec.name}:{'x'.join(str(d) for d in shape)}"
             )
-    resolved = {s.name: resolve_shape(s, shapes) for s in specs}
     rng = np.random.default_rng(seed)
     bounds = dict(int_bounds or {})
     samples = []
@@ -226,7 +301,8 @@ def random_samples(
         for spec in specs:
             sample[spec.name] = _random_array(spec, resolved[spec.name], rng, bounds.get(spec.name))
         samples.append(sample)
-    return Samples(tuple(samples), tuple(f"random sample {i} (seed {seed})" for i in range(count)), random=True)
+    sources = tuple(f"random sample {i} (seed {seed})" for i in range(count))
+    return Samples(tuple(samples), sources, random=True, notes=tuple(notes))
 
 
 def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: int | None) -> np.ndarray:

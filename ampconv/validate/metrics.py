@@ -11,8 +11,14 @@ The pass rule, stated once and used everywhere (metrics, localization, the
    reference value at that place is finite. Those always fail.
 3. A tensor passes when every element is close (1); 2 is a subset of "not close".
 
-Error statistics (max/mean abs, RMSE, max rel, cosine) are computed over the
-elements where both values are finite, so one inf does not hide the rest.
+Error statistics (max/mean abs, RMSE, max rel, cosine) must never look
+perfect next to a failure: when some element is NaN/Inf in one model and not
+matched in the other (an *unmatched non-finite*), its error is unbounded, so
+max abs, max rel, mean abs and RMSE are inf and cosine is NaN. The same
+statistics over the elements finite in both models are kept apart
+(``finite_max_abs``, ``finite_cosine``, ``finite_size``), so one inf does not
+hide how far the rest drifted. Matched non-finites (the same inf, NaN in both)
+are not errors and leave the statistics alone.
 """
 
 from __future__ import annotations
@@ -31,6 +37,13 @@ class Metrics:
     ``needed_rtol`` the smallest rtol that passes at the given atol; None when
     no tolerance can pass (a new NaN/Inf, or an error where the reference is 0
     for ``needed_rtol``).
+
+    ``unmatched_nonfinite`` counts elements NaN/Inf in one model and not the
+    other (``new_nonfinite`` is the part where the reference is finite); when
+    it is not 0, ``max_abs``/``max_rel``/``mean_abs``/``rmse`` are inf and
+    ``cosine`` is NaN. ``finite_max_abs`` and ``finite_cosine`` are computed
+    over the ``finite_size`` elements finite in both (None when there are
+    none).
     """
 
     max_abs: float
@@ -45,6 +58,10 @@ class Metrics:
     needed_atol: float | None
     needed_rtol: float | None
     passed: bool
+    unmatched_nonfinite: int = 0
+    finite_size: int = 0
+    finite_max_abs: float | None = None
+    finite_cosine: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict; non-finite floats become strings ("inf", "nan")."""
@@ -91,7 +108,8 @@ def compare(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Metr
     finite = np.isfinite(ref) & np.isfinite(conv)
     # Non-finite elements that do not match (inf vs finite, inf vs nan) make
     # every tolerance fail; matching ones (same inf, nan/nan) need none.
-    unfixable = bool(np.any(~close & ~finite))
+    unmatched = int(np.count_nonzero(~close & ~finite))
+    unfixable = unmatched > 0
     r, c = ref[finite], conv[finite]
     diff = np.abs(c - r)
     absref = np.abs(r)
@@ -99,12 +117,20 @@ def compare(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Metr
     mean_abs = float(diff.mean()) if diff.size else 0.0
     rmse = float(np.sqrt(np.mean(diff * diff))) if diff.size else 0.0
     max_rel = _max_rel(diff, absref)
+    cosine = cosine_similarity(r, c)
+    finite_max_abs = max_abs if diff.size else None
+    finite_cosine = cosine if diff.size else None
+    if unfixable:
+        # An unmatched NaN/Inf is an unbounded error: the figures say so
+        # instead of describing only the finite part (cosine 1, max abs 0).
+        max_abs = max_rel = mean_abs = rmse = math.inf
+        cosine = math.nan
     return Metrics(
         max_abs=max_abs,
         max_rel=max_rel,
         mean_abs=mean_abs,
         rmse=rmse,
-        cosine=cosine_similarity(r, c),
+        cosine=cosine,
         new_nonfinite=new_bad,
         mismatched=int(close.size - np.count_nonzero(close)),
         size=int(close.size),
@@ -112,6 +138,10 @@ def compare(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> Metr
         needed_atol=None if unfixable else _needed_atol(diff, absref, rtol),
         needed_rtol=None if unfixable else _needed_rtol(diff, absref, atol),
         passed=bool(close.all()),
+        unmatched_nonfinite=unmatched,
+        finite_size=int(diff.size),
+        finite_max_abs=finite_max_abs,
+        finite_cosine=finite_cosine,
     )
 
 
@@ -151,10 +181,16 @@ def cosine_similarity(ref: np.ndarray, conv: np.ndarray) -> float:
     return float(np.clip(np.dot(ref, conv) / (nr * nc), -1.0, 1.0))
 
 
+def is_float_dtype(dtype) -> bool:
+    """numpy floats and ml_dtypes' bfloat16 (whose numpy kind is 'V', not 'f')."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 def is_class_like(array: np.ndarray) -> bool:
     """Float output of rank >= 2 whose last axis has at least 2 entries (logits-like)."""
     array = np.asarray(array)
-    return array.dtype.kind == "f" and array.ndim >= 2 and array.shape[-1] >= 2 and array.size > 0
+    return is_float_dtype(array.dtype) and array.ndim >= 2 and array.shape[-1] >= 2 and array.size > 0
 
 
 def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> float | None:
@@ -176,14 +212,21 @@ def worst(per_sample: list[Metrics]) -> Metrics:
     def _max_or_none(values):
         return None if any(v is None for v in values) else max(values)
 
+    def _known(values):
+        return [v for v in values if v is not None]
+
     tops = [m.top1 for m in per_sample if m.top1 is not None]
     total = sum(m.size for m in per_sample)
+    cosines = [m.cosine for m in per_sample]
+    finite_abs = _known(m.finite_max_abs for m in per_sample)
+    finite_cos = _known(m.finite_cosine for m in per_sample)
     return Metrics(
         max_abs=max(m.max_abs for m in per_sample),
         max_rel=max(m.max_rel for m in per_sample),
         mean_abs=sum(m.mean_abs * m.size for m in per_sample) / total if total else 0.0,
         rmse=math.sqrt(sum(m.rmse**2 * m.size for m in per_sample) / total) if total else 0.0,
-        cosine=min(m.cosine for m in per_sample),
+        # min() with a NaN depends on the order; a NaN cosine is the worst.
+        cosine=math.nan if any(math.isnan(c) for c in cosines) else min(cosines),
         new_nonfinite=sum(m.new_nonfinite for m in per_sample),
         mismatched=sum(m.mismatched for m in per_sample),
         size=total,
@@ -191,4 +234,8 @@ def worst(per_sample: list[Metrics]) -> Metrics:
         needed_atol=_max_or_none([m.needed_atol for m in per_sample]),
         needed_rtol=_max_or_none([m.needed_rtol for m in per_sample]),
         passed=all(m.passed for m in per_sample),
+        unmatched_nonfinite=sum(m.unmatched_nonfinite for m in per_sample),
+        finite_size=sum(m.finite_size for m in per_sample),
+        finite_max_abs=max(finite_abs) if finite_abs else None,
+        finite_cosine=min(finite_cos) if finite_cos else None,
     )

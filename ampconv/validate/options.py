@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError
@@ -33,9 +34,10 @@ class ValidateOptions:
             ``native`` (run the converted model as is) or ``emulate`` (float32
             compute rounded to the LOW type after every LOW tensor).
         samples, seed: how many random samples to draw, and the seed.
-        shapes: ``(name, dims)`` pairs fixing symbolic dimensions for random
-            inputs; ``name`` is an input name (whole shape) or a dimension
-            symbol (one value).
+        shapes: ``(name, dims)`` pairs fixing dimensions of random inputs;
+            ``name`` is an input name (whole shape), a dimension symbol (one
+            value) or ``"input[axis]"`` (one axis of one input, one value).
+            Dimensions declared -1 or unnamed default to 1.
         localize: on failure, name the first node whose output drifts.
         decisions: optional ``node_name -> {"precision", "rule"}`` from the
             converter, used to explain the localized node.
@@ -90,15 +92,44 @@ class ValidateOptions:
         return rtol, atol, source
 
 
+# ``NAME[AXIS]``: one axis of one input (AXIS may count from the end, -1 = last).
+_AXIS_KEY = re.compile(r"^(?P<name>.+)\[(?P<axis>-?\d+)\]$")
+SHAPE_SYNTAX = "NAME:DIMxDIM... (whole input), SYMBOL:N (named dimension) or NAME[AXIS]:N (one axis)"
+
+
+def split_axis(key: str) -> tuple[str, int] | None:
+    """``"x[2]"`` -> ``("x", 2)``; None when ``key`` is not of the ``NAME[AXIS]`` form."""
+    match = _AXIS_KEY.match(key)
+    if match is None:
+        return None
+    return match.group("name"), int(match.group("axis"))
+
+
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse ``NAME:1x3x224x224`` (or ``SYMBOL:8``) into ``(name, dims)``."""
+    """Parse one ``--shape`` value into ``(name, dims)``.
+
+    Three forms: ``NAME:1x3x224x224`` (whole shape of input NAME),
+    ``SYMBOL:8`` (every dimension named SYMBOL) and ``NAME[AXIS]:48`` (one
+    axis of one input, for ``-1`` or unnamed dimensions; the key stays
+    ``"NAME[AXIS]"``). Raises ``UsageError`` with a one-line message otherwise.
+    """
     name, sep, dims = text.rpartition(":")
     if not sep or not name or not dims:
-        raise UsageError(f"bad shape {text!r}: expected NAME:DIMxDIM..., e.g. input:1x3x224x224")
+        raise UsageError(f"bad shape {text!r}: expected {SHAPE_SYNTAX}, e.g. input:1x3x224x224")
+    if name.strip() == "?" or re.fullmatch(r"\s*-?\d+\s*", name):
+        # "?" and -1 are how unnamed dimensions are displayed: they name nothing to bind.
+        raise UsageError(
+            f"bad shape {text!r}: {name.strip()!r} is not a name; set an unnamed or -1 dimension "
+            "by input and axis, e.g. x[2]:48, or give the whole input shape, e.g. x:1x3x48x192"
+        )
+    if "[" in name and split_axis(name) is None:
+        raise UsageError(f"bad shape {text!r}: expected NAME[AXIS]:N with an integer AXIS, e.g. x[2]:48")
     try:
         values = tuple(int(d) for d in dims.lower().split("x"))
     except ValueError:
         raise UsageError(f"bad shape {text!r}: dimensions must be integers separated by 'x'") from None
     if any(v < 0 for v in values):
-        raise UsageError(f"bad shape {text!r}: dimensions must be >= 0")
+        raise UsageError(f"bad shape {text!r}: dimensions must be >= 0 (-1 and unnamed dimensions default to 1)")
+    if split_axis(name) is not None and len(values) != 1:
+        raise UsageError(f"bad shape {text!r}: NAME[AXIS] takes one size, e.g. {name}:48")
     return name, values

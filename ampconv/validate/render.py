@@ -72,6 +72,28 @@ HEADERS = [
 ]
 
 
+def _nonfinite_lines(result: ValidationResult) -> list[str]:
+    """For outputs with unmatched NaN/Inf: why the row reads inf/nan, and the finite part's figures."""
+    lines = []
+    for out in result.outputs:
+        m = out.worst
+        if out.error or m is None or not m.unmatched_nonfinite:
+            continue
+        new = f", {m.new_nonfinite} of them new in the converted model" if m.new_nonfinite else ""
+        if m.finite_size:
+            rest = (
+                f"over the {m.finite_size} element(s) finite in both: max abs {_num(m.finite_max_abs)}, "
+                f"cosine {_num(m.finite_cosine, 6)}"
+            )
+        else:
+            rest = "no element is finite in both"
+        lines.append(
+            f"{out.name}: {m.unmatched_nonfinite} of {m.size} value(s) are NaN/Inf in one model only{new}, "
+            f"so its errors are inf and its cosine nan; {rest}."
+        )
+    return lines
+
+
 def _localization_lines(result: ValidationResult) -> list[str]:
     loc = result.localization
     if loc is None:
@@ -116,6 +138,7 @@ def render_text(result: ValidationResult) -> str:
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     lines.append("")
+    lines.extend(_nonfinite_lines(result))
     needed = _needed_line(result)
     if needed:
         lines.append(needed)
@@ -136,6 +159,10 @@ def render_markdown(result: ValidationResult) -> str:
     for r in _rows(result):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
     lines.append("")
+    for line in _nonfinite_lines(result):
+        lines.append(f"- {line}")
+    if _nonfinite_lines(result):
+        lines.append("")
     needed = _needed_line(result)
     if needed:
         lines.append(needed)

@@ -52,33 +52,45 @@ def cuda_available() -> bool:
 
 @dataclasses.dataclass
 class Runner:
-    """One onnxruntime session plus the casts its declared input types need."""
+    """One onnxruntime session plus the casts its declared input types need.
+
+    ``aliases`` maps an output name of the model as written to the name the
+    session's (derived) model gives that output, where they differ: a derived
+    copy cannot name an output after a graph input it rounds or casts.
+    ``source`` is the user's file a derived copy was made from; messages name
+    it rather than the temporary copy.
+    """
 
     path: str
     label: str
     provider: str
     session: object
     seconds: float = 0.0
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    source: str | None = None
 
     def run(self, sample: Mapping[str, np.ndarray], names: Sequence[str] | None = None) -> dict:
         """Run one sample; returns ``{output name: numpy array}`` for ``names`` (all by default)."""
         feeds = {}
         for arg in self.session.get_inputs():
             if arg.name not in sample:
-                raise AmpconvError(f"{self.path}: input {arg.name!r} was not provided")
-            feeds[arg.name] = _as_declared(sample[arg.name], arg.type, self.path, arg.name)
-        wanted = list(names) if names is not None else [o.name for o in self.session.get_outputs()]
+                raise AmpconvError(f"{self.source or self.path}: input {arg.name!r} was not provided")
+            feeds[arg.name] = _as_declared(sample[arg.name], arg.type, self.source or self.path, arg.name)
+        wanted = list(names) if names is not None else self.output_names()
         start = time.perf_counter()
         try:
-            arrays = self.session.run(wanted, feeds)
+            arrays = self.session.run([self.aliases.get(n, n) for n in wanted], feeds)
         except Exception as exc:  # noqa: BLE001 -- onnxruntime raises its own untyped errors
-            raise AmpconvError(f"{self.path}: onnxruntime failed to run the {self.label}: {_one_line(exc)}") from None
+            raise AmpconvError(
+                f"{self.source or self.path}: onnxruntime failed to run the {self.label}: {_one_line(exc)}"
+            ) from None
         self.seconds += time.perf_counter() - start
         return dict(zip(wanted, arrays))
 
     def output_names(self) -> list[str]:
-        """Declared output names, in order."""
-        return [o.name for o in self.session.get_outputs()]
+        """Declared output names of the model as written, in order."""
+        back = {session_name: name for name, session_name in self.aliases.items()}
+        return [back.get(o.name, o.name) for o in self.session.get_outputs()]
 
 
 def _as_declared(array: np.ndarray, onnx_type: str, path: str, name: str) -> np.ndarray:
@@ -95,8 +107,18 @@ def _one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def make_session(path: str, label: str, provider: str, optimize: bool) -> Runner:
-    """Build a session from a model path (never from bytes: models may exceed 2 GB)."""
+def make_session(
+    path: str,
+    label: str,
+    provider: str,
+    optimize: bool,
+    aliases: Mapping[str, str] | None = None,
+    source: str | None = None,
+) -> Runner:
+    """Build a session from a model path (never from bytes: models may exceed 2 GB).
+
+    ``aliases`` and ``source``: see ``Runner``.
+    """
     ort = import_runtime()
     options = ort.SessionOptions()
     options.log_severity_level = 3
@@ -107,5 +129,8 @@ def make_session(path: str, label: str, provider: str, optimize: bool) -> Runner
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=providers)
     except Exception as exc:  # noqa: BLE001 -- onnxruntime raises its own untyped errors
-        raise AmpconvError(f"{path}: onnxruntime cannot load the {label}: {_one_line(exc)}") from None
-    return Runner(path=path, label=label, provider=session.get_providers()[0], session=session)
+        raise AmpconvError(f"{source or path}: onnxruntime cannot load the {label}: {_one_line(exc)}") from None
+    return Runner(
+        path=path, label=label, provider=session.get_providers()[0], session=session,
+        aliases=dict(aliases or {}), source=source,
+    )
