@@ -30,11 +30,13 @@ existing file is never replaced by a broken one.
 from __future__ import annotations
 
 import contextlib
+import logging
 import errno
 import functools
 import mmap
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -99,8 +101,15 @@ def load_model(path: os.PathLike | str) -> ir.Model:
     if not proto.graph.node and not proto.graph.output:
         # An arbitrary byte string often parses as an empty ModelProto.
         raise ModelLoadError(f"{path}: not an ONNX model (no graph found)")
+    bad = _first_non_utf8_name(proto)
+    if bad is not None:
+        raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
     try:
-        model = ir.serde.deserialize_model(proto)
+        # onnx-ir logs (and warns about) what it finds wrong in a graph, a
+        # dangling input for example; the checks that follow turn those into
+        # one clear error, so its own lines would only be noise on stderr.
+        with _quiet_ir():
+            model = ir.serde.deserialize_model(proto)
     except Exception as exc:
         raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
     del proto
@@ -108,6 +117,71 @@ def load_model(path: os.PathLike | str) -> ir.Model:
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
     check_external_data(model, path)
     return model
+
+
+@contextlib.contextmanager
+def _quiet_ir() -> Iterator[None]:
+    """Silence onnx-ir's log warnings and Python warnings while a model is deserialized."""
+    logger = logging.getLogger("onnx_ir")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
+    """(what, text) for every name-like string of ``graph`` and its subgraphs."""
+    yield from (("a graph name", graph.name), (f"the doc string of graph {graph.name!r}", graph.doc_string))
+    for node in graph.node:
+        yield from ((f"op type of node {node.name!r}", node.op_type), ("a node name", node.name))
+        yield from ((f"domain of node {node.name!r}", node.domain), (f"doc string of node {node.name!r}", node.doc_string))
+        for name in list(node.input) + list(node.output):
+            yield f"a value name of node {node.name!r}", name
+        for attribute in node.attribute:
+            yield f"an attribute name of node {node.name!r}", attribute.name
+            if attribute.HasField("g"):
+                yield from _graph_names(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graph_names(sub)
+    for tensor in graph.initializer:
+        yield "an initializer name", tensor.name
+        for entry in tensor.external_data:
+            yield f"external data of initializer {tensor.name!r}", entry.value
+    for info in list(graph.input) + list(graph.output) + list(graph.value_info):
+        yield "a graph input, output or value_info name", info.name
+
+
+def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
+    """What holds the first name that is not valid UTF-8 (protobuf keeps such bytes), or None.
+
+    One join and one encode check everything at C speed; only a corrupt file
+    pays for the second walk that finds the culprit.
+    """
+    names = list(_graph_names(proto.graph))
+    for what, text in (
+        ("the producer name", proto.producer_name),
+        ("the producer version", proto.producer_version),
+        ("the model domain", proto.domain),
+        ("the model doc string", proto.doc_string),
+    ):
+        names.append((what, text))
+    names += [("an opset domain", opset.domain) for opset in proto.opset_import]
+    names += [("a metadata entry", text) for entry in proto.metadata_props for text in (entry.key, entry.value)]
+    try:
+        "\0".join(text for _, text in names).encode("utf-8")
+        return None
+    except (TypeError, UnicodeEncodeError):  # protobuf hands invalid UTF-8 over as bytes
+        pass
+    for what, text in names:
+        try:
+            text.encode("utf-8")
+        except (AttributeError, UnicodeEncodeError):
+            return what
+    return None
 
 
 def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
@@ -134,7 +208,15 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
     base = model_path.parent.resolve()
     seen: Dict[Path, Optional[int]] = {}
     for tensor in external_tensors(model):
-        location = str(tensor.location)
+        location = str(tensor.location or "")
+        if not location:
+            raise ModelLoadError(f"{model_path}: tensor {tensor.name!r} has external data without a location")
+        try:
+            tensor.dtype.bitwidth
+        except TypeError:  # STRING, UNDEFINED: no fixed width, so no byte range to read
+            raise ModelLoadError(
+                f"{model_path}: tensor {tensor.name!r} of type {tensor.dtype.name} cannot be external data"
+            ) from None
         data_path = Path(tensor.path)
         if data_path not in seen:
             resolved = data_path.resolve()

@@ -60,7 +60,9 @@ def runtime_refusal(path: Path) -> Optional[str]:
     except ImportError:
         return None
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # Fatal only: onnxruntime's error lines would repeat, on stderr, the
+    # failure that ampconv reports as one line.
+    options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.add_session_config_entry("session.disable_prepacking", "1")
     try:

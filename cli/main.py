@@ -1,6 +1,7 @@
 """Entry point: the ``ampconv`` click group."""
 
 import importlib
+import logging
 import sys
 
 import click
@@ -75,6 +76,10 @@ class OneLineErrorGroup(LazyGroup):
 @click.version_option(version=__version__, prog_name="ampconv")
 def cli() -> None:
     """Convert float32 ONNX models to float16/bfloat16 mixed precision."""
+    # onnx-ir logs what it finds wrong in a model it reads (a dangling input,
+    # an output nobody produces); ampconv's checks then report the problem as
+    # one error line, so the library's own log lines would only be noise.
+    logging.getLogger("onnx_ir").setLevel(logging.ERROR)
 
 
 

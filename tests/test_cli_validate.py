@@ -79,7 +79,9 @@ def test_exit_1_could_not_run(runner, overflow, tmp_path):
     onnx.save(proto, str(broken))
     result = runner.invoke(command, [ref, str(broken), "--inputs", npz])
     assert result.exit_code == 1
-    assert "onnxruntime cannot load the converted model" in result.stderr
+    # Refused when loaded, as convert refuses it: both tools' words, the file named.
+    assert result.stderr.startswith(f"ampconv: error: {broken}: the input model is invalid")
+    assert "No Op registered for NoSuchOp" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_format_json(runner, overflow):

@@ -166,7 +166,7 @@ def test_missing_or_corrupt_model_file(tmp_path, multi):
         validate(multi[0], str(tmp_path / "missing.onnx"))
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x00garbage")
-    with pytest.raises(ModelLoadError, match="junk.onnx: cannot read as ONNX"):
+    with pytest.raises(ModelLoadError, match="junk.onnx: not a readable ONNX model"):
         validate(str(junk), multi[1])
 
 

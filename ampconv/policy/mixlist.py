@@ -36,6 +36,15 @@ def op_key(entry: str) -> str:
     return entry
 
 
+def _is_name(op: str) -> bool:
+    """Whether ``op`` can name an op type (``Name`` or ``domain::Name``): printable, encodable text."""
+    try:
+        op.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        return False
+    return op.isprintable() and len(op) <= 200
+
+
 def read_mixlist(path: str | Path) -> MixList:
     """Parse and structurally validate one policy file."""
     path = Path(path)
@@ -48,6 +57,10 @@ def read_mixlist(path: str | Path) -> MixList:
         raise PolicyError(f"{where}: not a UTF-8 text file") from None
     except json.JSONDecodeError as exc:
         raise PolicyError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise PolicyError(f"{where}: JSON nested too deeply to be a policy file") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise PolicyError(f"{where}: not a usable JSON file ({exc})") from None
     if not isinstance(data, dict):
         raise PolicyError(f"{where}: top level must be an object with black-list/white-list/gray-list")
     entries: Dict[str, Dict[str, Tuple[str, ...]]] = {}
@@ -65,6 +78,9 @@ def read_mixlist(path: str | Path) -> MixList:
                 raise PolicyError(f"{where}: {key}: unknown key {action!r} (expected to-add or to-remove)")
             if not isinstance(ops, list) or not all(isinstance(o, str) and o.strip() for o in ops):
                 raise PolicyError(f"{where}: {key}.{action} must be a list of op type names")
+            for op in ops:
+                if not _is_name(op.strip()):
+                    raise PolicyError(f"{where}: {key}.{action}: {op!r} is not an op type name")
             normalized = tuple(op_key(o.strip()) for o in ops)
             entries[key][action] = normalized
             for op in normalized:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
@@ -38,18 +39,20 @@ class InputSpec:
 
 
 def load(path: str) -> ir.Model:
-    """Load a model with onnx-ir (external data stays on disk until read)."""
+    """Load a model the way ``convert`` does (external data stays on disk until read).
+
+    The same acceptance rule holds: a model that neither onnx.checker nor
+    onnxruntime accepts (a truncated weight, say) is refused here, with both
+    tools' words, before any copy of it is derived and run.
+    """
+    from ampconv.io import load_model
+    from ampconv.repair import accept_input
+
     if not os.path.isfile(path):
         raise ModelLoadError(f"{path}: no such model file")
-    try:
-        return ir.load(path)
-    except Exception as exc:  # noqa: BLE001 -- protobuf and onnx-ir raise many types here
-        raise ModelLoadError(f"{path}: cannot read as ONNX: {_one_line(exc)}") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    model = load_model(path)
+    accept_input(Path(path))
+    return model
 
 
 def declared_inputs(model: ir.Model) -> list[InputSpec]:

@@ -121,7 +121,9 @@ def make_session(
     """
     ort = import_runtime()
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # Fatal only: onnxruntime's error lines would repeat, on stderr, the
+    # failure that ampconv reports as one line.
+    options.log_severity_level = 4
     options.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )
