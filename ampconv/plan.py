@@ -19,10 +19,15 @@ Rules, in the order they are tried for one node (comments refer to them):
 Then a backward pass (sec. 4): FREE nodes become LOW iff every float consumer
 is LOW (else HIGH); transparent gray HIGH nodes flip to LOW on the same
 condition. A main-graph output that keep_io_types does not keep counts as a
-LOW consumer (the user asked for a converted interface); afterwards it takes
-the precision its value has, and an initializer output is stored LOW when its
-values fit. Structural nodes (If/Loop/Scan) are planned through their
-subgraphs (sec. 5).
+LOW consumer (the user asked for a converted interface) and is cast down if
+its producer is float32, unless its values are known not to fit the LOW type
+(a producer pinned by an overflowing constant, a constant that does not fit,
+or a transparent node forwarding one): then it stays float32 and the plan
+warns. Structural nodes (If/Loop/Scan) are planned through their subgraphs
+(sec. 5); their own slots obey their schema at the model's opset like any
+op's (If and Loop take bfloat16 only from opset 16), and a slot it refuses
+keeps the node float32 (rule ``hard-schema``), the subgraph casting up what
+flows out.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ class Plan:
     graph_output_needs: Dict[ir.Graph, Tuple[Optional[str], ...]]
     constants: List[ConstantNote]
     clamp_tensors: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    # For the report's warnings: what the plan did against the user's request, and why.
+    warnings: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""
@@ -190,6 +197,7 @@ class Planner:
         self.constants: List[ConstantNote] = []
         self._stats: Dict[ir.Value, Optional[RangeStats]] = {}
         self._clamp: Dict[str, object] = {}  # tensor -> True (clamp) or "mask"
+        self.warnings: List[str] = []
 
     # ----------------------------------------------------------------- driver
     def run(self) -> Plan:
@@ -219,6 +227,7 @@ class Planner:
             graph_output_needs=self.graph_output_needs,
             constants=self.constants,
             clamp_tensors=dict(self._clamp),
+            warnings=list(self.warnings),
         )
 
     def _share_low_initializers(self) -> None:
@@ -264,17 +273,65 @@ class Planner:
         return all(is_constant(node.inputs[i]) for i in facts.main_in)
 
     def _unkept_output_need(self, value: ir.Value) -> str:
-        """The precision of a main-graph output that keep_io_types leaves free."""
-        if value in self.values and self.values[value] != FREE:
-            # Not kept float32 means the user asked for a LOW interface: a float32
-            # producer (e.g. a BLACK Softmax) gets a cast down at the output.
-            return LOW
+        """The precision of a main-graph output that keep_io_types leaves free.
+
+        LOW (the user asked for a converted interface), except where the values
+        are known not to fit the LOW type: casting them down would turn them
+        into inf or 0, so the output stays float32 and the plan warns.
+        """
         if is_constant(value):
             # An initializer output (hazard 10): converting it is free, unless its
             # values do not fit the LOW type.
             stats = self._range(value)
-            return LOW if stats is not None and not stats.pins() else HIGH
-        return HIGH
+            if stats is not None and not stats.pins():
+                return LOW
+            why = "its values cannot be read" if stats is None else _misfit(stats, value.name or "?", self.low)
+            self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why}")
+            return HIGH
+        if value not in self.values or self.values[value] == FREE:
+            return HIGH
+        misfit = self._known_misfit(value)
+        if misfit is not None:
+            self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {misfit}")
+            return HIGH
+        # A float32 producer (e.g. a BLACK Softmax) gets a cast down at the output.
+        return LOW
+
+    def _known_misfit(self, value: ir.Value, depth: int = 8) -> Optional[str]:
+        """Why ``value``'s data is known not to fit the LOW type, or None.
+
+        Known: its producer was pinned float32 by a constant beyond the LOW
+        range, or it is a constant that does not fit, or a transparent float32
+        node (Reshape, Concat, ...) forwards such a value (same numbers).
+        """
+        if is_constant(value):
+            stats = self._range(value)
+            return _misfit(stats, value.name or "?", self.low) if stats is not None and stats.pins() else None
+        producer = value.producer()
+        if producer is None or depth == 0:
+            return None
+        decision = self.decisions.get(producer)
+        if decision is None or decision.precision != HIGH:
+            return None
+        facts = self.facts.get(producer)
+        if facts is None:
+            return None
+        if decision.rule == "hard-constant":
+            # An overflowing constant shows in the result (x + 1e6); an underflow
+            # pin (an epsilon) keeps the op's meaning, not an out-of-range result.
+            for i in facts.main_in:
+                stats = self._range(producer.inputs[i]) if is_constant(producer.inputs[i]) else None
+                if stats is not None and stats.overflow:
+                    what = _misfit(stats, producer.inputs[i].name or "?", self.low)
+                    return f"its producer {producer.name or producer.op_type} is float32: {what}"
+            return None
+        if behaviour_kind(producer.op_type, normalize_domain(producer.domain)) != "transparent":
+            return None
+        for i in facts.main_in:
+            misfit = self._known_misfit(producer.inputs[i], depth - 1)
+            if misfit is not None:
+                return misfit
+        return None
 
     def _kept_io_names(self) -> set:
         keep = self.config.keep_io_types
@@ -541,7 +598,9 @@ class Planner:
                     for i in index:
                         n = need[i] if i < len(need) else None
                         if n is None and graph is self.model.graph:
-                            n = LOW  # an output keep_io_types does not keep accepts LOW
+                            # An output keep_io_types does not keep accepts LOW,
+                            # unless its values are known not to fit.
+                            n = LOW if self._known_misfit(value) is None else HIGH
                         needs.append(n if n is not None else "UNKNOWN")
         return needs
 
@@ -567,24 +626,56 @@ class Planner:
 
     # ------------------------------------------------------------- structural
     def _plan_structural(self, node: ir.Node) -> None:
+        """Plan an If/Loop/Scan through its subgraphs; its own slots obey its schema like any op's."""
+        blocked = self._structural_blocked(node)
         if node.op_type == "If":
-            self._plan_if(node)
+            self._plan_if(node, blocked)
         else:
-            self._plan_loop_like(node)
+            self._plan_loop_like(node, blocked)
         inputs, outputs = self.structural_slots[node]
         for value, precision in zip(node.outputs, outputs):
             if precision is not None:
                 self.values[value] = precision
         low_out = any(p == LOW for p in outputs)
         precision = LOW if low_out else (HIGH if any(p == HIGH for p in outputs) else NONE)
+        floats = [p for p in list(inputs) + list(outputs) if p in (LOW, HIGH)]
+        if blocked is not None and floats:
+            self.decisions[node] = Decision(HIGH, "hard-schema", blocked)
+            return
         self.decisions[node] = Decision(
             precision, "structural", f"{node.op_type}: outputs follow its subgraphs ({_summary(outputs)})"
         )
 
-    def _plan_if(self, node: ir.Node) -> None:
+    def _structural_blocked(self, node: ir.Node) -> Optional[str]:
+        """Why the node's own schema keeps its float slots float32, or None when it admits LOW.
+
+        If and Loop before opset 16 and Scan before its bfloat16 opset type
+        their outputs and loop-carried values (V) without bfloat16: LOW slots
+        there fail the checker however the subgraphs are planned.
+        """
+        opset = self.opsets.get("", 1)
+        info = op_info("", node.op_type, opset)
+        if not info.known:
+            return f"hard: no known schema for {node.op_type} at opset {opset}; kept float32"
+        slots = [info.output_type(j) for j, v in enumerate(node.outputs) if is_float(v)]
+        slots += [info.input_type(i) for i, v in enumerate(node.inputs) if is_float(v)]
+        refused = sorted({t for t in slots if t is not None and self.low_type not in info.allowed(t)})
+        if not refused:
+            return None
+        later = first_opset_allowing("", node.op_type, opset, self.low)
+        hint = f"; allowed from opset {later}" if later else ""
+        return (
+            f"hard: {node.op_type}.{refused[0]} does not accept {self.low_type[7:-1]} at opset {opset}{hint}; "
+            "its outputs and loop-carried values stay float32"
+        )
+
+    def _plan_if(self, node: ir.Node, blocked: Optional[str]) -> None:
         branches = [node.attributes[k].value for k in ("then_branch", "else_branch") if k in node.attributes]
         for branch in branches:
-            self.graph_output_needs[branch] = tuple(None for _ in branch.outputs)
+            # A blocked If takes float32 from both branches: their producers plan for that.
+            self.graph_output_needs[branch] = tuple(
+                HIGH if blocked is not None and is_float(v) else None for v in branch.outputs
+            )
             self._plan_graph(branch)
         outputs: List[Optional[str]] = []
         for j, value in enumerate(node.outputs):
@@ -592,12 +683,13 @@ class Planner:
                 outputs.append(None)
                 continue
             precs = [self._value_precision(b.outputs[j]) for b in branches if j < len(b.outputs)]
-            outputs.append(LOW if precs and all(p == LOW for p in precs) else HIGH)
+            low = blocked is None and precs and all(p == LOW for p in precs)
+            outputs.append(LOW if low else HIGH)
         for branch in branches:
             self.graph_output_needs[branch] = tuple(outputs[: len(branch.outputs)])
         self.structural_slots[node] = (tuple(None for _ in node.inputs), tuple(outputs))
 
-    def _plan_loop_like(self, node: ir.Node) -> None:
+    def _plan_loop_like(self, node: ir.Node, blocked: Optional[str]) -> None:
         body: ir.Graph = node.attributes["body"].value
         scans = node.attributes["num_scan_inputs"].value if node.op_type == "Scan" else 0
         slots = loop_slots(node.op_type, len(node.inputs), self.opsets.get("", 1), scans)
@@ -611,11 +703,15 @@ class Planner:
             value = node.inputs[i] if i < len(node.inputs) else None
             if not is_float(value):
                 return None
+            if blocked is not None:  # the node's schema takes only float32 here
+                return HIGH
             if is_constant(value):
                 return LOW if self.policy.level != "O1" else HIGH
             p = self.values.get(value, HIGH)
             return HIGH if p == FREE else p
 
+        # A blocked node's per-iteration outputs leave the body as float32.
+        scan_need = HIGH if blocked is not None else None
         state = [initial(i) for i in state_inputs]
         for _attempt in range(2):  # plan once, recolour once (POLICY.md sec. 5)
             for k, b_in in enumerate(body_state_inputs):
@@ -626,7 +722,9 @@ class Planner:
                 value = body.inputs[b_in] if b_in < len(body.inputs) else None
                 if is_float(value):
                     self.values[value] = initial(node_in) or HIGH
-            needs: List[Optional[str]] = [None] * len(body.outputs)
+            needs: List[Optional[str]] = [
+                scan_need if j >= first_scan_out and is_float(v) else None for j, v in enumerate(body.outputs)
+            ]
             for k, b_out in enumerate(body_state_outputs):
                 needs[b_out] = state[k]
             self.graph_output_needs[body] = tuple(needs)
@@ -639,7 +737,7 @@ class Planner:
             if not changed:
                 break
         scan_outs = [
-            self._value_precision(v) if is_float(v) else None for v in body.outputs[first_scan_out:]
+            (scan_need or self._value_precision(v)) if is_float(v) else None for v in body.outputs[first_scan_out:]
         ]
         needs = [None] * len(body.outputs)
         for k, b_out in enumerate(body_state_outputs):
@@ -651,7 +749,8 @@ class Planner:
         for k, i in enumerate(state_inputs):
             inputs[i] = state[k]
         for node_in, _ in scan_in_pairs:
-            inputs[node_in] = ANY if is_float(node.inputs[node_in]) else None
+            # A scanned tensor is read as it comes, unless the schema takes only float32.
+            inputs[node_in] = (HIGH if blocked is not None else ANY) if is_float(node.inputs[node_in]) else None
         outputs = list(state) + scan_outs
         outputs = [p if j < len(node.outputs) and is_float(node.outputs[j]) else None for j, p in enumerate(outputs)]
         self.structural_slots[node] = (tuple(inputs), tuple(outputs[: len(node.outputs)]))
@@ -713,6 +812,13 @@ def _origin(value: ir.Value) -> str:
     if producer is not None:
         return producer.name or producer.op_type
     return f"input {value.name}"
+
+
+def _misfit(stats: RangeStats, tensor: str, low: str) -> str:
+    """One phrase: how the values of ``tensor`` do not fit the LOW type."""
+    if stats.overflow:
+        return f"constant {stats.example_overflow:.3g} in {tensor} exceeds {low} (it would become inf)"
+    return f"constant {stats.example_underflow:.3g} in {tensor} underflows to 0 in {low}"
 
 
 def _summary(outputs: Sequence[Optional[str]]) -> str:

@@ -4,20 +4,24 @@ Nothing here is hard-coded per op: which slots share the node's main type
 variable, which types a variable admits at the model's opset, and from which
 opset a blocked type becomes legal all come from the installed schemas.
 
-One exception, ``TIED_TYPE_VARIABLES``: a few schemas declare two type
-variables that their function body (and onnxruntime's kernel) require to be
-equal. Attention multiplies softmax(Q K^T) (T1) by V (T2) with one MatMul;
-RMSNormalization multiplies the normalized X (T) by scale (V). Converting
-only one of them passes the checker's signature check but not the function's
-inference nor onnxruntime ("Type parameter (T) of Optype (MatMul) bound to
-different types"), so the tied variable is read as the main one.
+Some schemas declare two type variables that must nevertheless be equal.
+Attention multiplies softmax(Q K^T) (T1) by V (T2) with one MatMul in its
+function body; RMSNormalization multiplies the normalized X (T) by scale (V);
+LinearAttention's type inference gives ``present_state`` (S) the type of
+``query`` (T) when ``past_state`` is absent. Converting only one of them passes
+the checker's signature check but not the function's inference, the node's
+own inference, nor onnxruntime ("Type parameter (T) of Optype (MatMul) bound
+to different types"). ``type_ties`` finds such ties from the installed onnx
+(the function body and the op's inference function, see there), so an op is
+handled the day onnx ships it; ``op_info`` reads a tied variable as the one
+it is tied to.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import onnx
 import onnx.defs
@@ -80,22 +84,22 @@ def _slot(types: Tuple[str, ...], variadic: bool, index: int) -> Optional[str]:
     return None
 
 
-TIED_TYPE_VARIABLES = {
-    ("", "Attention"): {"T2": "T1"},
-    ("", "RMSNormalization"): {"T": "V"},
-}
-
-
 @functools.lru_cache(maxsize=None)
 def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
-    """Signature of ``domain::op_type`` at ``opset``; ``known=False`` when no schema exists."""
+    """Signature of ``domain::op_type`` at ``opset``; ``known=False`` when no schema exists.
+
+    A type variable tied to another one (``type_ties``) is read as that one,
+    and admits only the types both admit.
+    """
     domain = normalize_domain(domain)
-    try:
-        schema = onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
-    except onnx.defs.SchemaError:
+    schema = _schema(domain, op_type, opset)
+    if schema is None:
         return OpInfo(known=False)
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    tied = TIED_TYPE_VARIABLES.get((domain, op_type), {})
+    tied = dict(type_ties(domain, op_type, opset))
+    constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    for variable, canonical in tied.items():
+        constraints[canonical] = constraints[canonical] & constraints[variable]
     return OpInfo(
         known=True,
         since_version=schema.since_version,
@@ -103,10 +107,293 @@ def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
         input_variadic=bool(schema.inputs) and schema.inputs[-1].option == variadic,
         output_types=tuple(tied.get(p.type_str, p.type_str) for p in schema.outputs),
         output_variadic=bool(schema.outputs) and schema.outputs[-1].option == variadic,
-        constraints=tuple(
-            (c.type_param_str, frozenset(c.allowed_type_strs)) for c in schema.type_constraints
-        ),
+        constraints=tuple(constraints.items()),
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(domain: str, op_type: str, opset: int) -> Optional[onnx.defs.OpSchema]:
+    try:
+        return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+# ------------------------------------------------------------------ type ties
+@functools.lru_cache(maxsize=None)
+def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], ...]:
+    """Pairs (variable, canonical) of type variables that must hold one type.
+
+    Two sources, both read from the installed onnx at ``opset``:
+
+    * the function body (plain or context-dependent): a body node whose schema
+      binds two values to one of *its* type variables forces the op's variables
+      those values come from to be equal (Attention's MatMul of T1 by T2);
+    * the op's type inference: probing it with one variable's inputs set to
+      another float type, an output of a second variable that follows, or an
+      error that goes away when the second variable follows too, ties the two
+      (LinearAttention's ``present_state`` without ``past_state``).
+
+    Only variables that admit float32 and another type matter to conversion;
+    ``canonical`` is the group's first variable in slot order, outputs first
+    (Attention: T1, the type of Y). Ties are read per op, not per node: one
+    that holds only without an optional input or attribute (LinearAttention
+    without ``past_state``) is kept, as moving both variables together is
+    always type-correct. Schemas whose body or inference cannot be built from
+    a synthetic node simply have fewer ties.
+    """
+    domain = normalize_domain(domain)
+    schema = _schema(domain, op_type, opset)
+    if schema is None:
+        return ()
+    constraints = {c.type_param_str: tuple(c.allowed_type_strs) for c in schema.type_constraints}
+    floaty = [v for v in _variables_in_slot_order(schema) if FLOAT in constraints[v] and len(constraints[v]) > 1]
+    if len(floaty) < 2:
+        return ()
+    groups = _UnionFind()
+    for a, b in _body_ties(schema, opset, constraints) + _inference_ties(schema, opset, constraints, floaty):
+        groups.union(("outer", a), ("outer", b))
+    pairs = []
+    for i, variable in enumerate(floaty):
+        for canonical in floaty[:i]:
+            if groups.find(("outer", variable)) == groups.find(("outer", canonical)):
+                pairs.append((variable, canonical))
+                break
+    return tuple(pairs)
+
+
+def _variables_in_slot_order(schema: onnx.defs.OpSchema) -> List[str]:
+    """The schema's type variables, ordered by first use: outputs, then inputs."""
+    names = {c.type_param_str for c in schema.type_constraints}
+    order: List[str] = []
+    for p in list(schema.outputs) + list(schema.inputs):
+        if p.type_str in names and p.type_str not in order:
+            order.append(p.type_str)
+    return order
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: Dict[Hashable, Hashable] = {}
+
+    def find(self, item: Hashable) -> Hashable:
+        parent = self.parent.setdefault(item, item)
+        if parent != item:
+            parent = self.parent[item] = self.find(parent)
+        return parent
+
+    def union(self, a: Hashable, b: Hashable) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+_ELEM_TYPES = {name.lower(): number for name, number in onnx.TensorProto.DataType.items() if number}
+
+
+def _type_proto(type_str: str) -> Optional[onnx.TypeProto]:
+    """A ``TypeProto`` for a schema type string such as ``seq(tensor(float))``; None if unsupported."""
+    proto = onnx.TypeProto()
+    if type_str.startswith("tensor(") and type_str.endswith(")"):
+        elem = _ELEM_TYPES.get(type_str[7:-1])
+        if elem is None:
+            return None
+        proto.tensor_type.elem_type = elem
+        return proto
+    for kind in ("seq", "optional"):
+        if type_str.startswith(kind + "(") and type_str.endswith(")"):
+            inner = _type_proto(type_str[len(kind) + 1 : -1])
+            if inner is None:
+                return None
+            target = proto.sequence_type if kind == "seq" else proto.optional_type
+            target.elem_type.CopyFrom(inner)
+            return proto
+    return None
+
+
+def _dummy_attribute(name: str, kind) -> Optional[onnx.AttributeProto]:
+    """A placeholder value for a required attribute, so a synthetic node can be built."""
+    types = onnx.defs.OpSchema.AttrType
+    values = {
+        types.INT: 1,
+        types.FLOAT: 1.0,
+        types.STRING: "",
+        types.INTS: [1],
+        types.FLOATS: [1.0],
+        types.STRINGS: [""],
+    }
+    if kind not in values:
+        return None
+    return onnx.helper.make_attribute(name, values[kind])
+
+
+def _synthetic_node(schema: onnx.defs.OpSchema, with_optional: bool) -> Optional[onnx.NodeProto]:
+    """A node of ``schema`` with every input (or only the required ones) and every output."""
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    inputs = [
+        f"in{i}" if with_optional or p.option != optional else "" for i, p in enumerate(schema.inputs)
+    ]
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    attributes = []
+    for name, attr in schema.attributes.items():
+        if attr.required:
+            proto = _dummy_attribute(name, attr.type)
+            if proto is None:
+                return None
+            attributes.append(proto)
+    node = onnx.helper.make_node(
+        schema.name, inputs, [f"out{j}" for j in range(len(schema.outputs))], domain=schema.domain
+    )
+    node.attribute.extend(attributes)
+    return node
+
+
+def _slot_type(type_str: str, constraints: Mapping[str, Tuple[str, ...]], chosen: Mapping[str, str]) -> str:
+    """The concrete type a synthetic input gets: ``chosen`` per variable, float32 if allowed, else the first."""
+    if type_str not in constraints:
+        return type_str
+    if type_str in chosen:
+        return chosen[type_str]
+    allowed = constraints[type_str]
+    return FLOAT if FLOAT in allowed else sorted(allowed)[0]
+
+
+def _input_types(
+    schema: onnx.defs.OpSchema, node: onnx.NodeProto, constraints, chosen: Mapping[str, str]
+) -> Optional[Dict[str, onnx.TypeProto]]:
+    types: Dict[str, onnx.TypeProto] = {}
+    for i, name in enumerate(node.input):
+        if not name:
+            continue
+        proto = _type_proto(_slot_type(schema.inputs[i].type_str, constraints, chosen))
+        if proto is None:
+            return None
+        types[name] = proto
+    return types
+
+
+def _function_body(schema: onnx.defs.OpSchema, opset: int, node: onnx.NodeProto, types) -> Optional[onnx.FunctionProto]:
+    """The op's function body at ``opset`` (plain, or built for ``node`` and ``types``), or None."""
+    try:
+        if schema.has_function:
+            versions = [v for v in schema.function_opset_versions if v <= opset]
+            data = schema.get_function_with_opset_version(max(versions)) if versions else None
+            if data is None:
+                return schema.function_body if schema.function_body.node else None
+        elif schema.has_context_dependent_function:
+            versions = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+            if not versions:
+                return None
+            data = schema.get_context_dependent_function_with_opset_version(
+                max(versions), node.SerializeToString(), [types[n].SerializeToString() for n in node.input if n]
+            )
+        else:
+            return None
+    except Exception:  # a builder that rejects the synthetic node: no body ties
+        return None
+    body = onnx.FunctionProto()
+    body.ParseFromString(data)
+    return body if body.node else None
+
+
+def _body_ties(schema: onnx.defs.OpSchema, opset: int, constraints) -> List[Tuple[str, str]]:
+    """Pairs of the op's type variables that its function body binds to one type variable."""
+    if not (schema.has_function or schema.has_context_dependent_function):
+        return []
+    ties: List[Tuple[str, str]] = []
+    for with_optional in (True, False):
+        node = _synthetic_node(schema, with_optional)
+        types = None if node is None else _input_types(schema, node, constraints, {})
+        body = None if types is None else _function_body(schema, opset, node, types)
+        if body is None:
+            continue
+        groups = _UnionFind()
+        for formals, names in ((schema.inputs, body.input), (schema.outputs, body.output)):
+            for k, name in enumerate(names):
+                if formals and formals[min(k, len(formals) - 1)].type_str in constraints:
+                    groups.union(("value", name), ("outer", formals[min(k, len(formals) - 1)].type_str))
+        versions = {normalize_domain(o.domain): o.version for o in body.opset_import}
+        for index, inner in enumerate(body.node):
+            _bind_inner_node(groups, index, inner, versions)
+        outer = list(constraints)
+        for i, a in enumerate(outer):
+            for b in outer[:i]:
+                if groups.find(("outer", a)) == groups.find(("outer", b)):
+                    ties.append((a, b))
+    return ties
+
+
+def _bind_inner_node(groups: _UnionFind, index: int, node: onnx.NodeProto, versions: Mapping[str, int]) -> None:
+    """Join each value of a body node with the type variable its slot is bound to."""
+    domain = normalize_domain(node.domain)
+    schema = _schema(domain, node.op_type, versions.get(domain, 1))
+    if schema is None:
+        return
+    tied = dict(type_ties(domain, node.op_type, versions.get(domain, 1)))
+    names = {c.type_param_str for c in schema.type_constraints}
+    for formals, values in ((schema.inputs, node.input), (schema.outputs, node.output)):
+        for k, value in enumerate(values):
+            if not value or not formals:
+                continue
+            formal = formals[min(k, len(formals) - 1)]
+            if formal.type_str not in names:
+                continue
+            variable = tied.get(formal.type_str, formal.type_str)
+            # A heterogeneous variadic (Loop's, Scan's V) binds each position to its own type.
+            position = k if k >= len(formals) - 1 and not formal.is_homogeneous else None
+            groups.union(("value", value), ("inner", index, variable, position))
+
+
+def _inference_ties(schema: onnx.defs.OpSchema, opset: int, constraints, floaty: Sequence[str]) -> List[Tuple[str, str]]:
+    """Pairs of float variables the op's type inference makes follow each other (see ``type_ties``)."""
+    if not schema.has_type_and_shape_inference_function:
+        return []
+    import onnx.shape_inference  # only when a tie is first asked for: keeps importing ampconv fast
+
+    ties: List[Tuple[str, str]] = []
+    opsets = [onnx.helper.make_opsetid(schema.domain, opset)]
+    if schema.domain != "":
+        opsets.append(onnx.helper.make_opsetid("", onnx.defs.onnx_opset_version()))
+
+    def infer(node: onnx.NodeProto, chosen: Mapping[str, str]):
+        types = _input_types(schema, node, constraints, chosen)
+        if types is None:
+            return None
+        try:
+            out = onnx.shape_inference.infer_node_outputs(schema, node, types, opset_imports=opsets)
+        except Exception:  # a type clash (or a synthetic node the inference cannot read)
+            return None
+        return {
+            name: p.tensor_type.elem_type for name, p in out.items() if p.WhichOneof("value") == "tensor_type"
+        }
+
+    for with_optional in (True, False):
+        node = _synthetic_node(schema, with_optional)
+        if node is None or infer(node, {}) is None:
+            continue
+        outputs = {f"out{j}": p.type_str for j, p in enumerate(schema.outputs)}
+        for a in floaty:
+            alt = _other_float(constraints[a])
+            if alt is None:
+                continue
+            result = infer(node, {a: alt})
+            if result is None:  # refused: find the variable that must follow
+                for b in floaty:
+                    if b != a and alt in constraints[b] and infer(node, {a: alt, b: alt}) is not None:
+                        ties.append((a, b))
+                continue
+            for name, elem in result.items():
+                b = outputs.get(name)
+                if b in floaty and b != a and elem == _ELEM_TYPES[alt[7:-1]]:
+                    ties.append((a, b))
+    return ties
+
+
+def _other_float(allowed: Sequence[str]) -> Optional[str]:
+    """A float type other than float32 that a variable admits (the one a probe switches to)."""
+    for candidate in ("tensor(float16)", "tensor(bfloat16)", "tensor(double)"):
+        if candidate in allowed:
+            return candidate
+    return None
 
 
 @functools.lru_cache(maxsize=None)
