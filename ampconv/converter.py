@@ -185,6 +185,7 @@ def _convert_once(
 
 
 def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
+    report.warnings.extend(plan.warnings)
     graph_names = {}
     for graph in model.graphs():
         graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")

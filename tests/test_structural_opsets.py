@@ -170,6 +170,7 @@ def test_unkept_output_beyond_range_stays_float32(tmp_path):
     assert len(plan.warnings) == 2
     for name, warning in zip(("y", "r"), plan.warnings):
         assert f"output {name!r} kept float32" in warning and "big" in warning and "inf" in warning
+    assert report.warnings[-2:] == plan.warnings  # the user sees them: never silent
     x = np.ones((2, 4), np.float32)
     y, r, _ = run(tmp_path / "model.out.onnx", {"x": x.astype(np.float16)})
     assert np.isfinite(y).all() and np.isfinite(r).all()
@@ -200,5 +201,6 @@ def test_unkept_black_output_still_low(tmp_path):
     plan = _plan(tmp_path, text, level="O2", keep_io_types=False)
     assert plan.warnings == []  # an underflow pin (an epsilon) does not make the result misfit
     report, model = convert_text(tmp_path, text, level="O2", keep_io_types=False)
+    assert report.warnings == []
     assert _node(report, "Softmax")["precision"] == "HIGH"
     assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
