@@ -13,7 +13,11 @@ from typing import Optional
 import ml_dtypes
 import numpy as np
 
-CHUNK = 1 << 18  # elements per scan step (1 MB): stays in cache, bounded temporaries
+# Elements per scan step (1 MiB of float32: stays in cache, bounded temporaries).
+# The same constant as the chunks ``read_chunks`` yields, imported rather than
+# repeated: ``range_stats`` scans those chunks through a buffer of this size, and
+# a chunk larger than the buffer would raise.
+from ampconv.chunks import CHUNK_ELEMENTS
 
 # Bit patterns of |x| (float32) at which rounding to the LOW type overflows to inf
 # (the halfway point above the largest finite value rounds to even = inf) and
@@ -59,21 +63,21 @@ class RangeStats:
 def range_stats(array, low: str, chunks=None) -> RangeStats:
     """Scan float32 data for values the LOW type cannot hold.
 
-    ``chunks`` (an iterable of 1-D float32 arrays, e.g. ``io.read_chunks``) lets
-    a memory-mapped tensor be scanned with one chunk resident at a time. The
-    common case (nothing out of range) costs one in-place mask, one max and two
-    counts per chunk into a reused buffer; details are computed only for the
-    chunks that need them.
+    ``chunks`` (an iterable of 1-D float32 arrays of at most ``CHUNK_ELEMENTS``,
+    e.g. ``ampconv.chunks.read_chunks``) lets a memory-mapped tensor be scanned
+    with one chunk resident at a time. The common case (nothing out of range)
+    costs one in-place mask, one max and two counts per chunk into a reused
+    buffer; details are computed only for the chunks that need them.
     """
     limits = _LIMITS[low]
     if chunks is None:
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
-        chunks = (flat[i : i + CHUNK] for i in range(0, flat.size, CHUNK))
+        chunks = (flat[i : i + CHUNK_ELEMENTS] for i in range(0, flat.size, CHUNK_ELEMENTS))
     overflow = underflow = nonzero = size = 0
     mask_like = True
     max_abs = 0.0
     ex_over = ex_under = None
-    buffer = np.empty(CHUNK, dtype=np.uint32)
+    buffer = np.empty(CHUNK_ELEMENTS, dtype=np.uint32)
     for values in chunks:
         values = np.ascontiguousarray(values, dtype=np.float32)
         n = values.size

@@ -18,10 +18,12 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from ampconv import io
 from ampconv.config import Config
 from ampconv.constants import MASK_FILL
 from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
+from ampconv.load import external_data_files, load_model, weight_bytes
+from ampconv.loadcheck import check_written
+from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.apply import ApplyResult, apply_plan
 from ampconv.passes.cleanup import CleanupResult, cleanup
 from ampconv.passes.invariants import check_loop_state_types
@@ -31,6 +33,7 @@ from ampconv.prepare import infer_types, name_nodes
 from ampconv.repair import accept_input, input_refusal, repair
 from ampconv.report import Report
 from ampconv.verdict import ACCEPT, PIN, judge
+from ampconv.writer import write_model
 
 MAX_RUNTIME_RETRIES = 8
 
@@ -57,7 +60,7 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
 
 def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     src = Path(src)
-    dst = Path(dst) if dst is not None else io.default_output_path(src, config.dtype)
+    dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
     policy = load_policy(
         preset=config.preset,
         mixlists=config.mixlists,
@@ -65,11 +68,11 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         block_ops=config.block_ops,
         target=config.target,
     )
-    model = io.load_model(src)
+    model = load_model(src)
     _check_opset(src, model)
     complaint = accept_input(src)  # raises when the input is invalid for onnxruntime too
     if not dry_run:
-        io.check_output_path(src, dst, model, config.overwrite)
+        check_output_path(src, dst, model, config.overwrite)
     runtime_pins: Dict[str, str] = {}
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
         repairs = []
@@ -79,7 +82,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs)
         if dry_run or report.output is not None:
             return report
-        model = io.load_model(src)  # a pin was added: plan again from the original
+        model = load_model(src)  # a pin was added: plan again from the original
     raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
@@ -106,10 +109,10 @@ def _convert_once(
     name_nodes(model)
     infer_types(model)
     casts_before = _count_casts(model)
-    weights_before = io.weight_bytes(model)
+    weights_before = weight_bytes(model)
     # Decided before the rewrite: converted initializers become lazy tensors
     # that no longer say they came from external data (hazard 11).
-    external = bool(io.external_data_files(model))
+    external = bool(external_data_files(model))
     report = Report(
         source=str(src),
         output=None,
@@ -149,9 +152,9 @@ def _convert_once(
     if dry_run:
         return report, model
 
-    with io.staging_dir(dst) as stage:
+    with staging_dir(dst) as stage:
         staged = stage / dst.name
-        written_note = io.write_model(
+        written_note = write_model(
             model, staged, external=external, progress=config.progress, max_workers=config.max_workers
         )
         if written_note:
@@ -164,7 +167,7 @@ def _convert_once(
                     f"onnxruntime load check skipped: {nodes} nodes (its session setup grows faster than "
                     f"linear above {RUNTIME_CHECK_MAX_NODES}); onnx.checker passed; run `ampconv validate`"
                 )
-            note = io.check_written(staged, runtime=runtime, source=src)
+            note = check_written(staged, runtime=runtime, source=src)
         except ConversionError as exc:
             verdict = judge(exc, model, config.dtype)
             if verdict.kind == ACCEPT:
@@ -179,7 +182,7 @@ def _convert_once(
                 raise  # nothing new to pin: planning again would give the same model
         if note:
             report.notes.append(note)
-        io.publish(stage, dst)
+        publish(stage, dst)
     report.output = str(dst)
     return report, model
 

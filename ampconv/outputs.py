@@ -14,6 +14,9 @@ work starts:
   into, anything else needs ``--overwrite``;
 - the folder exists, is a folder and is writable.
 
+The converted model's default path (``default_output_path``) and its
+pre-write check (``check_output_path``) live here too.
+
 Writes are atomic (a temporary file beside the target, then ``os.replace``):
 a reader never sees half a file, and a failure leaves the old file intact. A
 replaced file keeps its permission bits; a new file gets what ``open()``
@@ -36,9 +39,12 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ampconv.errors import OutputError
+
+if TYPE_CHECKING:  # only for annotations: onnx-ir is not imported at start-up
+    import onnx_ir as ir
 
 # Top-level key (and format version) that marks a JSON file as a report
 # ``ampconv convert --report`` wrote; ``is_report`` also accepts older reports.
@@ -49,6 +55,11 @@ _CONVERT_REPORT_KEYS = frozenset({"source", "output", "dtype", "level", "nodes"}
 
 # (what it is, its path), e.g. ("the input model", Path("m.onnx")).
 Named = Tuple[str, Path]
+
+
+def default_output_path(src: Path, dtype: str) -> Path:
+    """``<stem>.<dtype>.onnx`` beside the input."""
+    return src.with_name(f"{src.stem}.{dtype}.onnx")
 
 
 def data_file_name(dst: Path) -> str:
@@ -67,6 +78,25 @@ def same_file(a: os.PathLike | str, b: os.PathLike | str) -> bool:
 
 
 # --- checks -----------------------------------------------------------------
+
+
+def check_output_path(src: Path, dst: Path, model: ir.Model, overwrite: bool) -> None:
+    """Refuse outputs that would destroy user data or cannot be written.
+
+    Compares resolved paths and, for files that exist, inode identity, so a
+    symlink or hard link to the input or its external data is caught too. An
+    existing ``<dst>.data`` needs ``overwrite`` when the model will be written
+    with external data (as ``write_model`` decides). The rules are
+    ``check_model_output``'s (shared by every write path).
+    """
+    # Imported here: this module stays free of onnx/onnx-ir at import (the CLI
+    # loads it at start-up), and ampconv.writer imports this module.
+    from ampconv.load import external_data_files, weight_bytes
+    from ampconv.writer import INLINE_WEIGHT_LIMIT
+
+    data_files = external_data_files(model)
+    writes_data = bool(data_files) or weight_bytes(model) > INLINE_WEIGHT_LIMIT
+    check_model_output(src, dst, data_files, overwrite, writes_data=writes_data)
 
 
 def check_model_output(

@@ -40,7 +40,7 @@ import onnx_ir as ir
 
 from ampconv.config import Config
 from ampconv.constants import RangeStats, range_stats
-from ampconv.io import read_chunks, release_mapped
+from ampconv.chunks import read_chunks, release_mapped
 from ampconv.policy import BLACK, HIGH, LOW, Policy
 from ampconv.policy.mixlist import op_key
 from ampconv.policy.lists import (

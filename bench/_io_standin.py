@@ -1,9 +1,10 @@
-"""A stand-in fp16 conversion built only on ampconv.io, for measuring the I/O path.
+"""A stand-in fp16 conversion built only on ampconv's I/O modules, for measuring the I/O path.
 
 It converts every float32 initializer to float16 lazily (round to nearest even,
 computed while written) and inserts a Cast back to float32 after it, so the
-model stays valid without any planning. This isolates what io.py costs from
-what the converter's passes cost; the benchmark reports both.
+model stays valid without any planning. This isolates what the I/O path
+(``ampconv.load``, ``ampconv.chunks``, ``ampconv.writer``, ``ampconv.outputs``)
+costs from what the converter's passes cost; the benchmark reports both.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from ampconv import io
+from ampconv.chunks import CastTensor
+from ampconv.load import load_model
+from ampconv.loadcheck import check_written
+from ampconv.outputs import publish, staging_dir
+from ampconv.writer import write_model
 
 
 def lazy_fp16(src: ir.TensorProtocol) -> ir.LazyTensor:
     """A tensor that converts ``src`` to float16 while it is written (as the converter does)."""
-    return io.CastTensor(src, ir.DataType.FLOAT16, name=src.name)
+    return CastTensor(src, ir.DataType.FLOAT16, name=src.name)
 
 
 def convert_initializers(model: ir.Model) -> int:
@@ -46,18 +51,18 @@ def convert_initializers(model: ir.Model) -> int:
 
 
 def main(src: str, dst: str, runtime: bool = False) -> None:
-    """Convert ``src`` to ``dst`` through io.py only, and print timings."""
+    """Convert ``src`` to ``dst`` through the I/O modules only, and print timings."""
     t0 = time.perf_counter()
-    model = io.load_model(src)
+    model = load_model(src)
     convert_initializers(model)
     dst_p = Path(dst)
-    with io.staging_dir(dst_p) as tmp:
+    with staging_dir(dst_p) as tmp:
         staged = tmp / dst_p.name
-        io.write_model(model, staged, external=True)
+        write_model(model, staged, external=True)
         t1 = time.perf_counter()
-        note = io.check_written(staged, runtime=runtime)
+        note = check_written(staged, runtime=runtime)
         t2 = time.perf_counter()
-        io.publish(tmp, dst_p)
+        publish(tmp, dst_p)
     print(f"write {t1 - t0:.2f}s check {t2 - t1:.2f}s note={note}", file=sys.stderr)
 
 

@@ -10,8 +10,9 @@ one run:
 2. onnxconverter-common ``convert_float_to_float16(keep_io_types=True)`` + save;
 3. ``ampconv convert --level O2`` (the CLI; the library API when the CLI has
    no ``convert`` command yet), its default onnxruntime load check included;
-4. for reference, the ``ampconv.io`` path alone (``bench/_io_standin.py``:
-   every weight to float16 with a Cast back, no planning).
+4. for reference, the I/O path alone (``ampconv.load``, ``chunks``, ``writer``
+   through ``bench/_io_standin.py``: every weight to float16 with a Cast back,
+   no planning).
 
 Then memory flatness (the same converter on models with 1/4, 1/2 and all of
 the weights, only the layer count changing, so the largest tensor is the same:

@@ -9,7 +9,7 @@ import click
 import ampconv
 from ampconv import outputs
 from ampconv.config import Config
-from ampconv.io import default_output_path
+from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import conversion_options, keep_io_value, policy_options

@@ -237,8 +237,8 @@ def test_output_parent_is_a_file(cli_runner, work, mlp_path):
 def test_output_folder_not_writable(cli_runner, work, mlp_path, monkeypatch):
     """Root ignores permission bits, so os.access is monkeypatched to report the folder read-only.
 
-    This covers the pre-write check (io.check_output_path); the staging-folder
-    creation failure behind it is covered by tests/test_io.py (``/proc``).
+    This covers the pre-write check (outputs.check_output_path); the staging-folder
+    creation failure behind it is covered by tests/test_output_paths.py (``/proc``).
     """
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())

@@ -9,7 +9,7 @@ import pytest
 
 from ampconv import fastcast
 from ampconv.constants import to_low
-from ampconv.io import CHUNK_ELEMENTS, CastTensor
+from ampconv.chunks import CHUNK_ELEMENTS, CastTensor
 
 
 def numpy_fp16(values: np.ndarray) -> np.ndarray:

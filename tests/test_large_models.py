@@ -6,7 +6,8 @@ measured in a fresh child process (``ru_maxrss`` of that process alone), so
 pytest's own memory does not count.
 
 Tests marked ``converter`` go through the public ``ampconv.convert`` and are
-skipped until the converter is installed; the rest exercise ``ampconv.io``
+skipped until the converter is installed; the rest exercise the I/O modules
+(``ampconv.load``, ``ampconv.chunks``, ``ampconv.writer``, ``ampconv.outputs``)
 through a stand-in conversion (``bench/_io_standin.py``) and always run.
 """
 
@@ -184,13 +185,12 @@ def test_output_on_input_or_its_data_is_refused(tmp_path):
 def test_readonly_output_folder(tmp_path, monkeypatch):
     """Two honest variants: os.access says no (simulated; root ignores chmod) and /proc (real)."""
     import ampconv
-    from ampconv import io
 
     src = gpt.build(tmp_path, SMALL, layout="single", seed=0)
     before = _hashes(tmp_path)
     with pytest.raises(ampconv.OutputError):
         ampconv.convert(src, pathlib.Path("/proc/gpt.fp16.onnx"), ampconv.Config())
-    monkeypatch.setattr(io.os, "access", lambda *a, **k: False)
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)
     with pytest.raises(ampconv.OutputError, match="not writable"):
         ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config())
     assert _hashes(tmp_path) == before
@@ -201,22 +201,24 @@ def test_readonly_output_folder(tmp_path, monkeypatch):
 SIGINT_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
-from ampconv import io
+from ampconv.load import load_model
+from ampconv.outputs import publish, staging_dir
+from ampconv.writer import write_model
 from bench import _io_standin
 # A shell's background jobs start with SIGINT ignored, and Python then keeps it
 # ignored: install the handler an interactive run has, so CI's launcher cannot matter.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
-model = io.load_model(src)
+model = load_model(src)
 _io_standin.convert_initializers(model)
 sent = []
 def progress(done, total):
     if done and not sent:
         sent.append(1)
         os.kill(os.getpid(), signal.SIGINT)
-with io.staging_dir(dst) as tmp:
-    io.write_model(model, tmp / dst.name, external=True, progress=progress)
-    io.publish(tmp, dst)
+with staging_dir(dst) as tmp:
+    write_model(model, tmp / dst.name, external=True, progress=progress)
+    publish(tmp, dst)
 """
 
 

@@ -87,7 +87,7 @@ def test_input_failing_the_full_checker_is_held_to_the_basic_one(tmp_path):
 
 
 def test_an_output_failing_the_full_checker_alone_is_refused(tmp_path):
-    from ampconv import io
+    from ampconv.loadcheck import check_written
 
     good = save(model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) }"""), tmp_path / "good.onnx")
@@ -95,8 +95,8 @@ def test_an_output_failing_the_full_checker_alone_is_refused(tmp_path):
     g (float[2, 3, 4, 4] x) => (float[2, 3, 4, 4] y) { y = MeanVarianceNormalization (x) }""")
     bad_path = save(bad, tmp_path / "bad.onnx")
     with pytest.raises(ConversionError, match="fails onnx.checker"):
-        io.check_written(bad_path, runtime=False, source=good)
-    assert "shape inference" in io.check_written(bad_path, runtime=False, source=bad_path)
+        check_written(bad_path, runtime=False, source=good)
+    assert "shape inference" in check_written(bad_path, runtime=False, source=bad_path)
 
 
 # ------------------------------------------------------------- Attention

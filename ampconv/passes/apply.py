@@ -28,8 +28,8 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.chunks import CastTensor
 from ampconv.constants import to_low
-from ampconv.io import CastTensor
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE

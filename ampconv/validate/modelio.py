@@ -17,9 +17,10 @@ import onnx_ir as ir
 from ampconv.errors import ModelLoadError
 
 LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
-# Above this estimated size a derived copy is saved with external data; well
-# under 2 GiB because widening fp16 weights to float32 doubles them.
-EXTERNAL_THRESHOLD_BYTES = int(1.5 * 1024**3)
+# A derived copy whose estimated size (whole model) is above this is saved with
+# external data; well under 2 GiB because widening fp16 weights to float32
+# doubles them. (Not ampconv.writer.INLINE_TENSOR_MAX_BYTES, which is per tensor.)
+DERIVED_MODEL_INLINE_MAX_BYTES = int(1.5 * 1024**3)
 
 Dim = int | str | None
 
@@ -45,7 +46,7 @@ def load(path: str) -> ir.Model:
     onnxruntime accepts (a truncated weight, say) is refused here, with both
     tools' words, before any copy of it is derived and run.
     """
-    from ampconv.io import load_model
+    from ampconv.load import load_model
     from ampconv.repair import accept_input
 
     if not os.path.isfile(path):
@@ -154,7 +155,7 @@ def wants_external(model: ir.Model, source_path: str) -> bool:
     if has_external_data(model):
         return True
     size = max(os.path.getsize(source_path), estimated_float32_bytes(model))
-    return size > EXTERNAL_THRESHOLD_BYTES
+    return size > DERIVED_MODEL_INLINE_MAX_BYTES
 
 
 def ensure_types(model: ir.Model) -> None:

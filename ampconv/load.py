@@ -1,0 +1,209 @@
+"""Load an ONNX model lazily, refusing at once what cannot be read.
+
+onnx-ir keeps external data memory-mapped; nothing is read until a tensor's
+bytes are needed. Before any work starts we check that every name is valid
+UTF-8 and that every external data file exists, stays inside the model's
+folder and is long enough, so a missing or truncated file is an error that
+names the tensor and the file, and nothing is written. The metadata helpers
+here (``external_tensors``, ``external_data_files``, ``weight_bytes``) read
+no weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import onnx
+import onnx_ir as ir
+
+from ampconv.errors import ModelLoadError
+from ampconv.loadcheck import first_line
+
+
+def load_model(path: os.PathLike | str) -> ir.Model:
+    """Load ``path`` as an onnx-ir model with external data left memory-mapped.
+
+    Raises ``ModelLoadError`` naming the file when it is missing, a folder,
+    empty, not ONNX, or when its external data is missing, truncated or outside
+    the model's folder.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a directory, expected an .onnx file")
+    if path.stat().st_size == 0:
+        raise ModelLoadError(f"{path}: file is empty")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises DecodeError, RuntimeWarning, ...
+        raise ModelLoadError(f"{path}: not a readable ONNX model ({first_line(exc)})") from None
+    if not proto.graph.node and not proto.graph.output:
+        # An arbitrary byte string often parses as an empty ModelProto.
+        raise ModelLoadError(f"{path}: not an ONNX model (no graph found)")
+    bad = _first_non_utf8_name(proto)
+    if bad is not None:
+        raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
+    try:
+        # onnx-ir logs (and warns about) what it finds wrong in a graph, a
+        # dangling input for example; the checks that follow turn those into
+        # one clear error, so its own lines would only be noise on stderr.
+        with _quiet_ir():
+            model = ir.serde.deserialize_model(proto)
+    except Exception as exc:
+        raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
+    del proto
+    # An absolute base dir keeps tensor paths valid if the process changes folder.
+    ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
+    check_external_data(model, path)
+    return model
+
+
+@contextlib.contextmanager
+def _quiet_ir() -> Iterator[None]:
+    """Silence onnx-ir's log warnings and Python warnings while a model is deserialized."""
+    logger = logging.getLogger("onnx_ir")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
+    """(what, text) for every name-like string of ``graph`` and its subgraphs."""
+    yield from (("a graph name", graph.name), (f"the doc string of graph {graph.name!r}", graph.doc_string))
+    for node in graph.node:
+        yield from ((f"op type of node {node.name!r}", node.op_type), ("a node name", node.name))
+        yield from ((f"domain of node {node.name!r}", node.domain), (f"doc string of node {node.name!r}", node.doc_string))
+        for name in list(node.input) + list(node.output):
+            yield f"a value name of node {node.name!r}", name
+        for attribute in node.attribute:
+            yield f"an attribute name of node {node.name!r}", attribute.name
+            if attribute.HasField("g"):
+                yield from _graph_names(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graph_names(sub)
+    for tensor in graph.initializer:
+        yield "an initializer name", tensor.name
+        for entry in tensor.external_data:
+            yield f"external data of initializer {tensor.name!r}", entry.value
+    for info in list(graph.input) + list(graph.output) + list(graph.value_info):
+        yield "a graph input, output or value_info name", info.name
+
+
+def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
+    """What holds the first name that is not valid UTF-8 (protobuf keeps such bytes), or None.
+
+    One join and one encode check everything at C speed; only a corrupt file
+    pays for the second walk that finds the culprit.
+    """
+    names = list(_graph_names(proto.graph))
+    for what, text in (
+        ("the producer name", proto.producer_name),
+        ("the producer version", proto.producer_version),
+        ("the model domain", proto.domain),
+        ("the model doc string", proto.doc_string),
+    ):
+        names.append((what, text))
+    names += [("an opset domain", opset.domain) for opset in proto.opset_import]
+    names += [("a metadata entry", text) for entry in proto.metadata_props for text in (entry.key, entry.value)]
+    try:
+        "\0".join(text for _, text in names).encode("utf-8")
+        return None
+    except (TypeError, UnicodeEncodeError):  # protobuf hands invalid UTF-8 over as bytes
+        pass
+    for what, text in names:
+        try:
+            text.encode("utf-8")
+        except (AttributeError, UnicodeEncodeError):
+            return what
+    return None
+
+
+def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
+    """Yield every initializer tensor of every graph that lives in external data."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                yield value.const_value
+
+
+def external_data_files(model: ir.Model) -> List[Path]:
+    """Return the resolved paths of all external data files the model reads."""
+    return sorted({Path(t.path).resolve() for t in external_tensors(model)})
+
+
+def check_external_data(model: ir.Model, model_path: Path) -> None:
+    """Fail early, naming tensor and file, when external data is missing, short or unsafe.
+
+    The containment and hard-link rules are onnx-ir's (it refuses to read such
+    files); checking them here turns a late failure halfway through writing into
+    an early, clear one.
+    """
+    model_path = Path(model_path)
+    base = model_path.parent.resolve()
+    seen: Dict[Path, Optional[int]] = {}
+    for tensor in external_tensors(model):
+        location = str(tensor.location or "")
+        if not location:
+            raise ModelLoadError(f"{model_path}: tensor {tensor.name!r} has external data without a location")
+        try:
+            tensor.dtype.bitwidth
+        except TypeError:  # STRING, UNDEFINED: no fixed width, so no byte range to read
+            raise ModelLoadError(
+                f"{model_path}: tensor {tensor.name!r} of type {tensor.dtype.name} cannot be external data"
+            ) from None
+        data_path = Path(tensor.path)
+        if data_path not in seen:
+            resolved = data_path.resolve()
+            if os.path.isabs(location) or (resolved != base and base not in resolved.parents):
+                raise ModelLoadError(
+                    f"{model_path}: external data {location!r} of tensor {tensor.name!r} is outside "
+                    f"the model's folder {base}; move the data file beside the model"
+                )
+            size: Optional[int] = None
+            if data_path.is_file():
+                st = data_path.stat()
+                if st.st_nlink > 1:
+                    raise ModelLoadError(
+                        f"{model_path}: external data file {data_path} (tensor {tensor.name!r}) has "
+                        f"{st.st_nlink} hard links, which onnx-ir refuses to read; copy it instead"
+                    )
+                size = st.st_size
+            seen[data_path] = size
+        size = seen[data_path]
+        if size is None:
+            raise ModelLoadError(
+                f"{model_path}: external data file {data_path} for tensor {tensor.name!r} is missing"
+            )
+        offset = tensor.offset or 0
+        length = tensor.length if tensor.length is not None else tensor.nbytes
+        if length < tensor.nbytes:
+            raise ModelLoadError(
+                f"{model_path}: tensor {tensor.name!r} in {data_path} declares length {length} "
+                f"but its shape needs {tensor.nbytes} bytes"
+            )
+        if offset + length > size:
+            raise ModelLoadError(
+                f"{model_path}: external data file {data_path} is truncated: tensor {tensor.name!r} "
+                f"needs bytes {offset}..{offset + length} but the file has {size}"
+            )
+
+
+def weight_bytes(model: ir.Model) -> int:
+    """Total bytes of all initializers (all graphs), from metadata only."""
+    total = 0
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                total += value.const_value.nbytes
+    return total

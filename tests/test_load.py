@@ -1,0 +1,90 @@
+"""ampconv.load on its own: lazy loading and the checks that refuse a model at once."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import onnx
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ampconv.errors import ModelLoadError  # noqa: E402
+from ampconv.load import external_data_files, external_tensors, load_model, weight_bytes  # noqa: E402
+from sample_models import gpt  # noqa: E402
+
+TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
+
+
+def _build(tmp_path, layout="single", spec=TINY, name="gpt"):
+    return gpt.build(tmp_path / layout, spec, layout=layout, seed=1, name=name)
+
+
+def test_load_is_lazy_and_lists_data_files(tmp_path):
+    src = _build(tmp_path)
+    model = load_model(src)
+    tensors = list(external_tensors(model))
+    assert tensors and all(t.raw is None for t in tensors)  # nothing mapped yet
+    assert external_data_files(model) == [(src.parent / "gpt.onnx.data").resolve()]
+    assert weight_bytes(model) == gpt.weight_bytes(TINY) + sum(
+        a.nbytes for a in _small_consts(src))
+
+
+def _small_consts(src):
+    # The graph's own small constants (shape values, scales) are initializers too.
+    model = onnx.load(str(src), load_external_data=False)
+    names = {n for n, _ in gpt.weight_shapes(TINY)}
+    return [onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name not in names]
+
+
+def test_missing_data_file_names_tensor_and_file(tmp_path):
+    src = _build(tmp_path)
+    (src.parent / "gpt.onnx.data").unlink()
+    with pytest.raises(ModelLoadError, match=r"gpt\.onnx\.data.*'wte'.*missing"):
+        load_model(src)
+
+
+def test_truncated_data_file_names_tensor_and_file(tmp_path):
+    src = _build(tmp_path)
+    data = src.parent / "gpt.onnx.data"
+    with open(data, "r+b") as f:
+        f.truncate(data.stat().st_size - 10)
+    with pytest.raises(ModelLoadError, match=r"gpt\.onnx\.data is truncated: tensor 'h\.1\.mlp\.c_proj\.weight'"):
+        load_model(src)
+
+
+def test_missing_shard_names_the_shard(tmp_path):
+    src = gpt.build(tmp_path, TINY, layout="shards", shard_mb=0.1, name="gpt")
+    shards = sorted(tmp_path.glob("gpt-*.data"))
+    assert len(shards) > 2
+    shards[-1].unlink()
+    with pytest.raises(ModelLoadError, match=shards[-1].name):
+        load_model(src)
+
+
+def test_data_outside_model_folder_is_refused(tmp_path):
+    src = _build(tmp_path)
+    proto = onnx.load(str(src), load_external_data=False)
+    for t in proto.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../elsewhere.data"
+    (tmp_path / "elsewhere.data").write_bytes((src.parent / "gpt.onnx.data").read_bytes())
+    onnx.save(proto, str(src))
+    with pytest.raises(ModelLoadError, match="outside the model's folder"):
+        load_model(src)
+
+
+def test_not_onnx_and_empty_files(tmp_path):
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="empty"):
+        load_model(empty)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00\x01not a model at all" * 10)
+    with pytest.raises(ModelLoadError, match="junk.onnx"):
+        load_model(junk)
+    with pytest.raises(ModelLoadError, match="no such file"):
+        load_model(tmp_path / "absent.onnx")

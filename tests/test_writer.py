@@ -1,0 +1,195 @@
+"""ampconv.writer on its own: streaming writes, progress, source release, inline/external.
+
+The converter is not involved: a stand-in (``bench/_io_standin.py``) turns
+every float32 initializer into a float16 ``ir.LazyTensor`` with a Cast back, the
+shape of what the converter's initializer pass produces. The written model is
+checked with ``ampconv.loadcheck.check_written``, which has its test here too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ampconv import writer  # noqa: E402
+from ampconv.chunks import tensor_sources  # noqa: E402
+from ampconv.errors import ConversionError, OutputError  # noqa: E402
+from ampconv.load import load_model  # noqa: E402
+from ampconv.loadcheck import check_written  # noqa: E402
+from ampconv.outputs import publish, staging_dir  # noqa: E402
+from ampconv.writer import write_model  # noqa: E402
+from bench import _io_standin as standin  # noqa: E402
+from sample_models import gpt  # noqa: E402
+
+TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
+
+
+def _build(tmp_path, layout="single", spec=TINY, name="gpt"):
+    return gpt.build(tmp_path / layout, spec, layout=layout, seed=1, name=name)
+
+
+def _hashes(folder: pathlib.Path):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+
+
+def _fp32_weights(path: pathlib.Path):
+    model = onnx.load(str(path))
+    return {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer
+            if t.data_type == onnx.TensorProto.FLOAT}
+
+
+def _convert_with_io(src: pathlib.Path, dst: pathlib.Path, **write_kwargs):
+    model = load_model(src)
+    standin.convert_initializers(model)
+    with staging_dir(dst) as tmp:
+        staged = tmp / dst.name
+        note = write_model(model, staged, external=write_kwargs.pop("external", True), **write_kwargs)
+        check_written(staged, runtime=True)
+        publish(tmp, dst)
+    return model, note
+
+
+@pytest.mark.parametrize("layout", gpt.LAYOUTS)
+def test_every_layout_round_trips_with_rne_values(tmp_path, layout):
+    src = _build(tmp_path, layout)
+    before = _hashes(src.parent)
+    originals = _fp32_weights(src)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    dst = out_dir / "gpt.fp16.onnx"
+    _convert_with_io(src, dst)
+    assert _hashes(src.parent) == before  # input untouched
+    assert sorted(p.name for p in out_dir.iterdir()) == ["gpt.fp16.onnx", "gpt.fp16.onnx.data"]
+    converted = onnx.load(str(dst))
+    got = {t.name[: -len("_fp16")]: onnx.numpy_helper.to_array(t) for t in converted.graph.initializer
+           if t.name.endswith("_fp16")}
+    assert got.keys() == originals.keys()
+    for name, arr in originals.items():
+        assert got[name].dtype == np.float16
+        np.testing.assert_array_equal(got[name].view(np.uint16), arr.astype(np.float16).view(np.uint16))
+    ort = pytest.importorskip("onnxruntime")
+    feeds = {"input_ids": np.array([[1, 2, 3, 4]], np.int64)}
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    out = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(out, ref, atol=2e-2)
+
+
+def test_progress_reports_bytes_and_completes(tmp_path):
+    src = _build(tmp_path)
+    calls = []
+    model, _ = _convert_with_io(src, tmp_path / "o.onnx", progress=lambda d, t: calls.append((d, t)))
+    total = calls[0][1]
+    assert calls[0] == (0, total)
+    assert calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert {t for _, t in calls} == {total}
+    # total = bytes of everything that went to the data file
+    assert total == (tmp_path / "o.onnx.data").stat().st_size
+    assert len(calls) > 5
+
+
+def test_sources_are_released_and_model_restored(tmp_path):
+    src = _build(tmp_path)
+    model = load_model(src)
+    standin.convert_initializers(model)
+    lazies = [v.const_value for v in model.graph.initializers.values() if isinstance(v.const_value, ir.LazyTensor)]
+    sources = [s for t in lazies for s in tensor_sources(t)]
+    assert len(sources) >= 10  # every external weight of the model
+    with staging_dir(tmp_path / "o.onnx") as tmp:
+        write_model(model, tmp / "o.onnx", external=True)
+    assert all(isinstance(s, ir.ExternalTensor) and s.raw is None for s in sources if s.nbytes > 1024)
+    # The model's tensors are the same objects as before the save.
+    assert [v.const_value for v in model.graph.initializers.values()
+            if isinstance(v.const_value, ir.LazyTensor)] == lazies
+
+
+def test_shared_source_parallel_write(tmp_path):
+    """Two lazy tensors reading one mapped tensor, written by 4 threads: no race, right values."""
+    src = _build(tmp_path)
+    model = load_model(src)
+    wte = model.graph.initializers["wte"]
+    ext = wte.const_value
+    for i in range(6):
+        lazy = standin.lazy_fp16(ext)
+        lazy.name = f"copy{i}"
+        model.graph.register_initializer(ir.Value(name=f"copy{i}", const_value=lazy,
+                                                  type=ir.TensorType(ir.DataType.FLOAT16), shape=ext.shape))
+    dst = tmp_path / "o.onnx"
+    with staging_dir(dst) as tmp:
+        write_model(model, tmp / dst.name, external=True, max_workers=4)
+        publish(tmp, dst)
+    out = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(dst)).graph.initializer}
+    expected = _fp32_weights(src)["wte"]
+    for i in range(6):
+        np.testing.assert_array_equal(out[f"copy{i}"], expected.astype(np.float16))
+    np.testing.assert_array_equal(out["wte"], expected)
+
+
+def test_inline_over_limit_switches_to_external(tmp_path, monkeypatch):
+    src = _build(tmp_path, "inline")
+    monkeypatch.setattr(writer, "INLINE_WEIGHT_LIMIT", 1000)  # stands in for 1.8 GB
+    dst = tmp_path / "o.onnx"
+    _, note = _convert_with_io(src, dst, external=False)
+    assert note and "external data o.onnx.data" in note
+    assert (tmp_path / "o.onnx.data").stat().st_size > 0
+
+
+def test_inline_under_limit_stays_inline(tmp_path):
+    src = _build(tmp_path, "inline")
+    dst = tmp_path / "o.onnx"
+    _, note = _convert_with_io(src, dst, external=False)
+    assert note is None
+    assert not (tmp_path / "o.onnx.data").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_while_writing_leaves_nothing(tmp_path, workers):
+    src = _build(tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    model = load_model(src)
+    standin.convert_initializers(model)
+    seen = []
+
+    def interrupt(done, total):
+        seen.append(done)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        with staging_dir(out_dir / "o.onnx") as tmp:
+            write_model(model, tmp / "o.onnx", external=True, progress=interrupt, max_workers=workers)
+    assert list(out_dir.iterdir()) == []
+
+
+def test_disk_error_becomes_output_error(tmp_path, monkeypatch):
+    src = _build(tmp_path)
+    model = load_model(src)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ir, "save", full)
+    with pytest.raises(OutputError, match="disk full"):
+        write_model(model, tmp_path / "o.onnx", external=True)
+
+
+def test_check_written_rejects_broken_model(tmp_path):
+    bad = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2])]),
+        opset_imports=[onnx.helper.make_opsetid("", 17)])
+    path = tmp_path / "bad.onnx"
+    onnx.save(bad, str(path))
+    with pytest.raises(ConversionError):
+        check_written(path, runtime=True)
