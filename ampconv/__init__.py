@@ -65,11 +65,11 @@ def validate(reference, converted, options=None):
     return _validate(reference, converted, options)
 
 
-def load_policy(preset="default", mixlists=(), level="O2", block_ops=()):
-    """Return the effective op lists for a preset plus policy files at a level."""
+def load_policy(preset="default", mixlists=(), level="O2", block_ops=(), target=None):
+    """Return the effective op lists for a preset plus policy files at a level (``target`` decides ``auto``)."""
     from ampconv.policy import load_policy as _load_policy
 
-    return _load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops)
+    return _load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops, target=target)
 
 
 def __getattr__(name):

@@ -24,11 +24,13 @@ def group() -> None:
 @handle_errors
 def show(level, preset, mixlists, block_ops, target, fmt):
     """Print the effective WHITE/BLACK/GRAY lists (every other op is UNLISTED)."""
-    policy = ampconv.load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops)
+    policy = ampconv.load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops, target=target)
     lists = policy.lists()
     if fmt == "json":
+        # A mixlist cannot say "float32 at O3 too": blocked ops are listed black,
+        # which is what they are at O1 and O2 (--block-op still blocks them at O3).
         data = {
-            "black-list": {"to-add": list(lists["BLACK"]), "to-remove": []},
+            "black-list": {"to-add": sorted(set(lists["BLACK"]) | policy.blocked), "to-remove": []},
             "white-list": {"to-add": list(lists["WHITE"]), "to-remove": []},
             "gray-list": {"to-add": list(lists["GRAY"]), "to-remove": []},
         }
@@ -42,6 +44,8 @@ def show(level, preset, mixlists, block_ops, target, fmt):
         click.echo(f"  at {policy.level}: {meaning}")
     for cls in ("WHITE", "BLACK", "GRAY"):
         click.echo(f"{cls} ({len(lists[cls])}): {' '.join(lists[cls])}")
+    if policy.blocked:
+        click.echo(f"BLOCKED, float32 at every level ({len(policy.blocked)}): {' '.join(sorted(policy.blocked))}")
     click.echo("UNLISTED: every other op, including ops of other domains")
     for warning in policy.warnings:
         click.echo(f"warning: {warning}", err=True)

@@ -135,10 +135,25 @@ def test_unknown_op_is_a_warning_not_an_error(tmp_path):
     assert load_policy(mixlists=[path]).class_of("", "NotAnOp") == WHITE
 
 
-def test_block_ops_move_to_black():
-    p = load_policy(block_ops=["MatMul", "com.microsoft::Gelu"])
-    assert p.class_of("", "MatMul") == BLACK
-    assert p.class_of("com.microsoft", "Gelu") == BLACK
+def test_block_ops_are_recorded_not_reclassed():
+    """One route: the planner's user-block-op rule reads ``blocked``; the list classes stay as they were."""
+    p = load_policy(block_ops=["MatMul", "ai.onnx::Softmax", "com.microsoft::Gelu"])
+    assert p.blocked == frozenset({"MatMul", "Softmax", "com.microsoft::Gelu"})
+    assert p.class_of("", "MatMul") == WHITE
+    assert load_policy().blocked == frozenset()
+
+
+def test_policy_show_lists_blocked_ops_and_reads_target():
+    from click.testing import CliRunner
+
+    from ampconv_cli.main import cli
+
+    result = CliRunner().invoke(cli, ["policy", "show", "--block-op", "MatMul", "--level", "auto", "--target", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "BLOCKED, float32 at every level (1): MatMul" in result.output
+    assert "level O0" in result.output  # --target cpu decides --level auto
+    result = CliRunner().invoke(cli, ["policy", "show", "--level", "auto", "--target", "cuda"])
+    assert "level O2" in result.output
 
 
 def test_sample_mixlist_is_valid():

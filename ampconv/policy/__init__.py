@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from ampconv.errors import PolicyError, UsageError
 from ampconv.policy.lists import BLACK, CLASSES, GRAY, PRESETS, UNLISTED, WHITE, preset_classes
@@ -29,6 +29,9 @@ class Policy:
     sources: Tuple[str, ...] = ()
     warnings: Tuple[str, ...] = ()
     level_note: Optional[str] = None
+    # Op keys kept float32 at every level, O3 included (--block-op). Not a list
+    # class: a class means different things at different levels, a block does not.
+    blocked: FrozenSet[str] = frozenset()
 
     def class_of(self, domain: str, op_type: str) -> str:
         """The list class of an op (``domain`` empty for the default domain)."""
@@ -80,10 +83,11 @@ def load_policy(
     block_ops: Iterable[str] = (),
     target: Optional[str] = None,
 ) -> Policy:
-    """Build the effective policy: preset, then policy files left to right, then ``block_ops``.
+    """Build the effective policy: preset, then policy files left to right; ``block_ops`` recorded.
 
-    ``block_ops`` are moved to the black list (they are also forced HIGH by the
-    planner at every level, O3 included).
+    ``block_ops`` stay out of the list classes: the planner keeps them float32
+    at every level, O3 included (rule ``user-block-op``), the one place that
+    reads them.
     """
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(sorted(PRESETS))}")
@@ -96,8 +100,6 @@ def load_policy(
         classes = apply_mixlist(classes, mixlist)
         warnings.extend(mixlist.warnings)
         sources.append(str(path))
-    for op in block_ops:
-        classes[op_key(op)] = BLACK
     return Policy(
         preset=preset,
         level=resolved,
@@ -105,6 +107,7 @@ def load_policy(
         sources=tuple(sources),
         warnings=tuple(warnings),
         level_note=note,
+        blocked=frozenset(op_key(op) for op in block_ops),
     )
 
 

@@ -1,0 +1,40 @@
+"""Decide a precision for every node, with the rule that decided it (docs/precision.md).
+
+The planner only reads the model. Its output, a ``Plan``, says for every node
+its precision (LOW, HIGH, or NONE when it carries no float32 data), the rule
+and a human reason, the node a gray op followed, what each input slot needs and
+what each output will be. Rewrite passes apply the plan; reports print it.
+
+Where a decision is made, in one step:
+- ``rules``: the registry of rule ids (family, one-line meaning), in the order
+  they are tried; the report's ``rule`` field is one of these ids;
+- ``table``: that order, as the list of rule functions the driver runs;
+- one module per family: ``hard`` (schema and runtime facts), ``user`` (user
+  overrides and checker/runtime pins), ``guards`` (constant ranges),
+  ``levels`` (level table and op lists), ``gray`` (gray rule and backward pass);
+- ``driver``: runs the table over every graph, recursing through If/Loop/Scan;
+- ``decision``: the data (Decision, NodePlan, Plan); ``context``: what rules
+  read; ``facts``: a node's schema slots; ``ranges``: weights' range facts.
+"""
+
+from __future__ import annotations
+
+from ampconv.plan.decision import ANY, FREE, LOW_DTYPES, NONE, ConstantNote, Decision, NodePlan, Plan
+from ampconv.plan.driver import Planner, plan_model
+from ampconv.plan.values import constant_array, is_constant, is_float
+
+__all__ = [
+    "ANY",
+    "ConstantNote",
+    "Decision",
+    "FREE",
+    "LOW_DTYPES",
+    "NONE",
+    "NodePlan",
+    "Plan",
+    "Planner",
+    "constant_array",
+    "is_constant",
+    "is_float",
+    "plan_model",
+]

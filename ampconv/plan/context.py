@@ -1,0 +1,65 @@
+"""What every rule reads: the policy, the user's settings, the weights' ranges and the planning so far."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Dict, FrozenSet, List, Mapping, Tuple
+
+import onnx_ir as ir
+
+from ampconv.config import Config
+from ampconv.plan.decision import ConstantNote
+from ampconv.plan.ranges import RangeReader
+from ampconv.policy import Policy
+from ampconv.schema import LOW_TYPE_STRINGS, normalize_domain
+
+
+@dataclasses.dataclass
+class PlanContext:
+    """One conversion's planning inputs, and the two things guards record (notes, clamps)."""
+
+    model: ir.Model
+    policy: Policy
+    config: Config
+    runtime_pins: Mapping[str, str]
+    low: str  # "fp16" or "bf16"
+    low_type: str  # "tensor(float16)" or "tensor(bfloat16)"
+    opsets: Mapping[str, int]  # normalized domain -> version
+    keep_fp32: Tuple["re.Pattern[str]", ...]
+    force_low: Tuple["re.Pattern[str]", ...]
+    blocked: FrozenSet[str]  # op keys (``Op`` or ``domain::Op``) kept float32 at every level
+    ranges: RangeReader
+    values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
+    constants: List[ConstantNote] = dataclasses.field(default_factory=list)
+    clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
+
+    @classmethod
+    def create(
+        cls, model: ir.Model, policy: Policy, config: Config, runtime_pins: Mapping[str, str]
+    ) -> "PlanContext":
+        """The context of planning ``model`` under ``policy`` and ``config``."""
+        return cls(
+            model=model,
+            policy=policy,
+            config=config,
+            runtime_pins=dict(runtime_pins),
+            low=config.dtype,
+            low_type=LOW_TYPE_STRINGS[config.dtype],
+            opsets={normalize_domain(d): v for d, v in model.opset_imports.items()},
+            keep_fp32=tuple(re.compile(p) for p in config.keep_fp32),
+            force_low=tuple(re.compile(p) for p in config.force_low),
+            blocked=policy.blocked,
+            ranges=RangeReader(config.dtype),
+        )
+
+    @property
+    def low_name(self) -> str:
+        """The LOW element type as people write it: float16 or bfloat16."""
+        return self.low_type[len("tensor("):-1]
+
+
+def op_label(node: ir.Node) -> str:
+    """``Op`` for the default domain, ``domain::Op`` otherwise (how policies and reasons name ops)."""
+    domain = normalize_domain(node.domain)
+    return node.op_type if domain == "" else f"{domain}::{node.op_type}"

@@ -1,0 +1,71 @@
+"""The planner's output: a precision per node, the rule that chose it, and what the rewrite needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import onnx_ir as ir
+
+from ampconv.constants import RangeStats
+from ampconv.plan.rules import RULES
+
+# Precisions. LOW and HIGH come from the policy (the LOW type and float32).
+NONE = "NONE"  # no float32 data in the node's main type
+FREE = "FREE"  # transient: decided by consumers in the backward pass
+ANY = "ANY"  # input slot requirement: any type, no cast needed
+UNKNOWN = "UNKNOWN"  # transient slot requirement of a FREE consumer
+
+LOW_DTYPES = {"fp16": ir.DataType.FLOAT16, "bf16": ir.DataType.BFLOAT16}
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The precision of one node and why: ``rule`` is an id of ``ampconv.plan.rules.RULES``."""
+
+    precision: str  # LOW, HIGH, NONE (FREE while planning)
+    rule: str
+    reason: str  # one human sentence
+    follows: Optional[str] = None  # gray rule: the node (or input) it followed
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:  # a typo here would silently break the report and the docs
+            raise ValueError(f"unregistered rule id {self.rule!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantNote:
+    """A constant whose values do not fit the LOW type, and what was done."""
+
+    tensor: str
+    consumer: str
+    stats: RangeStats
+    action: str  # "pinned" (consumer kept HIGH), "clamped", "mask", "reported"
+
+
+@dataclasses.dataclass
+class NodePlan:
+    """Everything the rewrite needs about one node."""
+
+    decision: Decision
+    inputs: Tuple[Optional[str], ...] = ()  # per slot: LOW, HIGH, ANY, or None (not float)
+    outputs: Tuple[Optional[str], ...] = ()  # per slot: LOW, HIGH or None (not float)
+
+
+@dataclasses.dataclass
+class Plan:
+    """The decisions for a whole model (all graphs)."""
+
+    low: str
+    level: str
+    nodes: Dict[ir.Node, NodePlan]
+    values: Dict[ir.Value, str]  # float32 activations and graph inputs -> LOW/HIGH
+    graph_output_needs: Dict[ir.Graph, Tuple[Optional[str], ...]]
+    constants: List[ConstantNote]
+    clamp_tensors: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    # For the report's warnings: what the plan did against the user's request, and why.
+    warnings: List[str] = dataclasses.field(default_factory=list)
+
+    def count(self, precision: str) -> int:
+        """Number of nodes with this precision."""
+        return sum(1 for p in self.nodes.values() if p.decision.precision == precision)

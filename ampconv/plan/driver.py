@@ -1,0 +1,432 @@
+"""The planner's driver: runs the rule table over every graph, recursing through If/Loop/Scan.
+
+For each graph, in file order (ONNX's topological order): every node is
+decided by ``ampconv.plan.table.decide`` (the forward pass), structural nodes
+by planning their subgraphs, then the backward pass (``ampconv.plan.gray``)
+settles FREE and transparent nodes. After the main graph: LOW weight copies
+are shared with transparent readers, main-graph outputs that keep_io_types
+leaves free get their precision (with a warning when values do not fit), and
+each node's slot needs are fixed for the rewrite.
+
+Structural nodes (docs/precision.md sec. 5): an If's output is LOW only if every
+branch makes it LOW; a Loop/Scan state is LOW only if its initial value and its
+body output are, the body being planned again once when a state is demoted.
+Their own slots obey their schema at the model's opset like any op's (If and
+Loop take bfloat16 only from opset 16): a slot it refuses keeps the node float32
+(rule ``hard-schema``), the subgraph casting up what flows out.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import onnx_ir as ir
+
+from ampconv.config import Config
+from ampconv.errors import UsageError
+from ampconv.plan import gray
+from ampconv.plan.context import PlanContext
+from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
+from ampconv.plan.facts import NodeFacts, node_facts
+from ampconv.plan.ranges import misfit
+from ampconv.plan.table import decide
+from ampconv.plan.values import is_constant, is_float
+from ampconv.policy import HIGH, LOW, Policy
+from ampconv.policy.lists import STRUCTURAL, behaviour_kind
+from ampconv.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
+
+
+class Planner:
+    """Builds a ``Plan``; one instance per conversion (no module-level state)."""
+
+    def __init__(
+        self, model: ir.Model, policy: Policy, config: Config, runtime_pins: Optional[Mapping[str, str]] = None
+    ) -> None:
+        self.ctx = PlanContext.create(model, policy, config, runtime_pins or {})
+        self.values = self.ctx.values  # shared: the gray rule reads what the driver records
+        self.nodes: Dict[ir.Node, NodePlan] = {}
+        self.decisions: Dict[ir.Node, Decision] = {}
+        self.facts: Dict[ir.Node, NodeFacts] = {}
+        self.graph_output_needs: Dict[ir.Graph, Tuple[Optional[str], ...]] = {}
+        self.structural_slots: Dict[ir.Node, Tuple[Tuple, Tuple]] = {}
+        self.warnings: List[str] = []
+
+    def run(self) -> Plan:
+        """Plan the main graph (and, through structural nodes, every subgraph)."""
+        graph = self.ctx.model.graph
+        keep = self._kept_io_names()
+        for value in graph.inputs:
+            if is_float(value):
+                self.values[value] = HIGH if value.name in keep else LOW
+        needs = tuple((HIGH if v.name in keep else None) if is_float(v) else None for v in graph.outputs)
+        self.graph_output_needs[graph] = needs
+        self._plan_graph(graph)
+        self._share_low_initializers()
+        # Main-graph outputs the user did not keep float32 are LOW (values that do not fit excepted).
+        self.graph_output_needs[graph] = tuple(
+            need if need is not None or not is_float(v) else self._unkept_output_need(v)
+            for v, need in zip(graph.outputs, needs)
+        )
+        self._finalize()
+        return Plan(
+            low=self.ctx.low,
+            level=self.ctx.policy.level,
+            nodes=self.nodes,
+            values=self.values,
+            graph_output_needs=self.graph_output_needs,
+            constants=self.ctx.constants,
+            clamp_tensors=dict(self.ctx.clamp),
+            warnings=list(self.warnings),
+        )
+
+    def _plan_graph(self, graph: ir.Graph) -> None:
+        order = list(graph)  # ONNX requires topological order; ties keep file order
+        for node in order:
+            self._forward(node)
+        gray.backward(self, order)
+
+    def _forward(self, node: ir.Node) -> None:
+        if node.op_type in STRUCTURAL and normalize_domain(node.domain) == "":
+            self._plan_structural(node)
+            return
+        facts = self.facts[node] = node_facts(node, self.ctx.opsets)
+        decision = self.decisions[node] = decide(self.ctx, node, facts)
+        for j, value in enumerate(node.outputs):
+            if not is_float(value):
+                continue
+            if j in facts.main_out and decision.precision in (LOW, FREE):
+                self.values[value] = decision.precision
+            else:
+                self.values[value] = HIGH
+
+    def set_decision(self, node: ir.Node, decision: Decision) -> None:
+        """Replace ``node``'s decision (backward pass, shared weights) and its outputs' precision."""
+        self.decisions[node] = decision
+        for j in self.facts[node].main_out:
+            self.values[node.outputs[j]] = decision.precision
+
+    def _share_low_initializers(self) -> None:
+        """Avoid a float32 duplicate of a weight that LOW consumers already need.
+
+        A transparent node (e.g. an embedding Gather) that reads an initializer
+        other consumers need LOW, and reads no activation in its data slots, can
+        read the LOW copy instead and have its (small) output cast up: same bits,
+        and the weight is stored once.
+        """
+        for graph in self.ctx.model.graphs():
+            for value in graph.initializers.values():
+                if not is_float(value):
+                    continue
+                needs = {}
+                for use in value.uses():
+                    needs.setdefault(self._slot_need(use.node, use.idx), []).append(use.node)
+                if LOW not in needs or HIGH not in needs:
+                    continue
+                readers = needs[HIGH]
+                if all(self._can_read_low(node) for node in readers):
+                    for node in readers:
+                        self.set_decision(
+                            node,
+                            Decision(
+                                LOW,
+                                "transparent-shared",
+                                f"transparent: reads the {self.ctx.low} copy of {value.name} (stored once)",
+                            ),
+                        )
+
+    def _can_read_low(self, node: ir.Node) -> bool:
+        decision = self.decisions.get(node)
+        facts = self.facts.get(node)
+        if decision is None or facts is None or node in self.structural_slots:
+            return False
+        if decision.rule not in ("gray-follow", "gray-promote", "free-high"):
+            return False
+        if behaviour_kind(node.op_type, normalize_domain(node.domain)) != "transparent":
+            return False
+        if self.ctx.low_type not in facts.info.allowed(facts.info.main_type()):
+            return False
+        return all(is_constant(node.inputs[i]) for i in facts.main_in)
+
+    def _unkept_output_need(self, value: ir.Value) -> str:
+        """The precision of a main-graph output that keep_io_types leaves free.
+
+        LOW (the user asked for a converted interface), except where the values
+        are known not to fit the LOW type: casting them down would turn them
+        into inf or 0, so the output stays float32 and the plan warns.
+        """
+        if is_constant(value):
+            # An initializer output (hazard 10): converting it is free, unless its
+            # values do not fit the LOW type.
+            stats = self.ctx.ranges.stats(value)
+            if stats is not None and not stats.pins():
+                return LOW
+            why = "its values cannot be read" if stats is None else misfit(stats, value.name or "?", self.ctx.low)
+            self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why}")
+            return HIGH
+        if value not in self.values or self.values[value] == FREE:
+            return HIGH
+        why_not = self.known_misfit(value)
+        if why_not is not None:
+            self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why_not}")
+            return HIGH
+        # A float32 producer (e.g. a BLACK Softmax) gets a cast down at the output.
+        return LOW
+
+    def known_misfit(self, value: ir.Value, depth: int = 8) -> Optional[str]:
+        """Why ``value``'s data is known not to fit the LOW type, or None.
+
+        Known: its producer was pinned float32 by a constant beyond the LOW
+        range, or it is a constant that does not fit, or a transparent float32
+        node (Reshape, Concat, ...) forwards such a value (same numbers).
+        """
+        if is_constant(value):
+            stats = self.ctx.ranges.stats(value)
+            return misfit(stats, value.name or "?", self.ctx.low) if stats is not None and stats.pins() else None
+        producer = value.producer()
+        if producer is None or depth == 0:
+            return None
+        decision = self.decisions.get(producer)
+        if decision is None or decision.precision != HIGH:
+            return None
+        facts = self.facts.get(producer)
+        if facts is None:
+            return None
+        if decision.rule == "hard-constant":
+            # An overflowing constant shows in the result (x + 1e6); an underflow
+            # pin (an epsilon) keeps the op's meaning, not an out-of-range result.
+            for i in facts.main_in:
+                stats = self.ctx.ranges.stats(producer.inputs[i]) if is_constant(producer.inputs[i]) else None
+                if stats is not None and stats.overflow:
+                    what = misfit(stats, producer.inputs[i].name or "?", self.ctx.low)
+                    return f"its producer {producer.name or producer.op_type} is float32: {what}"
+            return None
+        if behaviour_kind(producer.op_type, normalize_domain(producer.domain)) != "transparent":
+            return None
+        for i in facts.main_in:
+            why_not = self.known_misfit(producer.inputs[i], depth - 1)
+            if why_not is not None:
+                return why_not
+        return None
+
+    def _kept_io_names(self) -> set:
+        keep = self.ctx.config.keep_io_types
+        graph = self.ctx.model.graph
+        names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
+        if keep is True:
+            return names
+        if keep is False:
+            return set()
+        unknown = sorted(set(keep) - names)
+        if unknown:
+            raise UsageError(f"--keep-io-types names {', '.join(unknown)}: not a graph input or output")
+        return set(keep)
+
+    # ------------------------------------------------------------- structural
+    def _plan_structural(self, node: ir.Node) -> None:
+        """Plan an If/Loop/Scan through its subgraphs; its own slots obey its schema like any op's."""
+        blocked = self._structural_blocked(node)
+        if node.op_type == "If":
+            self._plan_if(node, blocked)
+        else:
+            self._plan_loop_like(node, blocked)
+        inputs, outputs = self.structural_slots[node]
+        for value, precision in zip(node.outputs, outputs):
+            if precision is not None:
+                self.values[value] = precision
+        low_out = any(p == LOW for p in outputs)
+        precision = LOW if low_out else (HIGH if any(p == HIGH for p in outputs) else NONE)
+        floats = [p for p in list(inputs) + list(outputs) if p in (LOW, HIGH)]
+        if blocked is not None and floats:
+            self.decisions[node] = Decision(HIGH, "hard-schema", blocked)
+            return
+        self.decisions[node] = Decision(
+            precision, "structural", f"{node.op_type}: outputs follow its subgraphs ({summary(outputs)})"
+        )
+
+    def _structural_blocked(self, node: ir.Node) -> Optional[str]:
+        """Why the node's own schema keeps its float slots float32, or None when it admits LOW.
+
+        If and Loop before opset 16 and Scan before its bfloat16 opset type
+        their outputs and loop-carried values (V) without bfloat16: LOW slots
+        there fail the checker however the subgraphs are planned.
+        """
+        opset = self.ctx.opsets.get("", 1)
+        info = op_info("", node.op_type, opset)
+        if not info.known:
+            return f"hard: no known schema for {node.op_type} at opset {opset}; kept float32"
+        slots = [info.output_type(j) for j, v in enumerate(node.outputs) if is_float(v)]
+        slots += [info.input_type(i) for i, v in enumerate(node.inputs) if is_float(v)]
+        refused = sorted({t for t in slots if t is not None and self.ctx.low_type not in info.allowed(t)})
+        if not refused:
+            return None
+        later = first_opset_allowing("", node.op_type, opset, self.ctx.low)
+        hint = f"; allowed from opset {later}" if later else ""
+        return (
+            f"hard: {node.op_type}.{refused[0]} does not accept {self.ctx.low_type[7:-1]} at opset {opset}{hint}; "
+            "its outputs and loop-carried values stay float32"
+        )
+
+    def _plan_if(self, node: ir.Node, blocked: Optional[str]) -> None:
+        branches = [node.attributes[k].value for k in ("then_branch", "else_branch") if k in node.attributes]
+        for branch in branches:
+            # A blocked If takes float32 from both branches: their producers plan for that.
+            self.graph_output_needs[branch] = tuple(
+                HIGH if blocked is not None and is_float(v) else None for v in branch.outputs
+            )
+            self._plan_graph(branch)
+        outputs: List[Optional[str]] = []
+        for j, value in enumerate(node.outputs):
+            if not is_float(value):
+                outputs.append(None)
+                continue
+            precs = [self._value_precision(b.outputs[j]) for b in branches if j < len(b.outputs)]
+            low = blocked is None and precs and all(p == LOW for p in precs)
+            outputs.append(LOW if low else HIGH)
+        for branch in branches:
+            self.graph_output_needs[branch] = tuple(outputs[: len(branch.outputs)])
+        self.structural_slots[node] = (tuple(None for _ in node.inputs), tuple(outputs))
+
+    def _plan_loop_like(self, node: ir.Node, blocked: Optional[str]) -> None:
+        body: ir.Graph = node.attributes["body"].value
+        scans = node.attributes["num_scan_inputs"].value if node.op_type == "Scan" else 0
+        slots = loop_slots(node.op_type, len(node.inputs), self.ctx.opsets.get("", 1), scans)
+        state_inputs = [i for i, _, _ in slots.states]  # node input index of each state
+        body_state_inputs = [b for _, b, _ in slots.states]
+        body_state_outputs = [o for _, _, o in slots.states]
+        scan_in_pairs = list(slots.scanned)
+        first_scan_out = slots.first_scan_output
+
+        def initial(i: int) -> Optional[str]:
+            value = node.inputs[i] if i < len(node.inputs) else None
+            if not is_float(value):
+                return None
+            if blocked is not None:  # the node's schema takes only float32 here
+                return HIGH
+            if is_constant(value):
+                return LOW if self.ctx.policy.level != "O1" else HIGH
+            p = self.values.get(value, HIGH)
+            return HIGH if p == FREE else p
+
+        # A blocked node's per-iteration outputs leave the body as float32.
+        scan_need = HIGH if blocked is not None else None
+        state = [initial(i) for i in state_inputs]
+        for _attempt in range(2):  # plan once, recolour once (docs/precision.md sec. 5)
+            for k, b_in in enumerate(body_state_inputs):
+                value = body.inputs[b_in] if b_in < len(body.inputs) else None
+                if is_float(value) and state[k] is not None:
+                    self.values[value] = state[k]
+            for node_in, b_in in scan_in_pairs:
+                value = body.inputs[b_in] if b_in < len(body.inputs) else None
+                if is_float(value):
+                    self.values[value] = initial(node_in) or HIGH
+            needs: List[Optional[str]] = [
+                scan_need if j >= first_scan_out and is_float(v) else None for j, v in enumerate(body.outputs)
+            ]
+            for k, b_out in enumerate(body_state_outputs):
+                needs[b_out] = state[k]
+            self.graph_output_needs[body] = tuple(needs)
+            self._plan_graph(body)
+            changed = False
+            for k, b_out in enumerate(body_state_outputs):
+                if state[k] == LOW and self._value_precision(body.outputs[b_out]) != LOW:
+                    state[k] = HIGH
+                    changed = True
+            if not changed:
+                break
+        scan_outs = [
+            (scan_need or self._value_precision(v)) if is_float(v) else None for v in body.outputs[first_scan_out:]
+        ]
+        needs = [None] * len(body.outputs)
+        for k, b_out in enumerate(body_state_outputs):
+            needs[b_out] = state[k]
+        for k, precision in enumerate(scan_outs):
+            needs[first_scan_out + k] = precision
+        self.graph_output_needs[body] = tuple(needs)
+        inputs: List[Optional[str]] = [None] * len(node.inputs)
+        for k, i in enumerate(state_inputs):
+            inputs[i] = state[k]
+        for node_in, _ in scan_in_pairs:
+            # A scanned tensor is read as it comes, unless the schema takes only float32.
+            inputs[node_in] = (HIGH if blocked is not None else ANY) if is_float(node.inputs[node_in]) else None
+        outputs = list(state) + scan_outs
+        outputs = [p if j < len(node.outputs) and is_float(node.outputs[j]) else None for j, p in enumerate(outputs)]
+        self.structural_slots[node] = (tuple(inputs), tuple(outputs[: len(node.outputs)]))
+
+    def _value_precision(self, value: ir.Value) -> str:
+        if not is_float(value):
+            return NONE
+        if value in self.values:
+            p = self.values[value]
+            return HIGH if p == FREE else p
+        return HIGH  # constants and outer values default to float32
+
+    # --------------------------------------------------------------- finalize
+    def _finalize(self) -> None:
+        for node, decision in self.decisions.items():
+            if decision.precision == FREE:  # unreachable in a well-formed graph; stay safe
+                decision = Decision(HIGH, "free-high", "free: undecided; kept float32")
+                self.decisions[node] = decision
+            if node in self.structural_slots:
+                inputs, outputs = self.structural_slots[node]
+            else:
+                inputs = tuple(self._slot_need(node, i) if v is not None else None for i, v in enumerate(node.inputs))
+                inputs = tuple(HIGH if n == UNKNOWN else n for n in inputs)
+                outputs = tuple(self.values.get(v) if is_float(v) else None for v in node.outputs)
+            self.nodes[node] = NodePlan(decision, inputs, outputs)
+        for value, precision in list(self.values.items()):
+            if precision == FREE:
+                self.values[value] = HIGH
+
+    def consumer_needs(self, node: ir.Node, facts: NodeFacts) -> List[str]:
+        needs: List[str] = []
+        for j in facts.main_out:
+            value = node.outputs[j]
+            for use in value.uses():
+                need = self._slot_need(use.node, use.idx)
+                if need is not None and need != ANY:
+                    needs.append(need)
+            if value.is_graph_output():
+                for graph in [value.graph] if value.graph is not None else []:
+                    need = self.graph_output_needs.get(graph, ())
+                    index = [i for i, v in enumerate(graph.outputs) if v is value]
+                    for i in index:
+                        n = need[i] if i < len(need) else None
+                        if n is None and graph is self.ctx.model.graph:
+                            # An output keep_io_types does not keep accepts LOW,
+                            # unless its values are known not to fit.
+                            n = LOW if self.known_misfit(value) is None else HIGH
+                        needs.append(n if n is not None else UNKNOWN)
+        return needs
+
+    def _slot_need(self, node: ir.Node, index: int) -> Optional[str]:
+        """What input slot ``index`` of ``node`` needs: LOW, HIGH, ANY or None."""
+        if node in self.structural_slots:
+            inputs, _ = self.structural_slots[node]
+            return inputs[index] if index < len(inputs) else None
+        value = node.inputs[index]
+        if not is_float(value):
+            return None
+        facts = self.facts.get(node)
+        decision = self.decisions.get(node)
+        if facts is None or decision is None:
+            return HIGH
+        if index in facts.any_in:
+            return ANY
+        if index in facts.main_in and decision.precision in (LOW, HIGH):
+            return decision.precision
+        if index in facts.main_in and decision.precision == FREE:
+            return UNKNOWN
+        return HIGH  # a slot outside the main type, a NONE node, an unknown op: keeps float32
+
+
+def summary(outputs: Sequence[Optional[str]]) -> str:
+    """The precisions of a structural node's float outputs, for its reason."""
+    parts = [p for p in outputs if p is not None]
+    return ", ".join(parts) if parts else "no float outputs"
+
+
+def plan_model(
+    model: ir.Model, policy: Policy, config: Config, runtime_pins: Optional[Mapping[str, str]] = None
+) -> Plan:
+    """Plan ``model`` under ``policy`` and ``config`` (reads only; nodes named ``runtime_pins`` stay float32)."""
+    return Planner(model, policy, config, runtime_pins).run()

@@ -1,0 +1,125 @@
+"""Rule family ``hard``: facts of the schema and the runtime that no level, list or user setting overrides.
+
+Each rule takes (context, node, facts) and returns a ``Decision`` or None
+(not this rule's case); ``ampconv.plan.table`` orders them.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import onnx_ir as ir
+
+from ampconv.plan.context import PlanContext, op_label
+from ampconv.plan.decision import NONE, Decision
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.values import is_float
+from ampconv.policy import HIGH
+from ampconv.policy.lists import FLOAT32_FUNCTION_BODY, QUANTIZATION, REDUCTION_NEEDS_FLOAT32, behaviour_kind
+from ampconv.schema import first_opset_allowing, normalize_domain
+
+
+def no_schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """An op without a known schema: its float tensors stay float32 (tried before ``no_float``)."""
+    if facts.info.known:
+        return None
+    if any(is_float(v) for v in list(node.inputs) + list(node.outputs)):
+        return Decision(HIGH, "hard-no-schema", f"hard: no known schema for {op_label(node)}; kept float32")
+    return Decision(NONE, "no-float", "no float32 tensors")
+
+
+def no_float(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """No float32 data in the node's main type variable: nothing to convert."""
+    if facts.main_in or facts.main_out:
+        return None
+    return Decision(NONE, "no-float", "no float32 data in its main type")
+
+
+def unknown_type(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """An input of the main type whose type inference could not tell: it may be float32."""
+    main = facts.info.main_type()
+    unknown = [
+        v.name for i, v in enumerate(node.inputs) if v is not None and v.type is None and facts.info.input_type(i) == main
+    ]
+    if not unknown:
+        return None
+    # e.g. it comes from an op of an unknown domain
+    return Decision(HIGH, "hard-unknown-type", f"hard: type of input {unknown[0]!r} is unknown; kept float32")
+
+
+def container(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Sequence and optional values stay float32."""
+    for value in list(node.inputs) + list(node.outputs):
+        if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
+            return Decision(HIGH, "hard-container", "hard: sequence/optional types are kept float32")
+    return None
+
+
+def tensor_attribute(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Float32 tensor attributes (e.g. TreeEnsemble's) must match the input type."""
+    if behaviour_kind(node.op_type, normalize_domain(node.domain)) == "source":
+        return None  # a source's attribute is retyped with it
+    for attribute in node.attributes.values():
+        if (
+            attribute.type == ir.AttributeType.TENSOR
+            and attribute.value is not None
+            and attribute.value.dtype == ir.DataType.FLOAT
+        ):
+            return Decision(HIGH, "hard-tensor-attribute", "hard: float32 tensor attributes tie the node to float32")
+    return None
+
+
+def bitcast(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """BitCast reinterprets bits: changing its types changes its meaning."""
+    if normalize_domain(node.domain) == "" and node.op_type == "BitCast":
+        return Decision(HIGH, "hard-bitcast", "hard: BitCast reinterprets bits; its types are its meaning")
+    return None
+
+
+def function_body(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Ops whose ONNX function body only type-checks in float32."""
+    if normalize_domain(node.domain) == "" and node.op_type in FLOAT32_FUNCTION_BODY:
+        return Decision(
+            HIGH, "hard-function-body", f"hard: {node.op_type}'s ONNX function body only type-checks in float32"
+        )
+    return None
+
+
+def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Scatter reductions: onnxruntime's CPU provider loads them in LOW, then fails at run time."""
+    if normalize_domain(node.domain) != "" or node.op_type not in REDUCTION_NEEDS_FLOAT32:
+        return None
+    reduction = node.attributes.get("reduction")
+    if reduction is None or reduction.value in ("none", b"none"):
+        return None
+    return Decision(
+        HIGH,
+        "hard-runtime-kernel",
+        f"hard: onnxruntime's CPU provider runs {node.op_type} with a reduction only in float32",
+    )
+
+
+def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Quantization and training ops keep their float32 scales and states."""
+    domain = normalize_domain(node.domain)
+    if (domain == "" and node.op_type in QUANTIZATION) or domain == "ai.onnx.preview.training":
+        return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op")
+    return None
+
+
+def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """The op's schema at the model's opset does not admit the LOW type in its main variable."""
+    main = facts.info.main_type()
+    if ctx.low_type in facts.info.allowed(main):
+        return None
+    domain = normalize_domain(node.domain)
+    opset = ctx.opsets.get(domain, 1)
+    later = first_opset_allowing(domain, node.op_type, opset, ctx.low)
+    hint = f"; allowed from opset {later}" if later else ""
+    return Decision(
+        HIGH, "hard-schema", f"hard: {node.op_type}.{main} does not accept {ctx.low_name} at opset {opset}{hint}"
+    )
+
+
+RULES = (no_schema, no_float, unknown_type, container, tensor_attribute, bitcast, function_body, runtime_kernel,
+         quantization, schema)

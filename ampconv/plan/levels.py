@@ -1,0 +1,37 @@
+"""Rule family ``level``: the level table applied to the op's list class (docs/precision.md sec. 1).
+
+At O3 every op is LOW except sources (Constant, Cast to float, ...), which
+follow their consumers: retyping them is free, and forcing them LOW would only
+add casts back. A class whose level entry is INHERIT (GRAY at O1/O2) is left
+to the gray rule.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import onnx_ir as ir
+
+from ampconv.plan.context import PlanContext
+from ampconv.plan.decision import Decision
+from ampconv.plan.facts import NodeFacts
+from ampconv.policy import BLACK, HIGH, LOW
+from ampconv.policy.lists import behaviour_kind
+from ampconv.schema import normalize_domain
+
+
+def level(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """LOW or HIGH from the level table; None for sources at O3 and for INHERIT."""
+    domain = normalize_domain(node.domain)
+    if ctx.policy.level == "O3":
+        if behaviour_kind(node.op_type, domain) == "source":
+            return None
+        return Decision(LOW, "level-O3", "level O3: everything LOW")
+    op_class = ctx.policy.class_of(domain, node.op_type)
+    precision = ctx.policy.rule(op_class)
+    if precision == LOW:
+        return Decision(LOW, op_class.lower(), f"{op_class.lower()} list at {ctx.policy.level}")
+    if precision == HIGH:
+        why = " (range or accumulated rounding)" if op_class == BLACK else ""
+        return Decision(HIGH, op_class.lower(), f"{op_class.lower()} list at {ctx.policy.level}{why}")
+    return None

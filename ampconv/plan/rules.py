@@ -1,0 +1,76 @@
+"""The registry of rule ids: every ``Decision.rule`` the planner can emit, with its family and meaning.
+
+The report's ``rule`` field, ``docs/precision.md`` and the tests speak in these
+ids; ``Decision`` refuses an id that is not registered here. The order of this
+table is the order in which the planner tries the rules for one node (the
+driver runs ``ampconv.plan.table.RULE_TABLE``, which follows it); the rules of
+the ``backward`` and ``structural`` families are applied after or around the
+forward pass, as their meanings say.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Tuple
+
+# Families, in the order the driver consults them for one node.
+HARD = "hard"  # schema and runtime facts: nothing overrides them
+CHECK = "check"  # what the checker or onnxruntime said about an earlier attempt
+USER = "user"  # the user's own overrides
+GUARD = "guard"  # constant range guards
+LEVEL = "level"  # the level table and the op lists
+GRAY = "gray"  # the gray rule: follow the activation inputs
+BACKWARD = "backward"  # decided by consumers after the forward pass
+STRUCTURAL = "structural"  # If/Loop/Scan, planned through their subgraphs
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule id: its family and what it means, in one line."""
+
+    id: str
+    family: str
+    meaning: str
+
+
+_TABLE: Tuple[Rule, ...] = (
+    Rule("hard-no-schema", HARD, "no schema is known for the op: its float tensors stay float32"),
+    Rule("no-float", HARD, "no float32 data in the node's main type variable: nothing to convert"),
+    Rule("hard-unknown-type", HARD, "an input's type could not be inferred; it may be float32, so the node stays float32"),
+    Rule("hard-container", HARD, "sequence or optional types stay float32"),
+    Rule("hard-tensor-attribute", HARD, "float32 tensor attributes tie the node's type to float32"),
+    Rule("hard-bitcast", HARD, "BitCast reinterprets bits: its types are its meaning"),
+    Rule("hard-function-body", HARD, "the op's ONNX function body only type-checks in float32"),
+    Rule("hard-runtime-kernel", HARD, "onnxruntime's CPU provider runs this form of the op only in float32"),
+    Rule("hard-quantization", HARD, "quantization and training ops stay float32"),
+    Rule("hard-schema", HARD, "the op's schema at the model's opset does not accept the LOW type"),
+    Rule("runtime-pin", CHECK, "onnx.checker or onnxruntime rejected this node in LOW in an earlier attempt"),
+    Rule("user-block-op", USER, "--block-op: the op type stays float32 at every level, O3 included"),
+    Rule("user-keep-fp32", USER, "--keep-fp32: the node name matches a pattern"),
+    Rule("hard-constant", GUARD, "a constant input holds values beyond the LOW range (or that flush to 0)"),
+    Rule("user-force-low", USER, "--force-low: the node name matches a pattern"),
+    Rule("level-O3", LEVEL, "level O3: every op LOW"),
+    Rule("white", LEVEL, "the op is on the white list: LOW at O1-O3"),
+    Rule("black", LEVEL, "the op is on the black list: float32 at O1 and O2"),
+    Rule("unlisted", LEVEL, "the op is on no list: float32 at O1, LOW at O2 and O3"),
+    Rule("gray-follow", GRAY, "gray op: follows the precision of its activation inputs"),
+    Rule("gray-promote", GRAY, "gray op: its activation inputs disagree, so it runs in float32"),
+    Rule("gray-free", GRAY, "gray op without activation inputs: decided by its consumers"),
+    Rule("free-low", BACKWARD, "decided by consumers: every float consumer is LOW"),
+    Rule("free-high", BACKWARD, "decided by consumers: a consumer needs float32"),
+    Rule("transparent-low", BACKWARD, "data movement whose consumers are all LOW: the cast moves upstream (same bits)"),
+    Rule("transparent-shared", BACKWARD, "data movement that reads the LOW copy of a weight other nodes need LOW"),
+    Rule("structural", STRUCTURAL, "If/Loop/Scan: outputs follow the subgraphs"),
+)
+
+RULES: Dict[str, Rule] = {rule.id: rule for rule in _TABLE}
+ORDER: Tuple[str, ...] = tuple(rule.id for rule in _TABLE)
+
+
+def meaning(rule_id: str) -> str:
+    """The one-line meaning of ``rule_id`` (the id itself when unknown)."""
+    rule = RULES.get(rule_id)
+    return rule.meaning if rule is not None else rule_id
+
+
+__all__ = ["ORDER", "RULES", "Rule", "meaning"]

@@ -1,0 +1,53 @@
+"""Questions about values the rules and the rewrite ask: is it float32, is it a constant, its data."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.schema import normalize_domain
+
+
+def is_float(value: Optional[ir.Value]) -> bool:
+    """Only tensor(float) is ever a conversion candidate (docs/precision.md, preamble)."""
+    return value is not None and isinstance(value.type, ir.TensorType) and value.dtype == ir.DataType.FLOAT
+
+
+def is_constant(value: ir.Value) -> bool:
+    """Initializers and Constant outputs never vote (converting them is free)."""
+    if value.is_initializer() or value.const_value is not None:
+        return True
+    producer = value.producer()
+    return producer is not None and producer.op_type == "Constant" and normalize_domain(producer.domain) == ""
+
+
+def constant_array(value: ir.Value) -> Optional[np.ndarray]:
+    """The numpy data of a constant value (initializer or Constant node), or None."""
+    tensor = value.const_value
+    if tensor is None:
+        producer = value.producer()
+        if producer is None or producer.op_type != "Constant":
+            return None
+        attr = producer.attributes.get("value")
+        if attr is not None and attr.type == ir.AttributeType.TENSOR:
+            tensor = attr.value
+        else:
+            for name in ("value_float", "value_floats"):
+                a = producer.attributes.get(name)
+                if a is not None:
+                    return np.asarray(a.value, dtype=np.float32)
+            return None
+    try:
+        return tensor.numpy()
+    except Exception:  # noqa: BLE001 - unreadable data is reported by the loader, not here
+        return None
+
+
+def origin(value: ir.Value) -> str:
+    """How a reason names where ``value`` comes from: its producer, or the graph input."""
+    producer = value.producer()
+    if producer is not None:
+        return producer.name or producer.op_type
+    return f"input {value.name}"

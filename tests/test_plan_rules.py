@@ -1,0 +1,153 @@
+"""The rule table and its families, unit-tested on in-memory models (no disk, no onnxruntime)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx.parser
+import onnx_ir as ir
+import pytest
+
+from ampconv.config import Config
+from ampconv.plan import Decision, gray, guards, hard, levels, user
+from ampconv.plan.context import PlanContext
+from ampconv.plan.facts import node_facts
+from ampconv.plan.rules import ORDER, RULES
+from ampconv.plan.table import RULE_TABLE, decide
+from ampconv.policy import HIGH, LOW, load_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _model(text: str) -> ir.Model:
+    """Parse ONNX text; nodes are named after their first output (the text format has no node names)."""
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(text))
+    for node in model.graph:
+        node.name = node.outputs[0].name
+    return model
+
+
+def _ctx(model: ir.Model, level: str = "O2", pins=None, **config) -> PlanContext:
+    block_ops = config.pop("block_ops", ())
+    policy = load_policy(level=level, block_ops=block_ops)
+    return PlanContext.create(model, policy, Config(level=level, block_ops=block_ops, **config), pins or {})
+
+
+def _node(model: ir.Model, name: str) -> ir.Node:
+    return next(n for n in model.graph if n.name == name)
+
+
+MLP = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 4] x) => (float[2, 3] y) <float[4, 3] W = {1,2,3,4,5,6,7,8,9,10,11,12}, float[3] big = {1e6, 1, 1}> {
+    mm = MatMul (x, W)
+    h = MatMul (x, W)
+    a = Add (h, big)
+    y = Relu (a)
+}
+"""
+
+
+def test_every_registered_rule_is_documented():
+    text = (ROOT / "docs" / "precision.md").read_text(encoding="utf-8")
+    missing = [rule for rule in RULES if f"`{rule}`" not in text]
+    assert missing == []
+
+
+def test_decision_refuses_an_unregistered_rule_id():
+    assert Decision(LOW, "white", "white list at O2").rule == "white"
+    with pytest.raises(ValueError, match="unregistered rule id"):
+        Decision(LOW, "whitelist", "a typo")
+
+
+def test_table_follows_the_registry_order():
+    """The family modules' rules appear in the table in the registry's order (the documented contract)."""
+    emitted = {
+        hard.no_schema: "hard-no-schema", hard.no_float: "no-float", hard.unknown_type: "hard-unknown-type",
+        hard.container: "hard-container", hard.tensor_attribute: "hard-tensor-attribute",
+        hard.bitcast: "hard-bitcast", hard.function_body: "hard-function-body",
+        hard.runtime_kernel: "hard-runtime-kernel", hard.quantization: "hard-quantization",
+        hard.schema: "hard-schema", user.runtime_pin: "runtime-pin", user.block_op: "user-block-op",
+        user.keep_fp32: "user-keep-fp32", guards.constant_range: "hard-constant", user.force_low: "user-force-low",
+        levels.level: "level-O3", gray.gray: "gray-follow",
+    }
+    assert [emitted[rule] for rule in RULE_TABLE] == [rule for rule in ORDER if rule in emitted.values()]
+
+
+def test_hard_schema_rule_names_the_opset_that_allows_it():
+    model = _model("""<ir_version: 8, opset_import: ["" : 13]>
+    g (float[1, 1, 4, 4] x, float[1, 1, 3, 3] w) => (float[1, 1, 2, 2] y) { y = Conv (x, w) }""")
+    node = next(iter(model.graph))
+    ctx = _ctx(model, dtype="bf16")
+    decision = hard.schema(ctx, node, node_facts(node, ctx.opsets))
+    assert decision.precision == HIGH and decision.rule == "hard-schema" and "allowed from opset 22" in decision.reason
+    fp16 = _ctx(model, dtype="fp16")
+    assert hard.schema(fp16, node, node_facts(node, fp16.opsets)) is None  # negative: fp16 is accepted
+
+
+def test_user_rules_match_and_do_not_match():
+    model = _model(MLP)
+    node = _node(model, "mm")
+    ctx = _ctx(model, keep_fp32=("^m",), force_low=("^zz",), block_ops=("MatMul",), pins={"mm": "onnxruntime: x"})
+    facts = node_facts(node, ctx.opsets)
+    assert user.keep_fp32(ctx, node, facts).rule == "user-keep-fp32"
+    assert user.block_op(ctx, node, facts).reason == "user: --block-op MatMul"
+    assert user.runtime_pin(ctx, node, facts).reason == "onnxruntime: x"
+    assert user.force_low(ctx, node, facts) is None
+    plain = _ctx(model)
+    assert all(rule(plain, node, facts) is None for rule in (user.keep_fp32, user.block_op, user.runtime_pin))
+
+
+def test_constant_guard_pins_overflow_and_records_it():
+    model = _model(MLP)
+    add = next(n for n in model.graph if n.op_type == "Add")
+    ctx = _ctx(model)
+    decision = guards.constant_range(ctx, add, node_facts(add, ctx.opsets))
+    assert decision.rule == "hard-constant" and "1e+06" in decision.reason
+    assert [(c.tensor, c.action) for c in ctx.constants] == [("big", "pinned")]
+    clamp = _ctx(model, clamp=True)
+    assert guards.constant_range(clamp, add, node_facts(add, clamp.opsets)) is None
+    assert clamp.clamp == {"big": True}
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    assert guards.constant_range(ctx, relu, node_facts(relu, ctx.opsets)) is None  # no constant input
+
+
+def test_level_rule_by_level_and_class():
+    model = _model(MLP)
+    relu = next(n for n in model.graph if n.op_type == "Relu")
+    mm = _node(model, "mm")
+    for level, node, expected in (("O1", mm, ("white", LOW)), ("O2", relu, None), ("O3", relu, ("level-O3", LOW))):
+        ctx = _ctx(model, level=level)
+        decision = levels.level(ctx, node, node_facts(node, ctx.opsets))
+        assert (decision.rule, decision.precision) == expected if expected else decision is None
+
+
+def test_gray_rule_follows_and_promotes():
+    model = _model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] a, float[2] b) => (float[2] y) { s = Add (a, b) y = Relu (s) }""")
+    add = next(iter(model.graph))
+    a, b = add.inputs
+    ctx = _ctx(model)
+    facts = node_facts(add, ctx.opsets)
+    ctx.values.update({a: LOW, b: LOW})
+    assert gray.gray(ctx, add, facts).rule == "gray-follow"
+    ctx.values[b] = HIGH
+    assert gray.gray(ctx, add, facts).rule == "gray-promote"
+    ctx.values.clear()
+    assert gray.gray(ctx, add, facts).rule == "gray-free"
+
+
+def test_decide_runs_the_table_in_order():
+    """A node both blocked and white: the earlier rule (user-block-op) wins."""
+    model = _model(MLP)
+    node = _node(model, "mm")
+    ctx = _ctx(model, block_ops=("MatMul",))
+    assert decide(ctx, node, node_facts(node, ctx.opsets)).rule == "user-block-op"
+    assert decide(_ctx(model), node, node_facts(node, ctx.opsets)).rule == "white"
+
+
+def test_rule_ids_in_the_code_are_registered():
+    """Every literal rule id in ampconv/plan is in the registry (Decision checks at run time; this catches dead ones)."""
+    source = "".join(p.read_text() for p in (ROOT / "ampconv" / "plan").glob("*.py") if p.name != "rules.py")
+    used = set(re.findall(r'Decision\(\s*\w+,\s*"([a-z0-9-]+)"', source))
+    assert used and used <= set(RULES)
