@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
 
 # Elements per scan step (1 MiB of float32: stays in cache, bounded temporaries).
@@ -19,16 +18,9 @@ import numpy as np
 # a chunk larger than the buffer would raise.
 from ampconv.chunks import CHUNK_ELEMENTS
 
-# Bit patterns of |x| (float32) at which rounding to the LOW type overflows to inf
-# (the halfway point above the largest finite value rounds to even = inf) and
-# below which (inclusive) a non-zero value rounds to zero.
-_LIMITS = {
-    "fp16": {"overflow": 0x477FF000, "underflow": 0x33000000, "max": 65504.0},
-    "bf16": {"overflow": 0x7F7F8000, "underflow": 0x00008000, "max": float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)},
-}
-_INF_BITS = 0x7F800000
+from ampconv.lowtypes import low_type
 
-NUMPY_LOW = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}
+_INF_BITS = 0x7F800000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +37,7 @@ class RangeStats:
     mask_fill: Optional[float] = None  # the single negative value every overflow has, if any
 
     def pins(self) -> bool:
-        """Whether this constant must keep its consumer in float32 (POLICY.md sec. 6).
+        """Whether this constant must keep its consumer in float32 (docs/precision.md sec. 6).
 
         Any overflow pins. Underflow pins a small constant (an epsilon, a scale:
         flushing it changes the op's meaning, e.g. ``x / sqrt(var + 0)``) or a
@@ -69,7 +61,7 @@ def range_stats(array, low: str, chunks=None) -> RangeStats:
     costs one in-place mask, one max and two counts per chunk into a reused
     buffer; details are computed only for the chunks that need them.
     """
-    limits = _LIMITS[low]
+    limits = low_type(low)
     if chunks is None:
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
         chunks = (flat[i : i + CHUNK_ELEMENTS] for i in range(0, flat.size, CHUNK_ELEMENTS))
@@ -87,11 +79,11 @@ def range_stats(array, low: str, chunks=None) -> RangeStats:
         bits = np.bitwise_and(values.view(np.uint32), np.uint32(0x7FFFFFFF), out=buffer[:n])
         zeros = int(np.count_nonzero(bits == 0))
         nonzero += n - zeros
-        n_under = int(np.count_nonzero(bits <= limits["underflow"])) - zeros
+        n_under = int(np.count_nonzero(bits <= limits.underflow_bits)) - zeros
         top = int(bits.max())
-        if top >= limits["overflow"]:  # rare: overflow, inf or nan present
+        if top >= limits.overflow_bits:  # rare: overflow, inf or nan present
             finite = bits < _INF_BITS
-            over = finite & (bits >= limits["overflow"])
+            over = finite & (bits >= limits.overflow_bits)
             n_over = int(np.count_nonzero(over))
             if n_over:
                 overflow += n_over
@@ -105,31 +97,26 @@ def range_stats(array, low: str, chunks=None) -> RangeStats:
         if n_under:
             underflow += n_under
             if ex_under is None:
-                under = (bits > 0) & (bits <= limits["underflow"])
+                under = (bits > 0) & (bits <= limits.underflow_bits)
                 ex_under = float(values[int(np.argmax(under))])
     fill = ex_over if overflow and mask_like else None
     return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill)
-
-
-# What an attention-mask fill (-1e9, float32 lowest) becomes in LOW: far below any
-# real logit, so softmax still gives exactly 0, yet finite, so a score added to it
-# cannot overflow to -inf and a fully masked row cannot produce NaN (-inf - -inf).
-MASK_FILL = {"fp16": -32768.0, "bf16": -1.0e30}
 
 
 def to_low(array: np.ndarray, low: str, clamp: bool | str = False) -> np.ndarray:
     """Round float32 to the LOW type, nearest-even; signs, inf and nan are kept.
 
     With ``clamp=True``, finite values beyond the LOW range become +-max instead
-    of +-inf; with ``clamp="mask"``, the mask fill values become ``MASK_FILL``.
+    of +-inf; with ``clamp="mask"``, the mask fill values become the type's ``mask_fill``.
     """
     array = np.asarray(array, dtype=np.float32)
+    target = low_type(low)
     if clamp == "mask":
-        limit = np.float32(_LIMITS[low]["max"])
-        array = np.where(np.isfinite(array) & (array < -limit), np.float32(MASK_FILL[low]), array)
+        limit = np.float32(target.max)
+        array = np.where(np.isfinite(array) & (array < -limit), np.float32(target.mask_fill), array)
     elif clamp:
-        limit = np.float32(_LIMITS[low]["max"])
+        limit = np.float32(target.max)
         finite = np.isfinite(array)
         array = np.where(finite, np.clip(array, -limit, limit), array)
     with np.errstate(over="ignore"):
-        return array.astype(NUMPY_LOW[low])
+        return array.astype(target.numpy)

@@ -19,10 +19,10 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
-from ampconv.constants import MASK_FILL
 from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
 from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.loadcheck import check_written
+from ampconv.lowtypes import low_type
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.apply import ApplyResult, apply_plan
 from ampconv.passes.cleanup import CleanupResult, cleanup
@@ -215,7 +215,7 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
         detail = "; ".join(parts)
         if note.action == "mask":
             action = (
-                f"attention-mask fill {s.mask_fill:.4g} stored as {MASK_FILL[plan.low]:g} "
+                f"attention-mask fill {s.mask_fill:.4g} stored as {low_type(plan.low).mask_fill:g} "
                 "(softmax still gives 0; finite, so no NaN rows)"
             )
         else:

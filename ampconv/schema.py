@@ -26,8 +26,9 @@ from typing import Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence,
 import onnx
 import onnx.defs
 
+from ampconv.lowtypes import low_type
+
 FLOAT = "tensor(float)"
-LOW_TYPE_STRINGS = {"fp16": "tensor(float16)", "bf16": "tensor(bfloat16)"}
 
 
 def normalize_domain(domain: str) -> str:
@@ -408,7 +409,7 @@ def first_opset_allowing(domain: str, op_type: str, opset: int, low: str) -> Opt
         info = op_info(domain, op_type, version)
         if info.known and info.since_version > opset:
             main = info.main_type()
-            if main is not None and LOW_TYPE_STRINGS[low] in info.allowed(main):
+            if main is not None and low_type(low).type_string in info.allowed(main):
                 return info.since_version
     return None
 

@@ -12,7 +12,8 @@ from ampconv.config import Config
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
-from ampconv.schema import LOW_TYPE_STRINGS, normalize_domain
+from ampconv.lowtypes import LowType, low_type
+from ampconv.schema import normalize_domain
 
 
 @dataclasses.dataclass
@@ -23,8 +24,8 @@ class PlanContext:
     policy: Policy
     config: Config
     runtime_pins: Mapping[str, str]
-    low: str  # "fp16" or "bf16"
-    low_type: str  # "tensor(float16)" or "tensor(bfloat16)"
+    low: str  # the LOW type's key: fp16 or bf16
+    low_record: LowType
     opsets: Mapping[str, int]  # normalized domain -> version
     keep_fp32: Tuple["re.Pattern[str]", ...]
     force_low: Tuple["re.Pattern[str]", ...]
@@ -45,7 +46,7 @@ class PlanContext:
             config=config,
             runtime_pins=dict(runtime_pins),
             low=config.dtype,
-            low_type=LOW_TYPE_STRINGS[config.dtype],
+            low_record=low_type(config.dtype),
             opsets={normalize_domain(d): v for d, v in model.opset_imports.items()},
             keep_fp32=tuple(re.compile(p) for p in config.keep_fp32),
             force_low=tuple(re.compile(p) for p in config.force_low),
@@ -54,9 +55,14 @@ class PlanContext:
         )
 
     @property
+    def low_type(self) -> str:
+        """The LOW type's schema type string, e.g. ``tensor(float16)``."""
+        return self.low_record.type_string
+
+    @property
     def low_name(self) -> str:
         """The LOW element type as people write it: float16 or bfloat16."""
-        return self.low_type[len("tensor("):-1]
+        return self.low_record.name
 
 
 def op_label(node: ir.Node) -> str:

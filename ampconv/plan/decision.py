@@ -8,6 +8,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import onnx_ir as ir
 
 from ampconv.constants import RangeStats
+from ampconv.lowtypes import LOW_TYPES
 from ampconv.plan.rules import RULES
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
@@ -16,7 +17,8 @@ FREE = "FREE"  # transient: decided by consumers in the backward pass
 ANY = "ANY"  # input slot requirement: any type, no cast needed
 UNKNOWN = "UNKNOWN"  # transient slot requirement of a FREE consumer
 
-LOW_DTYPES = {"fp16": ir.DataType.FLOAT16, "bf16": ir.DataType.BFLOAT16}
+# The rewrite's view of the LOW types (ampconv.lowtypes holds every fact about them).
+LOW_DTYPES = {key: record.dtype for key, record in LOW_TYPES.items()}
 
 
 @dataclasses.dataclass(frozen=True)

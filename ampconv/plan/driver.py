@@ -262,7 +262,7 @@ class Planner:
         later = first_opset_allowing("", node.op_type, opset, self.ctx.low)
         hint = f"; allowed from opset {later}" if later else ""
         return (
-            f"hard: {node.op_type}.{refused[0]} does not accept {self.ctx.low_type[7:-1]} at opset {opset}{hint}; "
+            f"hard: {node.op_type}.{refused[0]} does not accept {self.ctx.low_name} at opset {opset}{hint}; "
             "its outputs and loop-carried values stay float32"
         )
 
