@@ -22,6 +22,19 @@ from ampconv.errors import (
     ValidationFailed,
 )
 
+# ``ampconv.validate`` is the function; the subpackage of the same name holds
+# its implementation and stays importable by path (``from ampconv.validate
+# import ValidateOptions``). Python sets a subpackage as an attribute of its
+# parent the first time it is imported, which would replace the function with
+# the module. So the (light: no numpy, onnx or onnxruntime) subpackage is
+# imported here, before anyone else can, and the function is bound over that
+# attribute; later imports find the subpackage in sys.modules and bind
+# nothing. Hence ``ampconv.validate(...)`` always calls; the subpackage's
+# contents are reached with ``from ampconv.validate import ...`` (note that
+# ``import ampconv.validate as v`` yields the function too, as attribute
+# lookup comes first).
+from ampconv.validate import ValidateOptions, validate
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -55,16 +68,6 @@ def convert(src, dst=None, config=None, *, dry_run=False):
     return _convert(src, dst, config or Config(), dry_run=dry_run)
 
 
-def validate(reference, converted, options=None):
-    """Compare ``converted`` against the float32 ``reference`` on the same inputs.
-
-    Returns a ``ValidationResult``; never raises on drift (check ``result.passed``).
-    """
-    from ampconv.validate import validate as _validate
-
-    return _validate(reference, converted, options)
-
-
 def load_policy(preset="default", mixlists=(), level="O2", block_ops=(), target=None):
     """Return the effective op lists for a preset plus policy files at a level (``target`` decides ``auto``)."""
     from ampconv.policy import load_policy as _load_policy
@@ -78,8 +81,8 @@ def __getattr__(name):
         from ampconv.report import Report
 
         return Report
-    if name in ("ValidateOptions", "ValidationResult"):
-        import ampconv.validate as _v
+    if name == "ValidationResult":
+        from ampconv.validate import ValidationResult
 
-        return getattr(_v, name)
+        return ValidationResult
     raise AttributeError(name)

@@ -1,18 +1,25 @@
 """The public entry points: ``ampconv.validate`` and the lazy onnxruntime import."""
 
+import sys
+import types
+
 import numpy as np
 import pytest
 import validate_models as vm
 
 import ampconv
-import ampconv.validate  # binds ampconv.validate to the subpackage: it must stay callable
+import ampconv.validate  # the subpackage is already imported: this binds nothing over the function
+import ampconv.validate.render
+from ampconv.validate import ValidateOptions, validate
 
 
-def test_top_level_validate_is_callable_after_importing_the_subpackage(tmp_path):
+def test_top_level_validate_is_the_function_after_importing_the_subpackage(tmp_path):
+    assert type(sys.modules["ampconv.validate"]) is types.ModuleType  # a plain module, no class swap
+    assert isinstance(ampconv.validate, types.FunctionType)
+    assert ampconv.validate is validate and ampconv.ValidateOptions is ValidateOptions
     ref, conv = vm.mlp_pair(tmp_path)
     result = ampconv.validate(ref, conv, ampconv.ValidateOptions(shapes={"batch": (2,)}))
     assert isinstance(result, ampconv.ValidationResult) and result.passed
-    assert ampconv.validate.validate is not None  # the module API is there too
 
 
 def test_missing_onnxruntime_is_a_clear_error(tmp_path, monkeypatch):

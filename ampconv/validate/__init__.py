@@ -5,16 +5,16 @@ Modules, data first and renderers last: ``options`` (what to do), ``inputs``
 that rounds like fp16/bf16), ``runners`` (onnxruntime), ``metrics`` (pass rule),
 ``localize`` (first diverging node), ``result`` (data), ``core`` (``validate``),
 ``render`` (text/markdown/json).
+
+This package is light to import (no numpy, onnx or onnxruntime): ``import
+ampconv`` imports it (see the note there on the name ``ampconv.validate``),
+so ``validate`` imports ``core`` when called and the result classes load on
+first use.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-
-from ampconv.validate.core import validate
 from ampconv.validate.options import DEFAULT_TOLERANCES, ValidateOptions, parse_shape
-from ampconv.validate.result import Localization, OutputResult, ValidationResult
 
 __all__ = [
     "DEFAULT_TOLERANCES",
@@ -26,17 +26,30 @@ __all__ = [
     "validate",
 ]
 
+_RESULT_CLASSES = ("Localization", "OutputResult", "ValidationResult")
 
-class _CallableModule(types.ModuleType):
-    """Keeps ``ampconv.validate(reference, converted, options)`` working.
 
-    Importing this subpackage binds ``ampconv.validate`` to the module,
-    shadowing the function of the same name in ``ampconv/__init__.py``; calling
-    the module forwards to ``validate`` so both spellings keep working.
+def validate(reference, converted, options: ValidateOptions | None = None):
+    """Compare ``converted`` with the float32 ``reference`` on the same inputs; returns a ``ValidationResult``.
+
+    Never raises on drift (read ``result.passed``). Raises ``UsageError`` for
+    bad inputs or options, ``ModelLoadError`` for unreadable models,
+    ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
+    model cannot be run.
     """
+    from ampconv.validate.core import validate as _validate
 
-    def __call__(self, reference, converted, options=None):
-        return validate(reference, converted, options)
+    return _validate(reference, converted, options)
 
 
-sys.modules[__name__].__class__ = _CallableModule
+def __getattr__(name: str):
+    # The result classes import numpy (through metrics): load them on first use.
+    if name in _RESULT_CLASSES:
+        from ampconv.validate import result
+
+        return getattr(result, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_RESULT_CLASSES))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import tempfile
 import time
@@ -34,14 +36,14 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     options = options or ValidateOptions()
     reference, converted = os.fspath(reference), os.fspath(converted)
     runners.import_runtime()
-    ref_model = modelio.load(reference)
-    conv_model = modelio.load(converted)
-    specs = modelio.declared_inputs(ref_model)
-    _check_same_interface(ref_model, conv_model, reference, converted)
-    found_dtype = modelio.low_dtype(conv_model)
+    ref = _Loaded.read(reference)
+    conv = _Loaded.read(converted)
+    specs = modelio.declared_inputs(ref.model)
+    _check_same_interface(ref.model, conv.model, reference, converted)
+    found_dtype = modelio.low_dtype(conv.model)
     dtype = found_dtype or "fp16"
     rtol, atol, source = options.tolerances(dtype)
-    samples = _samples(options, specs, ref_model)
+    samples = _samples(options, specs, ref.model)
     backend, provider = _pick_backend(options.backend)
     notes = []
     if samples.random:
@@ -55,8 +57,9 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
-        conv_path, conv_aliases = _prepare_converted(conv_model, converted, backend, tmp, notes)
-        ref_path, ref_aliases = _prepare_reference(ref_model, reference, tmp)
+        setup = _Setup(backend=backend, provider=provider, rtol=rtol, atol=atol, tmp=tmp)
+        conv_path, conv_aliases = _prepare_converted(conv, setup, notes)
+        ref_path, ref_aliases = _prepare_reference(ref, tmp)
         ref_runner = runners.make_session(
             ref_path, "reference model", runners.CPU, optimize=False, aliases=ref_aliases, source=reference
         )
@@ -73,6 +76,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         if conv_runner.provider != provider:
             notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
         provider = conv_runner.provider
+        setup = dataclasses.replace(setup, provider=provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
         per_output = {name: [] for name in out_names}
@@ -108,8 +112,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         if not passed and options.localize and first_failed is not None:
             start = time.perf_counter()
             located = _localize(
-                reference, converted, backend, provider, tmp, samples.samples[first_failed],
-                first_failed, rtol, atol, options.decisions,
+                ref, conv, setup,
+                sample=samples.samples[first_failed], index=first_failed, decisions=options.decisions,
             )
             timings["localize_s"] = time.perf_counter() - start
 
@@ -130,6 +134,58 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         notes=tuple(notes),
         timings=tuple(timings.items()),
     )
+
+
+@dataclasses.dataclass
+class _Loaded:
+    """One model file, read once; every session runs the file itself or a copy of ``model``.
+
+    Derivations (emulation, the bfloat16 wrapper, exposing intermediates)
+    edit a ``copy()``, never ``model``, so ``model`` stays the model as
+    written: localization reads names and types from it. ``Model.clone()``
+    copies the graph and shares the weights, so a copy costs no weight I/O.
+    """
+
+    path: str
+    model: ir.Model
+    external: bool  # whether copies are saved with external data (modelio.wants_external)
+    typed: bool = False
+
+    @classmethod
+    def read(cls, path: str) -> _Loaded:
+        model = modelio.load(path)
+        return cls(path, model, modelio.wants_external(model, path))
+
+    def with_types(self) -> ir.Model:
+        """``model`` with missing tensor types inferred; shape inference runs at most once."""
+        if not self.typed:
+            modelio.ensure_types(self.model)
+            self.typed = True
+        return self.model
+
+    def copy(self) -> ir.Model:
+        """A copy to derive from (with the types ``with_types`` inferred so far).
+
+        ``Model.clone()`` shares each value's type object too, and setting
+        ``Value.dtype`` edits that object in place (emulation retypes LOW
+        values that way), so every value of the copy gets its own type.
+        """
+        model = self.model.clone()
+        for value in modelio.iter_values(model):
+            if value.type is not None:
+                value.type = copy.deepcopy(value.type)
+        return model
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """How the converted model runs and how drift is judged, for the check and for localization."""
+
+    backend: str  # "native" or "emulate"
+    provider: str  # the converted model's execution provider
+    rtol: float
+    atol: float
+    tmp: str  # folder for derived copies
 
 
 def _is_float(array) -> bool:
@@ -177,11 +233,19 @@ def _pick_backend(requested: str) -> tuple[str, str]:
     return "emulate", runners.CPU
 
 
-def _derive(model: ir.Model, backend: str):
+def _derive(conv: _Loaded, backend: str) -> tuple[ir.Model, emulation.EmulationStats | None]:
+    """A copy of the converted model as the ``backend`` runs it, and the emulation's stats.
+
+    Emulation needs every tensor's type: they are inferred once on ``conv``
+    and every copy inherits them.
+    """
     if backend == "emulate":
-        return emulation.emulate(model)
+        conv.with_types()
+        model = conv.copy()
+        return model, emulation.emulate(model, infer_types=False)
+    model = conv.copy()
     emulation.widen_bfloat16_io(model)
-    return None
+    return model, None
 
 
 def _output_aliases(before: list[str], model: ir.Model) -> dict[str, str]:
@@ -195,7 +259,7 @@ def _output_aliases(before: list[str], model: ir.Model) -> dict[str, str]:
     return {old: new for old, new in zip(before, after) if old != new}
 
 
-def _prepare_reference(model: ir.Model, source: str, tmp: str) -> tuple[str, dict[str, str]]:
+def _prepare_reference(ref: _Loaded, tmp: str) -> tuple[str, dict[str, str]]:
     """Path of the model the reference session runs and its output aliases.
 
     numpy cannot take bfloat16 from onnxruntime ("No corresponding Numpy
@@ -204,32 +268,29 @@ def _prepare_reference(model: ir.Model, source: str, tmp: str) -> tuple[str, dic
     (``widen_bfloat16_io``) works on every provider and onnxruntime version,
     and every bfloat16 value is exactly a float32, so nothing is lost.
     """
-    if not _has_bf16_io(model):
-        return source, {}
-    external = modelio.wants_external(model, source)
-    before = [v.name for v in model.graph.outputs]
+    if not _has_bf16_io(ref.model):
+        return ref.path, {}
+    before = [v.name for v in ref.model.graph.outputs]
+    model = ref.copy()
     emulation.widen_bfloat16_io(model)
     aliases = _output_aliases(before, model)
-    return modelio.save_derived(model, tmp, "reference", external), aliases
+    return modelio.save_derived(model, tmp, "reference", ref.external), aliases
 
 
-def _prepare_converted(
-    model: ir.Model, source: str, backend: str, tmp: str, notes: list
-) -> tuple[str, dict[str, str]]:
+def _prepare_converted(conv: _Loaded, setup: _Setup, notes: list) -> tuple[str, dict[str, str]]:
     """Path of the model the converted session runs (the emulated copy, a bf16-I/O wrapper, or the file itself) and its output aliases."""
-    if backend == "native" and not _has_bf16_io(model):
-        return source, {}
-    external = modelio.wants_external(model, source)
-    before = [v.name for v in model.graph.outputs]
-    stats = _derive(model, backend)
+    if setup.backend == "native" and not _has_bf16_io(conv.model):
+        return conv.path, {}
+    before = [v.name for v in conv.model.graph.outputs]
+    model, stats = _derive(conv, setup.backend)
     if stats is not None and stats.untyped:
         notes.append(
-            f"{source}: {stats.untyped} tensor(s) have no inferable type and are not rounded by emulation"
+            f"{conv.path}: {stats.untyped} tensor(s) have no inferable type and are not rounded by emulation"
         )
     if stats is not None and stats.unrounded:
-        notes.append(f"{source}: {stats.unrounded} LOW sequence/optional value(s) are not rounded by emulation")
+        notes.append(f"{conv.path}: {stats.unrounded} LOW sequence/optional value(s) are not rounded by emulation")
     aliases = _output_aliases(before, model)
-    return modelio.save_derived(model, tmp, "converted", external), aliases
+    return modelio.save_derived(model, setup.tmp, "converted", conv.external), aliases
 
 
 def _has_bf16_io(model: ir.Model) -> bool:
@@ -249,36 +310,29 @@ def _expose_widened(model: ir.Model, names) -> dict[str, str]:
     return _output_aliases(before, model)
 
 
-def _localize(reference, converted, backend, provider, tmp, sample, index, rtol, atol, decisions) -> Localization:
-    ref_model = modelio.load(reference)
-    conv_model = modelio.load(converted)  # as written: names and types the user sees
-    modelio.ensure_types(ref_model)
-    modelio.ensure_types(conv_model)
-    ref_floats = localize.float_node_outputs(ref_model)
-    conv_floats = localize.float_node_outputs(conv_model)
+def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, *, sample, index: int, decisions) -> Localization:
+    """Run copies of both models exposing their shared float intermediates on ``sample`` (number ``index``)."""
+    ref_floats = localize.float_node_outputs(ref.with_types())
+    conv_floats = localize.float_node_outputs(conv.with_types())  # as written: names and types the user sees
     names = [n for n in conv_floats if n in ref_floats]
     if not names:
-        return Localization(backend=backend, sample=index, checked=0)
+        return Localization(backend=setup.backend, sample=index, checked=0)
 
-    ref_copy = modelio.load(reference)
-    modelio.ensure_types(ref_copy)
-    external = modelio.wants_external(ref_copy, reference)
+    ref_copy = ref.copy()
     ref_aliases = _expose_widened(ref_copy, names)
-    ref_path = modelio.save_derived(ref_copy, tmp, "reference_localize", external)
+    ref_path = modelio.save_derived(ref_copy, setup.tmp, "reference_localize", ref.external)
 
-    conv_copy = modelio.load(converted)
-    external = modelio.wants_external(conv_copy, converted)
-    _derive(conv_copy, backend)
+    conv_copy, _ = _derive(conv, setup.backend)
     conv_aliases = _expose_widened(conv_copy, names)
-    conv_path = modelio.save_derived(conv_copy, tmp, "converted_localize", external)
+    conv_path = modelio.save_derived(conv_copy, setup.tmp, "converted_localize", conv.external)
 
     ref_runner = runners.make_session(
         ref_path, "reference model (localization copy)", runners.CPU, optimize=False,
-        aliases=ref_aliases, source=reference,
+        aliases=ref_aliases, source=ref.path,
     )
     conv_runner = runners.make_session(
-        conv_path, "converted model (localization copy)", provider, optimize=(backend == "native"),
-        aliases=conv_aliases, source=converted,
+        conv_path, "converted model (localization copy)", setup.provider, optimize=(setup.backend == "native"),
+        aliases=conv_aliases, source=conv.path,
     )
     ref_names = set(ref_runner.output_names())
     conv_names = set(conv_runner.output_names())
@@ -289,5 +343,5 @@ def _localize(reference, converted, backend, provider, tmp, sample, index, rtol,
     except AmpconvError as exc:
         raise AmpconvError(f"localization failed: {exc}") from None
     return localize.first_divergence(
-        conv_model, fetch, ref_values, conv_values, rtol, atol, backend, index, decisions
+        conv.model, fetch, ref_values, conv_values, setup.rtol, setup.atol, setup.backend, index, decisions
     )

@@ -51,15 +51,17 @@ class EmulationStats:
     untyped: int = 0
 
 
-def emulate(model: ir.Model) -> EmulationStats:
+def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
     """Rewrite ``model`` in place into its float32 emulation (rules 1-5).
 
-    Missing tensor types are inferred first; outputs whose type stays unknown
+    Missing tensor types are inferred first (``infer_types=False``: the caller
+    already ran ``modelio.ensure_types``); outputs whose type stays unknown
     cannot be rounded and are counted in ``stats.untyped``.
     """
-    ensure_types(model)
+    if infer_types:
+        ensure_types(model)
     stats = EmulationStats(untyped=untyped_values(model))
-    names = _NameMaker(model)
+    names = _NameMaker()
     replaced: dict[ir.Value, ir.Value] = {}
     all_graphs = list(graphs(model))
     for graph in all_graphs:
@@ -74,9 +76,9 @@ def emulate(model: ir.Model) -> EmulationStats:
 
 
 class _NameMaker:
-    """Fresh value/node names that collide with nothing in the model."""
+    """Fresh value/node names: the original name, a reserved infix, a tag and a counter."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self) -> None:
         self._counter = itertools.count()
         self._prefix = "__ampconv_emu"
 
@@ -219,7 +221,7 @@ def widen_bfloat16_io(model: ir.Model) -> int:
     (exact). Names are kept. Returns the number of wrapped inputs and outputs.
     """
     graph = model.graph
-    names = _NameMaker(model)
+    names = _NameMaker()
     count = 0
     for value in list(graph.inputs):
         if value.dtype != ir.DataType.BFLOAT16 or value.is_initializer():

@@ -1,0 +1,85 @@
+"""``validate`` reads each model once and infers types at most once per model.
+
+Every session runs the file itself or a copy derived from the one loaded
+model (``Model.clone()``), so emulation and localization never edit the model
+as written and never reload it.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx.shape_inference
+import onnx_ir as ir
+import pytest
+import validate_models as vm
+
+from ampconv.validate import ValidateOptions, modelio, validate
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Count ``modelio.load`` per path and ONNX shape-inference runs; keep the loaded models."""
+    counts = collections.Counter()
+    loaded = {}
+    load, infer = modelio.load, onnx.shape_inference.infer_shapes
+
+    def counting_load(path):
+        counts[path] += 1
+        loaded[path] = load(path)
+        return loaded[path]
+
+    def counting_infer(*args, **kwargs):
+        counts["infer_shapes"] += 1
+        return infer(*args, **kwargs)
+
+    monkeypatch.setattr(modelio, "load", counting_load)
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", counting_infer)
+    return counts, loaded
+
+
+def _overflow(tmp_path, **options):
+    ref, conv = vm.overflow_pair(tmp_path)  # no value_info: intermediates need inference
+    npz = tmp_path / "in.npz"
+    np.savez(npz, **vm.overflow_inputs())
+    return ref, conv, validate(ref, conv, ValidateOptions(inputs=(str(npz),), **options))
+
+
+def _unchanged(model) -> bool:
+    """No derivation reached the model as loaded: no emulation names, no exposed outputs."""
+    names = [v.name for v in modelio.iter_values(model)] + [n.name for n in model.graph]
+    return not any("__ampconv_emu" in (name or "") for name in names) and len(model.graph.outputs) == 1
+
+
+def test_emulate_with_localization_loads_once_and_infers_once_per_model(tmp_path, counted):
+    counts, loaded = counted
+    ref, conv, result = _overflow(tmp_path, backend="emulate", localize=True)
+    assert not result.passed and result.localization.node == "scale_up"
+    assert counts == {ref: 1, conv: 1, "infer_shapes": 2}
+    assert _unchanged(loaded[ref]) and _unchanged(loaded[conv])
+
+
+def test_emulate_without_localization_infers_the_converted_model_only(tmp_path, counted):
+    counts, loaded = counted
+    ref, conv, result = _overflow(tmp_path, backend="emulate")
+    assert not result.passed and result.localization is None
+    assert counts == {ref: 1, conv: 1, "infer_shapes": 1}
+    assert _unchanged(loaded[conv])
+
+
+def test_native_runs_the_files_without_inference(tmp_path, counted):
+    counts, _ = counted
+    ref, conv, _ = _overflow(tmp_path, backend="native")
+    assert counts == {ref: 1, conv: 1}
+
+
+@pytest.mark.parametrize("backend", ["emulate", "native"])
+def test_bfloat16_outputs_derive_every_copy_from_one_load(tmp_path, counted, backend):
+    counts, loaded = counted
+    ref, conv = vm.bf16_output_pair(tmp_path, factor=1.5)  # bf16 output: the reference runs a wrapped copy
+    result = validate(ref, conv, ValidateOptions(backend=backend, localize=True))
+    assert not result.passed and result.localization.node == "mul"
+    assert counts == {ref: 1, conv: 1, "infer_shapes": 2}
+    assert _unchanged(loaded[ref]) and _unchanged(loaded[conv])
+    assert loaded[ref].graph.outputs[0].dtype == loaded[conv].graph.outputs[0].dtype == ir.DataType.BFLOAT16
