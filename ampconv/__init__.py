@@ -19,7 +19,6 @@ from ampconv.errors import (
     PolicyError,
     RuntimeMissingError,
     UsageError,
-    ValidationFailed,
 )
 
 # ``ampconv.validate`` is the function; the subpackage of the same name holds
@@ -47,7 +46,6 @@ __all__ = [
     "Report",
     "RuntimeMissingError",
     "UsageError",
-    "ValidationFailed",
     "ValidateOptions",
     "convert",
     "load_policy",

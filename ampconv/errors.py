@@ -1,7 +1,8 @@
 """Errors ampconv raises. Each carries a one-line message a user can act on.
 
 The CLI maps the classes to exit codes in one place (``ampconv_cli.errors``):
-``UsageError`` and ``PolicyError`` -> 2, ``ValidationFailed`` -> 3, the rest -> 1.
+``UsageError`` and ``PolicyError`` -> 2, the rest -> 1. Exit code 3 (over tolerance)
+is not an error: the CLI reads it from the validation result.
 """
 
 from __future__ import annotations
@@ -54,9 +55,3 @@ class RuntimeMissingError(AmpconvError):
         super().__init__(
             f"{what} needs onnxruntime: pip install 'ampconv[cpu]' (or 'ampconv[gpu]' for onnxruntime-gpu)"
         )
-
-
-class ValidationFailed(AmpconvError):
-    """The converted model drifts beyond tolerance (exit code 3)."""
-
-    exit_code = 3
