@@ -24,12 +24,13 @@ from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.loadcheck import check_written
 from ampconv.lowtypes import low_type
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
-from ampconv.passes.apply import ApplyResult, apply_plan
-from ampconv.passes.cleanup import CleanupResult, cleanup
-from ampconv.passes.invariants import check_loop_state_types
+from ampconv.passes.apply import ApplyPlanPass, ApplyResult
+from ampconv.passes.cleanup import CleanupPass, CleanupResult, cast_cleanup
+from ampconv.passes.opset import EnsureDefaultOpsetPass
+from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
 from ampconv.policy import Policy, load_policy
-from ampconv.prepare import infer_types, name_nodes
+from ampconv.prepare import InferTypesPass, NameNodesPass
 from ampconv.repair import accept_input, input_refusal, repair
 from ampconv.report import Report
 from ampconv.verdict import ACCEPT, PIN, judge
@@ -106,8 +107,7 @@ def _convert_once(
     dry_run: bool,
     repairs: List[str],
 ) -> Tuple[Report, ir.Model]:
-    name_nodes(model)
-    infer_types(model)
+    run_passes(model, NameNodesPass(), InferTypesPass())
     casts_before = _count_casts(model)
     weights_before = weight_bytes(model)
     # Decided before the rewrite: converted initializers become lazy tensors
@@ -137,10 +137,12 @@ def _convert_once(
         plan = Planner(model, policy, config, runtime_pins=runtime_pins).run()
         _fill_plan(report, plan, model)
         if not dry_run:
-            applied = apply_plan(model, plan)
-            cleaned = cleanup(model)
-            check_loop_state_types(model)
-            _ensure_default_opset(model, report)
+            # The rewrite checks Loop/Scan state types after it (ConversionError);
+            # cleanup repeats its sweep until nothing changes.
+            rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
+            run_passes(model, rewrite, cast_cleanup(sweep), opset)
+            applied, cleaned = rewrite.result, sweep.result
+            report.notes.extend(opset.notes)
             report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
     report.casts_removed = cleaned.removed
@@ -235,18 +237,6 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
                 "action": action,
             }
         )
-
-
-def _ensure_default_opset(model: ir.Model, report: Report) -> None:
-    """Inserted Casts/Constants need the default domain (e.g. a model of ai.onnx.ml ops only)."""
-    if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
-        return
-    if not any(n.domain in ("", "ai.onnx") for g in model.graphs() for n in g):
-        return
-    # Opset 13 is the first whose Cast takes bfloat16; it needs IR version 7.
-    version = 13 if (model.ir_version or 0) >= 7 else 9
-    model.opset_imports[""] = version
-    report.notes.append(f"added default-domain opset {version} for the inserted casts")
 
 
 def _count_casts(model: ir.Model) -> int:

@@ -18,6 +18,9 @@ Rules (POLICY.md sec. 8; comments refer to them):
      Conversion is lazy: the bytes are computed while the model is written.
   6. Graph outputs keep their public names: a LOW value feeding a kept-float32
      output is renamed and the Cast that widens it takes the public name.
+
+``ApplyPlanPass`` does this as an in-place ``onnx_ir`` pass; its post-condition
+is the Loop/Scan state invariant (``invariants.check_loop_state_types``).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import onnx_ir as ir
+from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.chunks import CastTensor
 from ampconv.constants import to_low
+from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
@@ -54,7 +59,21 @@ class ApplyResult:
     casts_inserted: int = 0
     constants_copied: int = 0
     attributes_rewritten: int = 0
+    values_retyped: int = 0
+    outputs_rerouted: int = 0
     initializers: List[InitializerFate] = dataclasses.field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the rewrite changed the model at all."""
+        return bool(
+            self.casts_inserted
+            or self.constants_copied
+            or self.attributes_rewritten
+            or self.values_retyped
+            or self.outputs_rerouted
+            or any(f.fate == "LOW" for f in self.initializers)
+        )
 
 
 class _Rewriter:
@@ -119,6 +138,7 @@ class _Rewriter:
         for value, precision in plan.values.items():  # rule 1
             if precision == LOW and is_float(value):
                 value.dtype = self.low_dtype
+                self.result.values_retyped += 1
         uses.sort(key=lambda use: self._depth(use[0].graph))  # outer scopes first (rule 3)
         for node, i, value, need in uses:  # rules 3, 4
             if self._precision_of(value) != need:
@@ -341,14 +361,29 @@ class _Rewriter:
                 graph.append(ident)
                 out = ident.outputs[0]
         graph.outputs[k] = out
+        self.result.outputs_rerouted += 1
 
 
-def apply_plan(model: ir.Model, plan: Plan) -> ApplyResult:
-    """Rewrite ``model`` in place according to ``plan`` (rules 1-6 above)."""
-    return _Rewriter(model, plan, dict(plan.clamp_tensors)).run()
+class ApplyPlanPass(InPlacePass):
+    """Rewrite the model in place according to ``plan`` (rules 1-6 above); ``result`` has the counts.
+
+    Post-condition: every Loop/Scan state keeps its type across an iteration
+    (``check_loop_state_types`` raises ``ConversionError`` otherwise).
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.result = ApplyResult()
+
+    def call(self, model: ir.Model) -> PassResult:
+        self.result = _Rewriter(model, self.plan, dict(self.plan.clamp_tensors)).run()
+        return PassResult(model, modified=self.result.changed)
+
+    def ensures(self, model: ir.Model) -> None:
+        check_loop_state_types(model)
 
 
-__all__ = ["ApplyResult", "InitializerFate", "apply_plan", "ANY"]
+__all__ = ["ApplyPlanPass", "ApplyResult", "InitializerFate", "ANY"]
 
 
 def _exports_softmax(node: ir.Node) -> bool:

@@ -10,6 +10,12 @@ Cases (comments refer to them):
   4. Dead casts and Constants: no consumer and not a graph output.
 Graph outputs keep their public names: a bypassed cast that produced an output
 hands its name to the value that replaces it, or stays when it cannot.
+
+``CleanupPass`` is one sweep over every graph, the four cases tried node by
+node in graph order; ``cast_cleanup`` wraps it in a ``PassManager`` that
+repeats the sweep until it changes nothing. The cases stay in one sweep rather
+than four passes: which of two casts survives, and so the written model,
+depends on that node-by-node order.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import dataclasses
 from typing import Dict, Optional, Tuple
 
 import onnx_ir as ir
+from onnx_ir.passes import InPlacePass, PassManager, PassResult
 
 WIDE = ir.DataType.FLOAT
 NARROW = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
@@ -130,13 +137,29 @@ def cleanup_graph(graph: ir.Graph, stats: CleanupResult) -> bool:
     return changed
 
 
-def cleanup(model: ir.Model, max_rounds: int = 20) -> CleanupResult:
-    """Run the cases over every graph until nothing changes."""
-    stats = CleanupResult()
-    for _ in range(max_rounds):
+class CleanupPass(InPlacePass):
+    """One sweep of cases 1-4 over every graph; ``result`` adds up what each sweep removed."""
+
+    def __init__(self) -> None:
+        self.result = CleanupResult()
+
+    def call(self, model: ir.Model) -> PassResult:
         changed = False
         for graph in list(model.graphs()):
-            changed |= cleanup_graph(graph, stats)
-        if not changed:
-            break
-    return stats
+            changed |= cleanup_graph(graph, self.result)
+        return PassResult(model, modified=changed)
+
+
+MAX_ROUNDS = 20
+
+
+def cast_cleanup(sweep: CleanupPass, max_rounds: int = MAX_ROUNDS) -> PassManager:
+    """``sweep`` repeated until it changes nothing (at most ``max_rounds`` times)."""
+    return PassManager([sweep], steps=max_rounds, early_stop=True)
+
+
+def cleanup(model: ir.Model, max_rounds: int = MAX_ROUNDS) -> CleanupResult:
+    """Run the cases over every graph until nothing changes."""
+    sweep = CleanupPass()
+    cast_cleanup(sweep, max_rounds)(model)
+    return sweep.result
