@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -29,6 +30,7 @@ from ampconv.passes.cleanup import CleanupPass, CleanupResult, cast_cleanup
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
+from ampconv.probe import Probe, build_probe, expand
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
 from ampconv.repair import accept_input, input_refusal, repair
@@ -39,10 +41,6 @@ from ampconv.writer import write_model
 MAX_RUNTIME_RETRIES = 8
 
 
-# onnxruntime's CPU session setup (it wraps every fp16 node in casts of its own)
-# grows much faster than the graph: 0.8 s at 4,000 nodes, over 60 s at 40,000.
-# Above this many nodes the load check is skipped and the report says so.
-RUNTIME_CHECK_MAX_NODES = 10_000
 
 
 def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
@@ -69,9 +67,14 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         block_ops=config.block_ops,
         target=config.target,
     )
-    model = load_model(src)
+    model = load_model(src, infer_types=True)
     _check_opset(src, model)
     complaint = accept_input(src)  # raises when the input is invalid for onnxruntime too
+    # A model the checker refused is repaired before its types are inferred
+    # (repair reports what inference must fill): read it again, as it is.
+    infer_at_load = complaint is None
+    if not infer_at_load:
+        model = load_model(src)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
     runtime_pins: Dict[str, str] = {}
@@ -83,7 +86,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs)
         if dry_run or report.output is not None:
             return report
-        model = load_model(src)  # a pin was added: plan again from the original
+        model = load_model(src, infer_types=infer_at_load)  # a pin was added: plan again from the original
     raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
@@ -161,21 +164,18 @@ def _convert_once(
         )
         if written_note:
             report.notes.append(written_note)
+        probe = build_probe(model) if config.check_runtime else None
         try:
-            nodes = sum(len(g) for g in model.graphs())
-            runtime = config.check_runtime and nodes <= RUNTIME_CHECK_MAX_NODES
-            if config.check_runtime and not runtime:
-                report.notes.append(
-                    f"onnxruntime load check skipped: {nodes} nodes (its session setup grows faster than "
-                    f"linear above {RUNTIME_CHECK_MAX_NODES}); onnx.checker passed; run `ampconv validate`"
-                )
-            note = check_written(staged, runtime=runtime, source=src)
+            note = _check(model, staged, src, config.check_runtime, probe, report)
         except ConversionError as exc:
-            verdict = judge(exc, model, config.dtype)
+            # A rejection of a probe node stands for every node of its signature.
+            judged = probe.model if probe is not None and "onnxruntime" in str(exc) else model
+            verdict = judge(exc, judged, config.dtype)
+            pins = expand(dict(verdict.pins), probe) if judged is not model else dict(verdict.pins)
             if verdict.kind == ACCEPT:
                 note = verdict.note
-            elif verdict.kind == PIN and not set(verdict.pins) <= set(runtime_pins):
-                runtime_pins.update(verdict.pins)
+            elif verdict.kind == PIN and not set(pins) <= set(runtime_pins):
+                runtime_pins.update(pins)
                 return report, model  # output None: the caller plans again
             else:
                 refusal = input_refusal(src) if "onnxruntime" in str(exc) else None
@@ -187,6 +187,32 @@ def _convert_once(
         publish(stage, dst)
     report.output = str(dst)
     return report, model
+
+
+def _check(
+    model: ir.Model, staged: Path, src: Path, runtime: bool, probe: Optional[Probe], report: Report
+) -> Optional[str]:
+    """The full checker on the written model; onnxruntime on its probe (or on the model when it has none).
+
+    The probe is written beside the staged model in a folder of its own, removed
+    before anything is published. ``report.load_check`` records how the checks
+    ran and each one's share of the time.
+    """
+    report.load_check = {
+        "runtime": runtime,
+        "nodes": sum(len(g) for g in model.graphs()),
+        "probe_nodes": probe.nodes if probe is not None else None,
+    }
+    if not runtime or probe is None:
+        return check_written(staged, runtime=runtime, source=src, timings=report.load_check)
+    folder = staged.parent / ".probe"
+    folder.mkdir()
+    try:
+        probe_path = folder / "probe.onnx"
+        ir.save(probe.model, str(probe_path))
+        return check_written(staged, runtime=True, source=src, runtime_path=probe_path, timings=report.load_check)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:

@@ -25,8 +25,20 @@ from ampconv.errors import ModelLoadError
 from ampconv.loadcheck import first_line
 
 
-def load_model(path: os.PathLike | str) -> ir.Model:
+# Meta key set on a model whose types onnx shape inference filled at load.
+INFERRED_META_KEY = "ampconv.onnx_inferred"
+# Inline weights up to this many bytes are inferred with the model as read:
+# onnx's inference copies the whole proto, weights included, so above this the
+# inference runs later on a weight-free copy (``prepare.InferTypesPass``).
+INFER_AT_LOAD_MAX_BYTES = 64 * 1024**2
+
+
+def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Model:
     """Load ``path`` as an onnx-ir model with external data left memory-mapped.
+
+    With ``infer_types``, onnx shape inference runs on the model as read
+    (when its inline weights are small), so it is parsed into the IR once, with
+    its types; ``model.meta[INFERRED_META_KEY]`` then says so.
 
     Raises ``ModelLoadError`` naming the file when it is missing, a folder,
     empty, not ONNX, or when its external data is missing, truncated or outside
@@ -49,6 +61,9 @@ def load_model(path: os.PathLike | str) -> ir.Model:
     bad = _first_non_utf8_name(proto)
     if bad is not None:
         raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
+    inferred = False
+    if infer_types:
+        proto, inferred = _with_inferred_types(proto)
     try:
         # onnx-ir logs (and warns about) what it finds wrong in a graph, a
         # dangling input for example; the checks that follow turn those into
@@ -58,10 +73,23 @@ def load_model(path: os.PathLike | str) -> ir.Model:
     except Exception as exc:
         raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
     del proto
+    if inferred:
+        model.meta[INFERRED_META_KEY] = True
     # An absolute base dir keeps tensor paths valid if the process changes folder.
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
     check_external_data(model, path)
     return model
+
+
+def _with_inferred_types(proto: onnx.ModelProto):
+    """(proto with inferred types, True), or (proto, False) when its weights are large or inference fails."""
+    inline = sum(t.ByteSize() for t in proto.graph.initializer)
+    if inline > INFER_AT_LOAD_MAX_BYTES:
+        return proto, False
+    try:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False), True
+    except Exception:  # noqa: BLE001 - inference is best effort; InferTypesPass tries again
+        return proto, False
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ refuses (``ampconv.repair``), where onnxruntime has the last word.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -75,11 +76,22 @@ def runtime_refusal(path: Path) -> Optional[str]:
     return None
 
 
-def check_written(path: Path, *, runtime: bool, source: Optional[Path] = None) -> Optional[str]:
+def check_written(
+    path: Path,
+    *,
+    runtime: bool,
+    source: Optional[Path] = None,
+    runtime_path: Optional[Path] = None,
+    timings: Optional[dict] = None,
+) -> Optional[str]:
     """Check a written model: the full checker, then (``runtime``) an onnxruntime session.
 
-    Raises ``ConversionError`` on failure, with the tool's whole message in
-    ``detail``. Returns a note when a check was skipped or relaxed.
+    The session loads ``runtime_path`` when given (the load-check probe of the
+    model, ``ampconv.probe``), else the model itself. Raises
+    ``ConversionError`` on failure, with the tool's whole message in
+    ``detail``. Returns a note when a check was skipped or relaxed. When
+    ``timings`` is given, the seconds each judge took are stored in it
+    (``checker_seconds``, ``runtime_seconds``).
 
     When the full check fails and the ``source`` model fails it too (onnx's
     shape inference cannot expand some valid models, e.g. a
@@ -88,6 +100,8 @@ def check_written(path: Path, *, runtime: bool, source: Optional[Path] = None) -
     """
     path = Path(path)
     notes = []
+    timings = timings if timings is not None else {}
+    start = time.perf_counter()
     full = checker_error(path, full=True)
     if full is not None:
         source_error = checker_error(source, full=True) if source is not None else None
@@ -100,11 +114,14 @@ def check_written(path: Path, *, runtime: bool, source: Optional[Path] = None) -
             f"onnx.checker's shape inference fails on the input model too ({first_line(source_error)}); "
             "the output passes the checker without it"
         )
+    timings["checker_seconds"] = round(time.perf_counter() - start, 3)
     if not runtime:
         return "; ".join(notes + ["onnxruntime load check skipped"])
     if not runtime_available():
         return "; ".join(notes + ["onnxruntime not installed: load check skipped"])
-    refusal = runtime_refusal(path)
+    start = time.perf_counter()
+    refusal = runtime_refusal(Path(runtime_path) if runtime_path is not None else path)
+    timings["runtime_seconds"] = round(time.perf_counter() - start, 3)
     if refusal is not None:
         raise ConversionError(
             f"converted model does not load in onnxruntime: {first_line(Exception(refusal))}", refusal

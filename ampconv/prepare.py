@@ -22,6 +22,7 @@ from typing import Optional
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
+from ampconv.load import INFERRED_META_KEY
 from ampconv.schema import normalize_domain, op_info
 
 _ONNX_TYPES = {
@@ -72,10 +73,11 @@ class InferTypesPass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:
         before = self.filled
-        try:
-            self._onnx_inference(model)
-        except Exception:  # inference is best effort: the fill-in below still runs
-            pass
+        if not model.meta.get(INFERRED_META_KEY):  # not already done when the model was read
+            try:
+                self._onnx_inference(model)
+            except Exception:  # inference is best effort: the fill-in below still runs
+                pass
         opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
         for graph in model.graphs():
             for node in graph:

@@ -28,6 +28,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconv.errors import ModelLoadError
+from ampconv.load import INFERRED_META_KEY
 from ampconv.loadcheck import first_line, runtime_available, runtime_refusal
 
 
@@ -97,6 +98,8 @@ def repair(model: ir.Model) -> List[str]:
         if not is_topologically_sorted(graph):
             graph.sort()
             notes.append(f"graph {graph.name or 'main'}: nodes put in topological order")
+            # Inference at load saw the nodes out of order: let the prepare pass run it again.
+            model.meta.pop(INFERRED_META_KEY, None)
     return notes
 
 

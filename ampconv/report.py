@@ -33,6 +33,9 @@ class Report:
     warnings: List[str] = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
     runtime_pins: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+    # The checks of the written model: whether onnxruntime ran, the node count, the probe's node count
+    # (distinct signatures; None: the whole model was loaded), and checker_seconds / runtime_seconds.
+    load_check: Dict[str, Any] = dataclasses.field(default_factory=dict)
     validation: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
