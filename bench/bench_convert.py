@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -232,6 +234,46 @@ def casts_vs_baseline(res: Results, work: pathlib.Path, samples: dict[str, pathl
                 _check_loads(res, f"{name}_{label}", dst, src)
 
 
+def _wall(cmd: Sequence[str], repeats: int) -> float:
+    """Median wall seconds of running ``cmd`` as a whole process (start-up and imports included)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(list(cmd), check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def whole_process(res: Results, work: pathlib.Path, sizes: Sequence[int], repeats: int) -> None:
+    """Section 4: what a user waits for, measured in one run against the baseline.
+
+    ``ampconv convert`` (checker and onnxruntime load check on) against a process
+    that loads, converts with onnxconverter-common (keep_io_types=True) and
+    saves, on the same chains; and ``ampconv --version`` / ``--help``.
+    """
+    ampconv_bin = str(pathlib.Path(sys.executable).with_name("ampconv"))
+    occ = (
+        "import sys, onnx; from onnxconverter_common import float16; "
+        "m = onnx.load(sys.argv[1]); onnx.save(float16.convert_float_to_float16(m, keep_io_types=True), sys.argv[2])"
+    )
+    for n in sizes:
+        src = work / f"chain_{n}.onnx"
+        if not src.exists():
+            onnx.save(build_chain(n), str(src))
+        ours = _wall([ampconv_bin, "convert", str(src), "-o", str(work / f"chain_{n}.cli.onnx"),
+                      "--overwrite", "-q"], repeats)
+        theirs = _wall([sys.executable, "-c", occ, str(src), str(work / f"chain_{n}.occ.cli.onnx")], repeats)
+        res.metrics[f"whole_process_chain_{n}"] = {"ampconv_s": round(ours, 3), "onnxconverter_common_s": round(theirs, 3)}
+        res.check(f"whole_process_chain_{n}",
+                  f"{n}-node chain, whole process: ampconv convert (checks on) / onnxconverter-common load+convert+save, "
+                  f"median of {repeats}", round(ours / theirs, 2), "<= 1.0", ours <= theirs,
+                  note=f"ampconv {ours:.2f} s, onnxconverter-common {theirs:.2f} s")
+    for flag in ("--version", "--help"):
+        seconds = _wall([ampconv_bin, flag], 5)
+        res.check(f"startup{flag.replace('-', '_')}", f"ampconv {flag}, median of 5", round(seconds, 3),
+                  "< 0.3 s", seconds < 0.3)
+
+
 def main(out_dir, chain_sizes: Sequence[int] = (4000, 40000), repeats: int = 3,
          baseline_timeout_s: float = 300.0) -> dict[str, object]:
     """Run the three sections; write ``convert.json`` into ``out_dir`` and return the result.
@@ -245,6 +287,7 @@ def main(out_dir, chain_sizes: Sequence[int] = (4000, 40000), repeats: int = 3,
     res = Results()
     res.metrics["chain_sizes"] = list(chain_sizes)
     res.section("linear_time", lambda: linear_time(res, work, chain_sizes, repeats, baseline_timeout_s))
+    res.section("whole_process", lambda: whole_process(res, work, chain_sizes, repeats))
     samples: dict[str, pathlib.Path] = {}
     res.section("samples", lambda: samples.update(build_samples(work / "samples")))
     if samples:

@@ -54,9 +54,9 @@ from sample_models import gpt  # noqa: E402
 MB = 1024**2
 TIME_BIN = "/usr/bin/time"
 # Reference numbers the issue quotes for this kind of machine (floor, baseline).
-TARGET_VS_FLOOR = 1.2
+TARGET_VS_FLOOR = 0.8
 TARGET_VS_BASELINE = 8.0
-TARGET_RSS_FRACTION = 0.25
+TARGET_RSS_FRACTION = 0.15
 FLAT_MARGIN_MB = 48
 CGROUP_LIMIT_MB = 512
 
@@ -160,8 +160,11 @@ def _converter(src: pathlib.Path, dst: pathlib.Path, cli: List[str]) -> List[str
     return _py(API_SCRIPT, src, dst)
 
 
-def best_of(cmd_for: callable, dst: pathlib.Path, repeats: int, prefix: Sequence[str] = ()) -> Dict[str, object]:
-    """Best wall time (and the peak RSS of that run) over ``repeats`` runs; the output is removed."""
+def median_of(cmd_for: callable, dst: pathlib.Path, repeats: int, prefix: Sequence[str] = ()) -> Dict[str, object]:
+    """The median run by wall time (and its peak RSS) over ``repeats`` runs; the output is removed.
+
+    The median, not the best: one lucky run on a shared machine must not decide a target.
+    """
     runs = []
     for _ in range(repeats):
         _remove_output(dst)
@@ -169,7 +172,7 @@ def best_of(cmd_for: callable, dst: pathlib.Path, repeats: int, prefix: Sequence
         if runs[-1]["rc"] != 0:
             break
     ok = [r for r in runs if r["rc"] == 0]
-    best = dict(min(ok, key=lambda r: r["wall_s"])) if ok else dict(runs[-1])
+    best = dict(sorted(ok, key=lambda r: r["wall_s"])[(len(ok) - 1) // 2]) if ok else dict(runs[-1])
     best["runs_wall_s"] = [r["wall_s"] for r in runs]
     best["max_peak_mb"] = max((r["peak_mb"] or 0) for r in runs)
     if dst.exists():
@@ -263,7 +266,7 @@ def _check(checks: list, id_: str, description: str, value, unit: str, target: s
                    "passed": bool(passed), "note": note})
 
 
-def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repeats: int = 2,
+def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repeats: int = 3,
          flat_layers: Optional[Sequence[int]] = None, baseline: bool = True,
          cgroup_limit_mb: int = CGROUP_LIMIT_MB, keep: bool = False) -> dict:
     """Run every measurement; write bench_large.json and bench_large.md into ``out_dir``; return the dict."""
@@ -284,14 +287,14 @@ def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repe
                             "weight_mb": round(weights / MB, 1), "build_s": round(time.perf_counter() - t0, 1)}
         dst = work / "out.onnx"
         rows: Dict[str, Dict[str, object]] = {}
-        rows["floor (onnx.load + onnx.save, external data)"] = floor = best_of(
+        rows["floor (onnx.load + onnx.save, external data)"] = floor = median_of(
             lambda: _py(FLOOR_SCRIPT, src, dst), dst, repeats)
-        rows["ampconv convert --level O2"] = amp = best_of(lambda: _converter(src, dst, cli), dst, repeats)
-        rows["ampconv.io only (stand-in conversion, no planning)"] = best_of(
+        rows["ampconv convert --level O2"] = amp = median_of(lambda: _converter(src, dst, cli), dst, repeats)
+        rows["ampconv.io only (stand-in conversion, no planning)"] = median_of(
             lambda: _py(STANDIN_SCRIPT, src, dst), dst, repeats)
         base = None
         if baseline:
-            rows["onnxconverter-common fp16 (keep_io_types) + save"] = base = best_of(
+            rows["onnxconverter-common fp16 (keep_io_types) + save"] = base = median_of(
                 lambda: _py(BASELINE_SCRIPT, src, dst), dst, 1)
         metrics["runs"] = rows
         for name, row in rows.items():
@@ -302,7 +305,7 @@ def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repe
             ratio = amp["wall_s"] / floor["wall_s"]
             _check(checks, "large_wall_vs_floor", "ampconv wall time / floor wall time", round(ratio, 2), "x",
                    f"<= {TARGET_VS_FLOOR}", ratio <= TARGET_VS_FLOOR,
-                   f"ampconv {amp['wall_s']} s, floor {floor['wall_s']} s (best of {repeats})")
+                   f"ampconv {amp['wall_s']} s, floor {floor['wall_s']} s (median of {repeats})")
         if amp.get("rc") == 0 and base is not None and base.get("rc") == 0:
             speedup = base["wall_s"] / amp["wall_s"]
             _check(checks, "large_speedup_vs_baseline", "onnxconverter-common wall time / ampconv wall time",
@@ -454,7 +457,7 @@ def cli_main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--repeats", type=int, default=2, help="runs of floor/ampconv (best is kept)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of floor/ampconv (the median is kept)")
     parser.add_argument("--flat-layers", type=int, nargs="+", default=None,
                         help="layer counts for the flatness runs (default: 1/4, 1/2 and all of the weights)")
     parser.add_argument("--no-baseline", action="store_true", help="skip onnxconverter-common (slow)")
