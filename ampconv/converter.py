@@ -26,7 +26,7 @@ from ampconv.loadcheck import check_written
 from ampconv.lowtypes import low_type
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
-from ampconv.passes.cleanup import CleanupPass, CleanupResult, cast_cleanup
+from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
@@ -135,7 +135,7 @@ def _convert_once(
     report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
 
     plan: Optional[Plan] = None
-    applied, cleaned = ApplyResult(), CleanupResult()
+    applied = ApplyResult()
     if policy.level != "O0":
         plan = Planner(model, policy, config, runtime_pins=runtime_pins).run()
         _fill_plan(report, plan, model)
@@ -144,16 +144,18 @@ def _convert_once(
             # cleanup repeats its sweep until nothing changes.
             rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
             run_passes(model, rewrite, cast_cleanup(sweep), opset)
-            applied, cleaned = rewrite.result, sweep.result
+            applied = rewrite.result
             report.notes.extend(opset.notes)
             report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
-    report.casts_removed = cleaned.removed
     report.casts_after = _count_casts(model) if not dry_run else casts_before
+    # Derived, so the counts add up: a cast the cleanup bypasses and then drops
+    # as dead would otherwise be counted twice.
+    report.casts_removed = casts_before + applied.casts_inserted - report.casts_after if not dry_run else 0
     converted_weights = sum(f.bytes_after - f.bytes_before for f in applied.initializers)
     report.weight_bytes_after = weights_before + converted_weights
     low_nodes = plan.count("LOW") if plan is not None else 0
-    report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and cleaned.removed == 0
+    report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
     if dry_run:
         return report, model
 

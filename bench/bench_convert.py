@@ -205,7 +205,7 @@ def casts_vs_baseline(res: Results, work: pathlib.Path, samples: dict[str, pathl
     """Section 3: O3 fp16 Casts added by ampconv <= those added by onnxconverter-common.
 
     Measured twice: with the default config (out-of-range constants pin their
-    consumer HIGH, POLICY.md sec. 6) and with ``clamp=True``, the like-for-like
+    consumer HIGH, docs/precision.md sec. 6) and with ``clamp=True``, the like-for-like
     setting, because onnxconverter-common clamps such constants to +-65504.
     """
     for name in CAST_SAMPLES:

@@ -10,7 +10,7 @@ Measured on the CPU provider, median of repeated runs after warm-up:
 - ``emulated_s``: the emulated copy of the O2 fp16 conversion, optimizations
   off (as validation runs it: a Cast pair after every LOW tensor).
 
-Target (VALIDATION.md / issue): emulated inference at most 3x float32
+Target (docs/validation.md / issue): emulated inference at most 3x float32
 inference. The one-time cost (emulate + save + session) and one whole
 ``validate`` call are reported beside it.
 """

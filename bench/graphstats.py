@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import onnx
 from onnx import TensorProto
 
-# POLICY.md sec. 2, preset `default`: the ops that must run LOW at every level.
+# docs/precision.md sec. 2, preset `default`: the ops that must run LOW at every level.
 WHITE_OPS = frozenset(
     {"Conv", "ConvTranspose", "DeformConv", "MatMul", "Gemm", "Einsum", "Attention", "LSTM", "GRU", "RNN"}
 )

@@ -207,7 +207,7 @@ def build_transformer(rng: np.random.Generator, dim: int = 64, heads: int = 4, s
 
     The mask initializer is shared by every block (a tied tensor) and holds
     ``np.finfo(np.float32).min`` above the diagonal: the common out-of-fp16-range
-    constant that POLICY.md sec. 6 says must pin its consumer HIGH and be reported.
+    constant that docs/precision.md sec. 6 says must pin its consumer HIGH and be reported.
     """
     b = GraphBuilder(rng)
     mask = np.triu(np.full((seq, seq), np.finfo(np.float32).min, dtype=np.float32), k=1)

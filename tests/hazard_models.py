@@ -1,4 +1,4 @@
-"""Tiny float32 models, one per hazard of HAZARDS.md, plus helpers to inspect results.
+"""Tiny float32 models, one per hazard of docs/hazards.md, plus helpers to inspect results.
 
 Each builder returns an ``onnx.ModelProto`` (IR 8, default opset 17 unless the
 hazard needs another); ``save`` checks it with the full checker before writing,

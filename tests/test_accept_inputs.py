@@ -155,3 +155,26 @@ def test_checker_message_without_a_known_node_pins_nothing(tmp_path):
     assert checker_pins("Field 'type' of 'value_info' is required but missing.", ir_model) == {}
     verdict = judge(ConversionError("converted model fails onnx.checker: x", "no node here"), ir_model, "fp16")
     assert verdict.kind == "fail"
+
+
+def test_cast_counts_add_up(tmp_path):
+    """before + inserted - removed = after, also when the cleanup bypasses an existing Cast."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+            helper.make_node("Cast", ["h"], ["c"], to=TensorProto.FLOAT, name="cast"),
+            helper.make_node("Relu", ["c"], ["y"], name="relu"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.ones((4, 3), np.float32), "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config())
+    written = sum(n.op_type == "Cast" for n in onnx.load(str(tmp_path / "out.onnx")).graph.node)
+    assert report.casts_after == written
+    assert report.casts_before + report.casts_inserted - report.casts_removed == report.casts_after

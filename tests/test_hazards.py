@@ -1,4 +1,4 @@
-"""One test (or a small parametrized group) per hazard of HAZARDS.md.
+"""One test (or a small parametrized group) per hazard of docs/hazards.md.
 
 Each builds the hazard's tiny float32 model (``hazard_models``), converts it,
 checks the result with the full onnx checker, runs it in onnxruntime (fp16) or

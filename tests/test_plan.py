@@ -1,4 +1,4 @@
-"""Planner rules (POLICY.md sec. 1-6), one test per rule, through the public API."""
+"""Planner rules (docs/precision.md sec. 1-6), one test per rule, through the public API."""
 
 import numpy as np
 import onnx

@@ -1,4 +1,4 @@
-"""Policy: presets, levels, mixlist parsing/validation/application (POLICY.md sec. 1, 2, 7)."""
+"""Policy: presets, levels, mixlist parsing/validation/application (docs/precision.md sec. 1, 2, 7)."""
 
 import json
 

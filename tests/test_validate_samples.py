@@ -77,7 +77,7 @@ def _fields(options):
 
 
 def test_layernorm_forced_low_is_localized_to_the_overflowing_node(tmp_path):
-    # HAZARDS.md 5: a decomposed LayerNorm on inputs near +-3e4 stays float32 at
+    # docs/hazards.md 5: a decomposed LayerNorm on inputs near +-3e4 stays float32 at
     # O2; forced LOW (O3) the square overflows fp16 and validation names it.
     import onnx
     from onnx import TensorProto as T

@@ -1,6 +1,6 @@
 """Apply a ``Plan``: retype values, rewrite dtype attributes, insert casts.
 
-Rules (POLICY.md sec. 8; comments refer to them):
+Rules (docs/precision.md sec. 8; comments refer to them):
   1. Every float32 value planned LOW gets the LOW dtype.
   2. A LOW source node is retyped through its attribute (Cast.to, Constant.value,
      ConstantOfShape.value, dtype/output_datatype), never by adding a Cast.

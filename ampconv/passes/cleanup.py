@@ -1,4 +1,4 @@
-"""Remove casts that do nothing, repeated until a fixed point (POLICY.md sec. 8).
+"""Remove casts that do nothing, repeated until a fixed point (docs/precision.md sec. 8).
 
 Cases (comments refer to them):
   1. Identity cast: ``Cast(to=T)`` of a value already of type T.

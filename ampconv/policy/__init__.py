@@ -1,4 +1,4 @@
-"""Precision policy: presets, policy files, levels (POLICY.md sec. 1, 2, 7)."""
+"""Precision policy: presets, policy files, levels (docs/precision.md sec. 1, 2, 7)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ampconv.policy.mixlist import MixList, apply_mixlist, op_key, read_mixlist
 
 LOW, HIGH, INHERIT = "LOW", "HIGH", "INHERIT"
 
-# POLICY.md sec. 1: what each class means at each level.
+# docs/precision.md sec. 1: what each class means at each level.
 LEVEL_TABLE: Mapping[str, Mapping[str, str]] = {
     "O1": {WHITE: LOW, BLACK: HIGH, GRAY: INHERIT, UNLISTED: HIGH},
     "O2": {WHITE: LOW, BLACK: HIGH, GRAY: INHERIT, UNLISTED: LOW},

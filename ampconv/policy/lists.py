@@ -1,4 +1,4 @@
-"""Built-in op lists (POLICY.md sec. 2) and fixed behaviour kinds (sec. 1).
+"""Built-in op lists (docs/precision.md sec. 2) and fixed behaviour kinds (sec. 1).
 
 List classes are editable by policy files; behaviour kinds are not, because
 they describe what an op does.

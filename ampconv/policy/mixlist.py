@@ -1,4 +1,4 @@
-"""Reader and validator for Ascend ``modify_mixlist`` JSON files (POLICY.md sec. 7).
+"""Reader and validator for Ascend ``modify_mixlist`` JSON files (docs/precision.md sec. 7).
 
 The whole file is validated before anything is applied; every error names the
 file, the key and the op.
