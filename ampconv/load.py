@@ -185,7 +185,7 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
         if not location:
             raise ModelLoadError(f"{model_path}: tensor {tensor.name!r} has external data without a location")
         try:
-            tensor.dtype.bitwidth
+            _ = tensor.dtype.bitwidth
         except TypeError:  # STRING, UNDEFINED: no fixed width, so no byte range to read
             raise ModelLoadError(
                 f"{model_path}: tensor {tensor.name!r} of type {tensor.dtype.name} cannot be external data"

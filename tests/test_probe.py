@@ -6,7 +6,6 @@ import onnx.parser
 import onnx.shape_inference
 import onnx_ir as ir
 import onnxruntime as ort
-import pytest
 
 import ampconv
 from ampconv.probe import build_probe, expand, signature

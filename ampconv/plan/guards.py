@@ -39,23 +39,22 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
         if stats is None or not (stats.overflow or stats.underflow):
             continue
         tensor = value.name or "?"
-        note = lambda action: ConstantNote(tensor, node.name or "", stats, action)  # noqa: E731
         if stats.mask_fill is not None and not stats.underflow and feeds_softmax(node):  # case 1
-            ctx.constants.append(note("mask"))
+            ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "mask"))
             ctx.clamp[tensor] = "mask"
             continue
         if stats.overflow and ctx.config.clamp:  # case 2
-            ctx.constants.append(note("clamped"))
+            ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "clamped"))
             ctx.clamp.setdefault(tensor, True)
             continue
         if stats.pins():  # case 3
-            ctx.constants.append(note("pinned"))
+            ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "pinned"))
             if stats.overflow:
                 what = f"constant {stats.example_overflow:.3g} in {tensor} exceeds {ctx.low}"
             else:
                 what = f"constant {stats.example_underflow:.3g} in {tensor} underflows to 0 in {ctx.low}"
             return Decision(HIGH, "hard-constant", f"hard: {what} (use --clamp to clamp instead)")
-        ctx.constants.append(note("reported"))  # case 4
+        ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "reported"))  # case 4
     return None
 
 
