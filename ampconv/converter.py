@@ -27,6 +27,7 @@ from ampconv.lowtypes import low_type
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
+from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
@@ -143,7 +144,7 @@ def _convert_once(
             # The rewrite checks Loop/Scan state types after it (ConversionError);
             # cleanup repeats its sweep until nothing changes.
             rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
-            run_passes(model, rewrite, cast_cleanup(sweep), opset)
+            run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
             applied = rewrite.result
             report.notes.extend(opset.notes)
             report.initializers = [dataclasses.asdict(f) for f in applied.initializers]

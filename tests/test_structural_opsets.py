@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 import pytest
 
+import ampconv
+
 from helpers import convert_text, run
 
 W = ", ".join(["0.5"] * 16)
@@ -204,3 +206,28 @@ def test_unkept_black_output_still_low(tmp_path):
     assert report.warnings == []
     assert _node(report, "Softmax")["precision"] == "HIGH"
     assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+def test_loop_body_values_of_unknown_shape_and_public_output_shape_survive(tmp_path):
+    """An expanded Range (Loop whose body declares untyped inputs/outputs) at O3: the output checks.
+
+    The rewrite types body values it cannot give a shape (a retyped state, a cast before a
+    body output): they are written untyped, as the input had them; a graph output whose cast
+    the cleanup bypasses keeps its declared shape. Both are required by onnx.checker.
+    """
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import corpus
+
+    case = corpus._load_node_cases()["test_range_float16_type_positive_delta_expanded"]
+    src = tmp_path / "range.onnx"
+    onnx.save(case.model, str(src))
+    for dtype in ("fp16", "bf16"):
+        dst = tmp_path / f"range.{dtype}.onnx"
+        report = ampconv.convert(src, dst, ampconv.Config(level="O3", dtype=dtype))
+        onnx.checker.check_model(str(dst), full_check=True)
+        written = onnx.load(str(dst))
+        assert [d.dim_value for d in written.graph.output[0].type.tensor_type.shape.dim] == [2]
+        assert report.output == str(dst)

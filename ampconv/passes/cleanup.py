@@ -72,6 +72,10 @@ def _bypass(node: ir.Node, replacement: ir.Value) -> bool:
         out.replace_all_uses_with(replacement, replace_graph_outputs=True)
         out.name = None
         replacement.name = public
+        if replacement.shape is None:
+            # The public output keeps the shape it declared: the checker requires one
+            # on graph outputs, and it is the same tensor (a cast changes no shape).
+            replacement.shape = out.shape
     else:
         out.replace_all_uses_with(replacement)
     return True
