@@ -184,6 +184,8 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
         location = str(tensor.location or "")
         if not location:
             raise ModelLoadError(f"{model_path}: tensor {tensor.name!r} has external data without a location")
+        if any(int(d) < 0 for d in tensor.shape.numpy()):
+            raise ModelLoadError(f"{model_path}: tensor {tensor.name!r} declares a negative dimension {tensor.shape}")
         try:
             _ = tensor.dtype.bitwidth
         except TypeError:  # STRING, UNDEFINED: no fixed width, so no byte range to read

@@ -59,3 +59,17 @@ def test_fuzz_sample_has_no_failures():
     assert {"ok", "error"} <= statuses, summary  # the sample exercises both ends
     if any(o.failed for o in outcomes):
         pytest.fail("\n" + summary, pytrace=False)
+
+
+# Cases that once ended in a traceback (seed, case), each a distinct cause: a policy
+# JSON nested too deeply, a lone surrogate op name, a non-UTF-8 op type, graph name
+# and external-data location, a truncated weight and a dim of 2**40 in a converted
+# model given to validate, nodes out of order and a sparse initializer under
+# validate, a negative dimension of an external tensor.
+REGRESSIONS = [(0, 14), (0, 248), (0, 262), (0, 771), (1, 226), (1, 251), (1, 280), (1, 2512), (2, 0)]
+
+
+@pytest.mark.parametrize("seed,index", REGRESSIONS)
+def test_former_tracebacks_stay_clean(seed, index):
+    outcome = fuzz.run_case(fuzz.make_case(seed, index))
+    assert not outcome.failed, (outcome.status, outcome.exit_code, outcome.detail)

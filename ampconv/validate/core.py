@@ -11,7 +11,8 @@ import time
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.errors import AmpconvError, UsageError
+from ampconv.errors import AmpconvError, ModelLoadError, UsageError
+from ampconv.loadcheck import first_line
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
 from ampconv.validate import localize, metrics, modelio, runners
@@ -170,7 +171,10 @@ class _Loaded:
         ``Value.dtype`` edits that object in place (emulation retypes LOW
         values that way), so every value of the copy gets its own type.
         """
-        model = self.model.clone()
+        try:
+            model = self.model.clone()
+        except Exception as exc:  # noqa: BLE001 - e.g. a node reading a sparse initializer the IR cannot hold
+            raise ModelLoadError(f"{self.path}: cannot be copied to run it for validation ({first_line(exc)})") from None
         for value in modelio.iter_values(model):
             if value.type is not None:
                 value.type = copy.deepcopy(value.type)

@@ -47,12 +47,13 @@ def load(path: str) -> ir.Model:
     tools' words, before any copy of it is derived and run.
     """
     from ampconv.load import load_model
-    from ampconv.repair import accept_input
+    from ampconv.repair import accept_input, repair
 
     if not os.path.isfile(path):
         raise ModelLoadError(f"{path}: no such model file")
     model = load_model(path)
-    accept_input(Path(path))
+    if accept_input(Path(path)) is not None:
+        repair(model)  # e.g. nodes out of order: put them in order, as convert does
     return model
 
 
