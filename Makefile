@@ -18,7 +18,7 @@ LATEST_VENV := .venv-latest
 GPU_VENV := .venv-gpu
 LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test demo test test-latest lock samples bench bench-gpu corpus fuzz lint clean
+.PHONY: venv install install-test demo test test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
 
 $(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ test-latest:
 	$(LATEST_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(onnx|onnx-ir|onnxruntime|numpy|ml.dtypes|protobuf)=='
 	$(LATEST_VENV)/bin/python -m pytest -q -m "not slow" tests
 
+# A wheel of ampconv in dist/ (install it with: pip install -c constraints.txt "dist/ampconv-*.whl[cpu]").
+dist: venv
+	$(PINNED) $(PIP) wheel -q --no-deps -w dist .
+
 # Resolve the newest releases in a throw-away environment and pin them.
 lock:
 	rm -rf $(LOCK_VENV)
@@ -86,4 +90,4 @@ lint: install-test
 	$(VENV)/bin/ruff check ampconv cli tests sample_models bench scripts
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(SAMPLES) build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(SAMPLES) build dist *.egg-info
