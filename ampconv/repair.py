@@ -29,7 +29,7 @@ import onnx_ir as ir
 
 from ampconv.errors import ModelLoadError
 from ampconv.load import INFERRED_META_KEY
-from ampconv.loadcheck import first_line, runtime_available, runtime_refusal
+from ampconv.loadcheck import checker_error, first_line, runtime_available, runtime_refusal
 
 
 def accept_input(src: Path) -> Optional[str]:
@@ -38,13 +38,11 @@ def accept_input(src: Path) -> Optional[str]:
     None: the checker accepts the input. A string: the checker refuses it but
     onnxruntime loads it, so the converter repairs its copy (``repair``).
     """
-    try:
-        onnx.checker.check_model(str(src), full_check=False)
+    error = checker_error(Path(src), full=False)
+    # Anything but a ValidationError: the checker cannot read some inputs the IR loader can.
+    if not isinstance(error, onnx.checker.ValidationError):
         return None
-    except onnx.checker.ValidationError as exc:
-        complaint = first_line(exc) or "invalid model"
-    except Exception:  # noqa: BLE001 - the checker cannot read some inputs the IR loader can
-        return None
+    complaint = first_line(error) or "invalid model"
     if not runtime_available():
         raise ModelLoadError(f"{src}: the input model fails onnx.checker: {complaint}")
     refusal = input_refusal(src)
