@@ -106,8 +106,29 @@ def _quiet_ir() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _graph_texts(graph: onnx.GraphProto, out: List[str]) -> None:
+    """Append every name-like string of ``graph`` and its subgraphs to ``out`` (the fast path)."""
+    out += (graph.name, graph.doc_string)
+    for node in graph.node:
+        out += (node.op_type, node.name, node.domain, node.doc_string)
+        out += node.input
+        out += node.output
+        for attribute in node.attribute:
+            out.append(attribute.name)
+            if attribute.HasField("g"):
+                _graph_texts(attribute.g, out)
+            for sub in attribute.graphs:
+                _graph_texts(sub, out)
+    for tensor in graph.initializer:
+        out.append(tensor.name)
+        out += (entry.value for entry in tensor.external_data)
+    out += (info.name for info in graph.input)
+    out += (info.name for info in graph.output)
+    out += (info.name for info in graph.value_info)
+
+
 def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
-    """(what, text) for every name-like string of ``graph`` and its subgraphs."""
+    """(what, text) for every name-like string of ``graph`` and its subgraphs (the slow path: says where)."""
     yield from (("a graph name", graph.name), (f"the doc string of graph {graph.name!r}", graph.doc_string))
     for node in graph.node:
         yield from ((f"op type of node {node.name!r}", node.op_type), ("a node name", node.name))
@@ -128,28 +149,34 @@ def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
         yield "a graph input, output or value_info name", info.name
 
 
-def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
-    """What holds the first name that is not valid UTF-8 (protobuf keeps such bytes), or None.
-
-    One join and one encode check everything at C speed; only a corrupt file
-    pays for the second walk that finds the culprit.
-    """
-    names = list(_graph_names(proto.graph))
-    for what, text in (
+def _model_names(proto: onnx.ModelProto) -> List[Tuple[str, str]]:
+    """(what, text) for the model-level strings."""
+    names = [
         ("the producer name", proto.producer_name),
         ("the producer version", proto.producer_version),
         ("the model domain", proto.domain),
         ("the model doc string", proto.doc_string),
-    ):
-        names.append((what, text))
+    ]
     names += [("an opset domain", opset.domain) for opset in proto.opset_import]
     names += [("a metadata entry", text) for entry in proto.metadata_props for text in (entry.key, entry.value)]
+    return names
+
+
+def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
+    """What holds the first name that is not valid UTF-8 (protobuf keeps such bytes), or None.
+
+    The fast path gathers every string and checks them with one join and one
+    encode at C speed; only a corrupt file pays for the walk that says where.
+    """
+    texts: List[str] = []
+    _graph_texts(proto.graph, texts)
+    texts += (text for _, text in _model_names(proto))
     try:
-        "\0".join(text for _, text in names).encode("utf-8")
+        "\0".join(texts).encode("utf-8")
         return None
     except (TypeError, UnicodeEncodeError):  # protobuf hands invalid UTF-8 over as bytes
         pass
-    for what, text in names:
+    for what, text in list(_graph_names(proto.graph)) + _model_names(proto):
         try:
             text.encode("utf-8")
         except (AttributeError, UnicodeEncodeError):

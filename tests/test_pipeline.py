@@ -255,3 +255,37 @@ def test_run_passes_keeps_other_errors_wrapped():
     with pytest.raises(ir.passes.PassError) as info:
         run_passes(parse(MLP), Broken())
     assert isinstance(info.value.__cause__.__cause__, ValueError)
+
+
+def test_small_in_memory_weights_are_converted_eagerly_with_the_same_bits(tmp_path):
+    """A bias is converted when the plan is applied (no lazy tensor), with numpy's round-to-nearest-even."""
+    import numpy as np
+    import onnx
+
+    import ampconv
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3)).astype(np.float32)
+    big = rng.standard_normal((80, 64)).astype(np.float32)  # above EAGER_MAX_ELEMENTS: stays lazy
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+            onnx.helper.make_node("MatMul", ["z", "B"], ["k"], name="mm2"),
+        ],
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4]),
+         onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 80])],
+        [onnx.helper.make_tensor_value_info("h", onnx.TensorProto.FLOAT, [2, 3]),
+         onnx.helper.make_tensor_value_info("k", onnx.TensorProto.FLOAT, [2, 64])],
+        [onnx.numpy_helper.from_array(w, "W"), onnx.numpy_helper.from_array(big, "B")],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    ampconv.convert(tmp_path / "m.onnx", tmp_path / "o.onnx", ampconv.Config())
+    written = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "o.onnx")).graph.initializer}
+    assert written["W"].dtype == np.float16 and np.array_equal(written["W"].view(np.uint16), w.astype(np.float16).view(np.uint16))
+    assert np.array_equal(written["B"].view(np.uint16), big.astype(np.float16).view(np.uint16))
+    from ampconv.passes.apply import EAGER_MAX_ELEMENTS
+
+    assert w.size <= EAGER_MAX_ELEMENTS < big.size

@@ -186,9 +186,14 @@ class _Rewriter:
                     InitializerFate(value.name or "", graph.name or "main", shape, before, fate, after)
                 )
 
-    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.LazyTensor:
+    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
         low = self.plan.low
         clamp = self.clamp.get(name or "", False)
+        if tensor.size <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
+            # A small in-memory tensor (a bias, a scale) is converted now: the lazy
+            # machinery costs more than the cast, thousands of times on big graphs.
+            # Same bits: to_low is numpy's round-to-nearest-even, as the lazy cast is.
+            return ir.Tensor(to_low(tensor.numpy(), low, clamp), dtype=self.low_dtype, name=name)
         convert = (lambda a: to_low(a, low, clamp)) if clamp else None  # None: the plain RNE cast
         return CastTensor(tensor, self.low_dtype, convert, name)
 
@@ -362,6 +367,11 @@ class _Rewriter:
                 out = ident.outputs[0]
         graph.outputs[k] = out
         self.result.outputs_rerouted += 1
+
+
+# In-memory tensors of at most this many elements are converted when the plan is
+# applied instead of lazily while writing (16 KiB of float32).
+EAGER_MAX_ELEMENTS = 4096
 
 
 class ApplyPlanPass(InPlacePass):
