@@ -172,7 +172,7 @@ def _convert_once(
             note = _check(model, staged, src, config.check_runtime, probe, report)
         except ConversionError as exc:
             # A rejection of a probe node stands for every node of its signature.
-            judged = probe.model if probe is not None and "onnxruntime" in str(exc) else model
+            judged = probe.model if probe is not None and exc.tool == ConversionError.RUNTIME else model
             verdict = judge(exc, judged, config.dtype)
             pins = expand(dict(verdict.pins), probe) if judged is not model else dict(verdict.pins)
             if verdict.kind == ACCEPT:
@@ -181,7 +181,7 @@ def _convert_once(
                 runtime_pins.update(pins)
                 return report, model  # output None: the caller plans again
             else:
-                refusal = input_refusal(src) if "onnxruntime" in str(exc) else None
+                refusal = input_refusal(src) if exc.tool == ConversionError.RUNTIME else None
                 if refusal is not None:
                     raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
                 raise  # nothing new to pin: planning again would give the same model

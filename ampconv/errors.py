@@ -37,11 +37,17 @@ class ConversionError(AmpconvError):
 
     ``detail`` keeps the checking tool's whole message (the one-line message
     keeps its first line): the converter reads the blamed node from it.
+    ``tool`` names the judge that refused the model (``CHECKER`` or
+    ``RUNTIME``), or is empty for ampconv's own checks.
     """
 
-    def __init__(self, message: str, detail: str = "") -> None:
+    CHECKER = "onnx.checker"
+    RUNTIME = "onnxruntime"
+
+    def __init__(self, message: str, detail: str = "", tool: str = "") -> None:
         super().__init__(message)
         self.detail = detail or message
+        self.tool = tool
 
 
 class OutputError(AmpconvError):

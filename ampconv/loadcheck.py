@@ -106,10 +106,14 @@ def check_written(
     if full is not None:
         source_error = checker_error(source, full=True) if source is not None else None
         if source_error is None:
-            raise ConversionError(f"converted model fails onnx.checker: {first_line(full)}", str(full))
+            raise ConversionError(
+                f"converted model fails onnx.checker: {first_line(full)}", str(full), ConversionError.CHECKER
+            )
         basic = checker_error(path, full=False)
         if basic is not None:
-            raise ConversionError(f"converted model fails onnx.checker: {first_line(basic)}", str(basic))
+            raise ConversionError(
+                f"converted model fails onnx.checker: {first_line(basic)}", str(basic), ConversionError.CHECKER
+            )
         notes.append(
             f"onnx.checker's shape inference fails on the input model too ({first_line(source_error)}); "
             "the output passes the checker without it"
@@ -124,7 +128,9 @@ def check_written(
     timings["runtime_seconds"] = round(time.perf_counter() - start, 3)
     if refusal is not None:
         raise ConversionError(
-            f"converted model does not load in onnxruntime: {first_line(Exception(refusal))}", refusal
+            f"converted model does not load in onnxruntime: {first_line(Exception(refusal))}",
+            refusal,
+            ConversionError.RUNTIME,
         )
     return "; ".join(notes) or None
 

@@ -39,7 +39,7 @@ class Verdict:
 def judge(error: ConversionError, model: ir.Model, dtype: str) -> Verdict:
     """Read a check failure of ``model`` (converted to ``dtype``) into a ``Verdict``."""
     message = error.detail
-    if "onnx.checker" in str(error):
+    if error.tool == ConversionError.CHECKER:
         pins = checker_pins(message, model)
         return Verdict(PIN, pins=pins) if pins else Verdict(FAIL)
     if dtype == "bf16" and "NOT_IMPLEMENTED" in message:

@@ -145,7 +145,7 @@ def test_checker_message_names_the_node_to_pin(tmp_path):
     pins = checker_pins(str(info.value), ir_model)
     assert list(pins) == ["add"]
     assert pins["add"].startswith("onnx.checker:") and "inconsistent type" in pins["add"]
-    verdict = judge(ConversionError("converted model fails onnx.checker: x", str(info.value)), ir_model, "fp16")
+    verdict = judge(ConversionError("converted model fails onnx.checker: x", str(info.value), ConversionError.CHECKER), ir_model, "fp16")
     assert verdict.kind == PIN and list(verdict.pins) == ["add"]
 
 
@@ -153,7 +153,7 @@ def test_checker_message_without_a_known_node_pins_nothing(tmp_path):
     ir_model = ampconv.converter.ir.serde.deserialize_model(_mixed_add(tmp_path))
     assert checker_pins("[ShapeInferenceError] (op_type:Add, node name: elsewhere): bad", ir_model) == {}
     assert checker_pins("Field 'type' of 'value_info' is required but missing.", ir_model) == {}
-    verdict = judge(ConversionError("converted model fails onnx.checker: x", "no node here"), ir_model, "fp16")
+    verdict = judge(ConversionError("converted model fails onnx.checker: x", "no node here", ConversionError.CHECKER), ir_model, "fp16")
     assert verdict.kind == "fail"
 
 
