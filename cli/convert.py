@@ -12,7 +12,7 @@ from ampconv.config import Config
 from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text
 from ampconv_cli.errors import handle_errors
-from ampconv_cli.options import conversion_options, keep_io_value, policy_options
+from ampconv_cli.options import conversion_options, keep_io_value, model_argument, policy_options
 from ampconv_cli.progress import make_progress
 from ampconv_cli.validation_options import (
     FORMATS,
@@ -24,7 +24,7 @@ from ampconv_cli.validation_options import (
 
 
 @click.command("convert")
-@click.argument("model", type=click.Path(dir_okay=True))
+@click.argument("model", type=click.Path(dir_okay=True), required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Output path (default: <stem>.<dtype>.onnx beside the input).")
 @policy_options
@@ -50,6 +50,18 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
     Prints a summary on stderr; exit 0 ok, 1 error, 2 bad usage or policy,
     3 over tolerance with --validate --fail-on-drift.
     """
+    ctx = click.get_current_context()
+    model = model_argument(ctx, model)
+    if quiet and verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose contradict each other")
+    if not do_validate:
+        # Options that only shape validation would silently do nothing.
+        for name, flag in (("fmt", "--format"), *((p, f"--{p}") for p in ("inputs", "rtol", "atol", "backend",
+                                                                             "samples", "seed", "localize"))):
+            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+                raise click.UsageError(f"{flag} needs --validate")
+        if ctx.get_parameter_source("shapes") is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--shape needs --validate")
     if fail_on_drift and not do_validate:
         raise click.UsageError("--fail-on-drift needs --validate")
     if dry_run and do_validate:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import click
@@ -21,7 +22,7 @@ def policy_options(func: Callable) -> Callable:
     return _stack(
         func,
         [
-            click.option("--level", type=click.Choice(LEVELS), default="O2", show_default=True,
+            click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default="O2", show_default=True,
                          help="O0 no change, O1 white list LOW, O2 all LOW but the black list, "
                          "O3 everything LOW, auto by --target."),
             click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
@@ -41,10 +42,11 @@ def conversion_options(func: Callable) -> Callable:
     return _stack(
         func,
         [
-            click.option("--dtype", type=click.Choice(DTYPES), default="fp16", show_default=True,
-                         help="The low-precision type."),
+            click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
+                         default="fp16", show_default=True, callback=_dtype_key,
+                         help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
             click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
-                         metavar="[NAMES]",
+                         metavar="[NAMES]", callback=_keep_io_names,
                          help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),
             click.option("--no-keep-io-types", "no_keep_io", is_flag=True,
                          help="Convert graph inputs/outputs to the low type too."),
@@ -57,6 +59,39 @@ def conversion_options(func: Callable) -> Callable:
                          "their consumers float32."),
         ],
     )
+
+
+# The ONNX names of the LOW types, accepted for --dtype as people also write them.
+DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+# Where ``_keep_io_names`` leaves a model path that --keep-io-types would have taken as its value.
+SWALLOWED_MODEL = "ampconv.swallowed_model"
+
+
+def _dtype_key(ctx, param, value):
+    """``float16``/``bfloat16`` -> the --dtype key (fp16/bf16)."""
+    return DTYPE_NAMES.get(value.lower(), value.lower()) if value else value
+
+
+def _keep_io_names(ctx, param, value):
+    """A bare --keep-io-types placed before MODEL takes the model path as its value: give it back.
+
+    Graph input/output names do not end in ``.onnx``; a value that does, or
+    that names an existing file, is the model. ``model_argument`` reads it.
+    """
+    if value and value != "*" and (value.endswith(".onnx") or os.path.isfile(value)):
+        ctx.meta[SWALLOWED_MODEL] = value
+        return "*"
+    return value
+
+
+def model_argument(ctx: click.Context, model):
+    """MODEL, or the path a bare --keep-io-types before it took (``_keep_io_names``)."""
+    swallowed = ctx.meta.get(SWALLOWED_MODEL)
+    if model is None and swallowed is None:
+        raise click.UsageError("Missing argument 'MODEL'.")
+    if model is not None and swallowed is not None:
+        raise click.UsageError(f"--keep-io-types takes graph input/output names, not the file {swallowed!r}")
+    return model if model is not None else swallowed
 
 
 def keep_io_value(keep_io, no_keep_io):

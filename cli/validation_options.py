@@ -90,6 +90,8 @@ def options_from_cli(
     explain a localized node; ``show_progress`` asks ``run_and_render`` for a
     progress bar.
     """
+    if inputs and shapes:
+        raise UsageError("--shape sets the shape of random inputs; with --inputs it does nothing")
     return ValidateOptions(
         inputs=tuple(inputs),
         rtol=rtol,
