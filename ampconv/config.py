@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Callable, Optional, Tuple, Union
 
 from ampconv.errors import UsageError
@@ -10,6 +11,9 @@ from ampconv.errors import UsageError
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
 TARGETS = ("cuda", "cpu")
+# Other spellings of the dtype keys: the ONNX names of the types, any case.
+DTYPE_ALIASES = {"fp16": "fp16", "bf16": "bf16", "float16": "fp16", "bfloat16": "bf16"}
+_LEVEL_NAMES = {level.lower(): level for level in LEVELS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,11 +28,14 @@ class Config:
             installed onnxruntime.
         preset: name of the built-in op lists (``default`` or ``mindspore``).
         mixlists: policy files (Ascend ``modify_mixlist`` JSON), applied in order.
+            A single path may be given as a string; so may one pattern for
+            ``keep_fp32``/``force_low`` and one name for ``keep_io_types``.
         keep_io_types: True keeps every graph input/output float32, False
             converts them, a tuple names the ones to keep float32.
         keep_fp32: node-name regexes forced HIGH.
         force_low: node-name regexes forced LOW (schema constraints still win).
-        block_ops: op types forced HIGH (``OpType`` or ``domain::OpType``).
+        block_ops: op types forced HIGH (``OpType`` or ``domain::OpType``); an
+            entry may be a comma list.
         clamp: clamp out-of-range constants instead of pinning their consumers HIGH.
         check_runtime: load the result in onnxruntime (when installed) before writing.
         overwrite: allow replacing an existing output file (never the input).
@@ -54,6 +61,17 @@ class Config:
     )
 
     def __post_init__(self) -> None:
+        # Accept what people type: one string where a list goes, "o2", "float16".
+        for name in ("mixlists", "keep_fp32", "force_low", "block_ops"):
+            value = getattr(self, name)
+            if isinstance(value, (str, os.PathLike)):
+                value = (value,)
+            object.__setattr__(self, name, tuple(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value))
+        if isinstance(self.keep_io_types, str):
+            object.__setattr__(self, "keep_io_types", (self.keep_io_types,))
+        level = _LEVEL_NAMES.get(str(self.level).lower(), self.level)
+        object.__setattr__(self, "level", level)
+        object.__setattr__(self, "dtype", DTYPE_ALIASES.get(str(self.dtype).lower(), self.dtype))
         if self.level not in LEVELS:
             raise UsageError(f"unknown level {self.level!r}: choose one of {', '.join(LEVELS)}")
         if self.dtype not in DTYPES:

@@ -162,3 +162,33 @@ def test_sample_mixlist_is_valid():
     path = Path(__file__).resolve().parents[1] / "sample_models" / "ops_info.json"
     p = load_policy(mixlists=[str(path)])
     assert not p.warnings
+
+
+def test_block_ops_take_comma_lists_and_warn_on_unknown_ops_with_a_hint():
+    p = load_policy(block_ops=["MatMul,Softmax", "matmul", "Conv2D"])
+    assert {"MatMul", "Softmax"} <= p.blocked
+    assert any("'matmul'" in w and "did you mean 'MatMul'" in w for w in p.warnings)
+    assert any("'Conv2D'" in w and "did you mean 'Conv'" in w for w in p.warnings)
+    assert load_policy(block_ops=["MatMul", "com.microsoft::Gelu"]).warnings == ()  # known or other-domain: silent
+
+
+def test_mixlist_unknown_op_warning_suggests_the_name(tmp_path):
+    import json
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"black-list": {"to-add": ["softmax", "Zzzqqq"]}}))
+    warnings = load_policy(mixlists=[str(path)]).warnings
+    assert any("'softmax'" in w and "did you mean 'Softmax'" in w for w in warnings)
+    assert any("'Zzzqqq'" in w and "did you mean" not in w for w in warnings)
+
+
+def test_config_accepts_what_people_type():
+    import ampconv
+
+    config = ampconv.Config(keep_fp32="ln1", force_low="attn", mixlists="x.json", block_ops="MatMul,Softmax",
+                            keep_io_types="y", level="o3", dtype="bfloat16")
+    assert config.keep_fp32 == ("ln1",) and config.force_low == ("attn",) and config.mixlists == ("x.json",)
+    assert config.block_ops == ("MatMul,Softmax",) and config.keep_io_types == ("y",)
+    assert (config.level, config.dtype) == ("O3", "bf16")
+    with pytest.raises(ampconv.UsageError, match="unknown dtype"):
+        ampconv.Config(dtype="half")

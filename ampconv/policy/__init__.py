@@ -6,6 +6,7 @@ import dataclasses
 from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from ampconv.errors import PolicyError, UsageError
+from ampconv.policy.names import is_known, unknown_op_warning
 from ampconv.policy.lists import BLACK, CLASSES, GRAY, PRESETS, UNLISTED, WHITE, preset_classes
 from ampconv.policy.mixlist import MixList, apply_mixlist, op_key, read_mixlist
 
@@ -100,6 +101,10 @@ def load_policy(
         classes = apply_mixlist(classes, mixlist)
         warnings.extend(mixlist.warnings)
         sources.append(str(path))
+    # --block-op MatMul,Softmax: an entry may be a comma list.
+    blocked = frozenset(op_key(op.strip()) for entry in block_ops for op in entry.split(",") if op.strip())
+    # Only the default domain can be judged: contrib and custom ops are unknown to onnx.defs.
+    warnings += [unknown_op_warning("--block-op", op) for op in sorted(blocked) if "::" not in op and not is_known(op)]
     return Policy(
         preset=preset,
         level=resolved,
@@ -107,7 +112,7 @@ def load_policy(
         sources=tuple(sources),
         warnings=tuple(warnings),
         level_note=note,
-        blocked=frozenset(op_key(op) for op in block_ops),
+        blocked=blocked,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 
 from ampconv.errors import PolicyError
 from ampconv.policy.lists import BLACK, GRAY, UNLISTED, WHITE
+from ampconv.policy.names import did_you_mean
 from ampconv.schema import is_known_op
 
 LIST_KEYS = {"black-list": BLACK, "white-list": WHITE, "gray-list": GRAY}
@@ -86,7 +87,7 @@ def read_mixlist(path: str | Path) -> MixList:
             for op in normalized:
                 domain, name = op.split("::", 1) if "::" in op else ("", op)
                 if not is_known_op(domain, name):
-                    warnings.append(f"{where}: {key}.{action}: op {op!r} is unknown to onnx.defs")
+                    warnings.append(f"{where}: {key}.{action}: op {op!r} is unknown to onnx.defs{did_you_mean(op)}")
     _check_contradictions(where, entries)
     return MixList(where, entries, tuple(warnings))
 
