@@ -151,3 +151,17 @@ def test_rule_ids_in_the_code_are_registered():
     source = "".join(p.read_text() for p in (ROOT / "ampconv" / "plan").glob("*.py") if p.name != "rules.py")
     used = set(re.findall(r'Decision\(\s*\w+,\s*"([a-z0-9-]+)"', source))
     assert used and used <= set(RULES)
+
+
+def test_name_patterns_that_match_nothing_or_collide_are_reported():
+    from ampconv.plan import Planner
+
+    model = _model(MLP)
+    policy = load_policy()
+    plan = Planner(model, policy, Config(keep_fp32=("^zzz", "^m"), force_low=("^mm$",))).run()
+    assert "--keep-fp32 '^zzz' matches no node name" in plan.warnings
+    assert not any("'^m' matches no node" in w for w in plan.warnings)
+    collide = [w for w in plan.warnings if "match both" in w]
+    assert len(collide) == 1 and "'mm'" in collide[0] and "--keep-fp32 wins" in collide[0]
+    quiet = Planner(_model(MLP), policy, Config(keep_fp32=("^mm$",))).run()
+    assert quiet.warnings == []

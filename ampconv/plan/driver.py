@@ -62,6 +62,7 @@ class Planner:
         self.graph_output_needs[graph] = needs
         self._plan_graph(graph)
         self._share_low_initializers()
+        self._check_name_patterns()
         # Main-graph outputs the user did not keep float32 are LOW (values that do not fit excepted).
         self.graph_output_needs[graph] = tuple(
             need if need is not None or not is_float(v) else self._unkept_output_need(v)
@@ -78,6 +79,29 @@ class Planner:
             clamp_tensors=dict(self.ctx.clamp),
             warnings=list(self.warnings),
         )
+
+    def _check_name_patterns(self) -> None:
+        """Warn about --keep-fp32/--force-low patterns that match no node, and say which wins where both match."""
+        if not (self.ctx.keep_fp32 or self.ctx.force_low):
+            return
+        names = [node.name or "" for node in self.decisions]
+        for flag, patterns in (("--keep-fp32", self.ctx.keep_fp32), ("--force-low", self.ctx.force_low)):
+            for pattern in patterns:
+                if not any(pattern.search(name) for name in names):
+                    self.warnings.append(f"{flag} {pattern.pattern!r} matches no node name")
+        both = []
+        for name in names if self.ctx.keep_fp32 and self.ctx.force_low else ():
+            keep = next((p for p in self.ctx.keep_fp32 if p.search(name)), None)
+            force = next((p for p in self.ctx.force_low if p.search(name)), None)
+            if keep is not None and force is not None:
+                both.append((name, keep.pattern, force.pattern))
+        if both:
+            name, keep, force = both[0]
+            more = f" and {len(both) - 1} more" if len(both) > 1 else ""
+            self.warnings.append(
+                f"node {name!r}{more} match both --keep-fp32 {keep!r} and --force-low {force!r}: "
+                "--keep-fp32 wins (it is tried first)"
+            )
 
     def _plan_graph(self, graph: ir.Graph) -> None:
         order = list(graph)  # ONNX requires topological order; ties keep file order
