@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Callable
 
 import click
@@ -75,10 +74,11 @@ def _dtype_key(ctx, param, value):
 def _keep_io_names(ctx, param, value):
     """A bare --keep-io-types placed before MODEL takes the model path as its value: give it back.
 
-    Graph input/output names do not end in ``.onnx``; a value that does, or
-    that names an existing file, is the model. ``model_argument`` reads it.
+    Graph input/output names do not end in ``.onnx``; a value that does is the
+    model (an existing file is not enough: an output may share a file's name).
+    ``model_argument`` reads it.
     """
-    if value and value != "*" and (value.endswith(".onnx") or os.path.isfile(value)):
+    if value and value != "*" and value.lower().endswith(".onnx"):
         ctx.meta[SWALLOWED_MODEL] = value
         return "*"
     return value
