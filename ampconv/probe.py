@@ -30,6 +30,7 @@ from typing import Dict, Hashable, List, Optional
 
 import onnx_ir as ir
 
+from ampconv.plan.values import constant_tensor
 from ampconv.schema import normalize_domain
 
 
@@ -138,15 +139,9 @@ def small_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
     Float constants are data (a bias differs from node to node); their values
     would split every signature without changing onnxruntime's verdict.
     """
-    tensor = value.const_value
+    tensor = constant_tensor(value)  # value_float(s)/value_int(s) forms stay inputs: their types decide
     if tensor is None:
-        producer = value.producer()
-        if producer is None or producer.op_type != "Constant" or normalize_domain(producer.domain) != "":
-            return None
-        attribute = producer.attributes.get("value")
-        if attribute is None or attribute.type != ir.AttributeType.TENSOR:
-            return None  # value_float(s)/value_int(s) forms: left as inputs (types are what they decide)
-        tensor = attribute.value
+        return None
     try:
         if tensor.size == 0:
             return tensor

@@ -23,22 +23,29 @@ def is_constant(value: ir.Value) -> bool:
     return producer is not None and producer.op_type == "Constant" and normalize_domain(producer.domain) == ""
 
 
+def constant_tensor(value: ir.Value) -> Optional[ir.TensorProtocol]:
+    """The tensor of a constant value: an initializer's, or a Constant node's ``value`` attribute; else None."""
+    if value.const_value is not None:
+        return value.const_value
+    producer = value.producer()
+    if producer is None or producer.op_type != "Constant":
+        return None
+    attr = producer.attributes.get("value")
+    return attr.value if attr is not None and attr.type == ir.AttributeType.TENSOR else None
+
+
 def constant_array(value: ir.Value) -> Optional[np.ndarray]:
     """The numpy data of a constant value (initializer or Constant node), or None."""
-    tensor = value.const_value
+    tensor = constant_tensor(value)
     if tensor is None:
         producer = value.producer()
         if producer is None or producer.op_type != "Constant":
             return None
-        attr = producer.attributes.get("value")
-        if attr is not None and attr.type == ir.AttributeType.TENSOR:
-            tensor = attr.value
-        else:
-            for name in ("value_float", "value_floats"):
-                a = producer.attributes.get(name)
-                if a is not None:
-                    return np.asarray(a.value, dtype=np.float32)
-            return None
+        for name in ("value_float", "value_floats"):
+            a = producer.attributes.get(name)
+            if a is not None:
+                return np.asarray(a.value, dtype=np.float32)
+        return None
     try:
         return tensor.numpy()
     except Exception:  # noqa: BLE001 - unreadable data is reported by the loader, not here
