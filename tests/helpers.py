@@ -63,3 +63,26 @@ def run(path, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
+
+
+
+def _gpt_module():
+    """``sample_models/gpt.py`` (the repository root put on the import path once)."""
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from sample_models import gpt
+
+    return gpt
+
+
+def tiny_gpt_spec():
+    """The small GPT the I/O tests build: 2 layers of hidden 64, weights in external data."""
+    return _gpt_module().GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
+
+
+def build_tiny_gpt(tmp_path: Path, layout: str = "single", spec=None, name: str = "gpt") -> Path:
+    """Write the GPT decoder (``tiny_gpt_spec`` by default) under ``tmp_path/layout``; returns the model path."""
+    return _gpt_module().build(tmp_path / layout, spec or tiny_gpt_spec(), layout=layout, seed=1, name=name)

@@ -17,13 +17,11 @@ sys.path.insert(0, str(ROOT))
 
 from ampconv.chunks import convert_chunked, read_chunks, tensor_sources  # noqa: E402
 from ampconv.load import external_tensors, load_model  # noqa: E402
+from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 from sample_models import gpt  # noqa: E402
 
-TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
-
-
-def _build(tmp_path, layout="single", spec=TINY, name="gpt"):
-    return gpt.build(tmp_path / layout, spec, layout=layout, seed=1, name=name)
+TINY = tiny_gpt_spec()
+_build = build_tiny_gpt
 
 
 def test_sources_found_in_closures(tmp_path):

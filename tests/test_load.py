@@ -13,13 +13,11 @@ sys.path.insert(0, str(ROOT))
 
 from ampconv.errors import ModelLoadError  # noqa: E402
 from ampconv.load import external_data_files, external_tensors, load_model, weight_bytes  # noqa: E402
+from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 from sample_models import gpt  # noqa: E402
 
-TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
-
-
-def _build(tmp_path, layout="single", spec=TINY, name="gpt"):
-    return gpt.build(tmp_path / layout, spec, layout=layout, seed=1, name=name)
+TINY = tiny_gpt_spec()
+_build = build_tiny_gpt
 
 
 def test_load_is_lazy_and_lists_data_files(tmp_path):

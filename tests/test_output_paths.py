@@ -14,13 +14,10 @@ sys.path.insert(0, str(ROOT))
 from ampconv.errors import OutputError  # noqa: E402
 from ampconv.load import load_model  # noqa: E402
 from ampconv.outputs import check_output_path, data_file_name, default_output_path, publish, staging_dir  # noqa: E402
-from sample_models import gpt  # noqa: E402
+from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 
-TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
-
-
-def _build(tmp_path, layout="single", spec=TINY, name="gpt"):
-    return gpt.build(tmp_path / layout, spec, layout=layout, seed=1, name=name)
+TINY = tiny_gpt_spec()
+_build = build_tiny_gpt
 
 
 def test_output_equal_to_input_or_its_data(tmp_path):
