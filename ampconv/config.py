@@ -40,6 +40,21 @@ class Config:
         check_runtime: load the result in onnxruntime (when installed) before writing.
         overwrite: allow replacing an existing output file (never the input).
         max_workers: threads used to convert/write external data.
+        calibration_data: paths of calibration samples (``.npz`` files,
+            folders of them, ONNX ``test_data_set_*`` folders), or
+            ``("random",)`` for seeded random inputs. Empty: no data guards.
+        calibration_samples, calibration_seed: how many random samples, and the seed.
+        shapes: ``(name, dims)`` pairs fixing symbolic dimensions of random
+            calibration inputs (the forms of ``ValidateOptions.shapes``).
+        data_max: the data guard keeps a node float32 when a value exceeds
+            this (None: half the LOW type's largest value).
+        underflow_fraction: the share of non-zero values below the LOW normal
+            range above which a tensor feeding an error amplifier stays float32
+            (None: 0.5).
+        tune: after the data guards, validate on the calibration samples and
+            keep float32 the fewest nodes that make the check pass.
+        rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
+            validator's default criteria for the LOW type).
         progress: optional callback(bytes_done, bytes_total) while writing weights.
     """
 
@@ -56,13 +71,22 @@ class Config:
     check_runtime: bool = True
     overwrite: bool = False
     max_workers: int = 2
+    calibration_data: Tuple[str, ...] = ()
+    calibration_samples: int = 8
+    calibration_seed: int = 0
+    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    data_max: Optional[float] = None
+    underflow_fraction: Optional[float] = None
+    tune: bool = False
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
     progress: Optional[Callable[[int, int], None]] = dataclasses.field(
         default=None, compare=False, repr=False
     )
 
     def __post_init__(self) -> None:
         # Accept what people type: one string where a list goes, "o2", "float16".
-        for name in ("mixlists", "keep_fp32", "force_low", "block_ops"):
+        for name in ("mixlists", "keep_fp32", "force_low", "block_ops", "calibration_data"):
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)):
                 value = (value,)
@@ -80,6 +104,26 @@ class Config:
             raise UsageError(f"unknown target {self.target!r}: choose cuda or cpu")
         for pattern in self.keep_fp32 + self.force_low:
             _check_regex(pattern)
+        self._check_data_options()
+
+    def _check_data_options(self) -> None:
+        if isinstance(self.shapes, dict):
+            object.__setattr__(self, "shapes", tuple((k, tuple(v)) for k, v in self.shapes.items()))
+        if self.tune and not self.calibration_data:
+            raise UsageError("tune needs calibration data (calibration_data / --calibration-data)")
+        if not self.tune and (self.rtol is not None or self.atol is not None):
+            raise UsageError("rtol/atol set the tolerance of tune; without tune they do nothing")
+        if "random" in self.calibration_data and len(self.calibration_data) > 1:
+            raise UsageError("calibration data 'random' cannot be mixed with sample paths")
+        if self.calibration_samples < 1:
+            raise UsageError(f"calibration_samples must be at least 1, got {self.calibration_samples}")
+        if self.data_max is not None and not self.data_max > 0:
+            raise UsageError(f"data_max must be a number > 0, got {self.data_max}")
+        if self.underflow_fraction is not None and not 0 < self.underflow_fraction <= 1:
+            raise UsageError(f"underflow_fraction must be in (0, 1], got {self.underflow_fraction}")
+        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
+            if value is not None and not value >= 0:
+                raise UsageError(f"{label} must be a number >= 0, got {value}")
 
 
 def _check_regex(pattern: str) -> None:

@@ -20,6 +20,10 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
+from ampconv.data.collect import collect
+from ampconv.data.samples import calibration_samples
+from ampconv.data.stats import Calibration
+from ampconv.data.tune import TuneResult, tune_model
 from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
 from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.loadcheck import check_written
@@ -78,17 +82,56 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         model = load_model(src)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
+    data = DataFindings()
+    if config.calibration_data:
+        data = _data_findings(src, model, policy, config, complaint)
     runtime_pins: Dict[str, str] = {}
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
+        if data.used:
+            model = load_model(src, infer_types=infer_at_load)  # calibration and tuning read copies of their own
         repairs = []
         if complaint is not None:
             repairs = [f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy"]
             repairs += repair(model)
-        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs)
+        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs, data)
         if dry_run or report.output is not None:
             return report
         model = load_model(src, infer_types=infer_at_load)  # a pin was added: plan again from the original
     raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
+
+
+@dataclasses.dataclass
+class DataFindings:
+    """What calibration data (and the accuracy search) decided, for every planning attempt."""
+
+    calibration: Optional[Calibration] = None
+    tune_pins: Dict[str, str] = dataclasses.field(default_factory=dict)
+    tune: Optional[TuneResult] = None
+    used: bool = False
+
+
+def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, complaint) -> DataFindings:
+    """Collect activation statistics over the calibration samples, then run the accuracy search if asked."""
+    samples = calibration_samples(model, config)
+    calibration = collect(str(src), samples, low_type(config.dtype), random=samples.random)
+    calibration.notes = tuple(samples.notes) + tuple(calibration.notes)
+    findings = DataFindings(calibration=calibration, used=True)
+    if not config.tune:
+        return findings
+
+    def fresh() -> ir.Model:
+        copy = load_model(src, infer_types=complaint is None)
+        if complaint is not None:
+            repair(copy)
+        return copy
+
+    def build(pins):
+        report, converted = _convert_once(src, src, fresh(), policy, config, {}, False, [],
+                                          DataFindings(calibration, dict(pins)), write=False)
+        return converted, report
+
+    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, config)
+    return findings
 
 
 def _check_opset(src: Path, model: ir.Model) -> None:
@@ -110,7 +153,12 @@ def _convert_once(
     runtime_pins: Dict[str, str],
     dry_run: bool,
     repairs: List[str],
+    data: Optional[DataFindings] = None,
+    *,
+    write: bool = True,
 ) -> Tuple[Report, ir.Model]:
+    """Plan and rewrite ``model``; then (``write``, not ``dry_run``) write, check and publish it to ``dst``."""
+    data = data or DataFindings()
     run_passes(model, NameNodesPass(), InferTypesPass())
     casts_before = _count_casts(model)
     weights_before = weight_bytes(model)
@@ -138,7 +186,9 @@ def _convert_once(
     plan: Optional[Plan] = None
     applied = ApplyResult()
     if policy.level != "O0":
-        plan = Planner(model, policy, config, runtime_pins=runtime_pins).run()
+        plan = Planner(
+            model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
+        ).run()
         _fill_plan(report, plan, model)
         if not dry_run:
             # The rewrite checks Loop/Scan state types after it (ConversionError);
@@ -157,7 +207,11 @@ def _convert_once(
     report.weight_bytes_after = weights_before + converted_weights
     low_nodes = plan.count("LOW") if plan is not None else 0
     report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
-    if dry_run:
+    if data.calibration is not None:
+        report.calibration = data.calibration.summary()
+    if data.tune is not None:
+        report.tune = data.tune.summary()
+    if dry_run or not write:
         return report, model
 
     with staging_dir(dst) as stage:

@@ -29,6 +29,7 @@ class LowType:
     overflow_bits: int
     underflow_bits: int
     max: float  # the largest finite value
+    smallest_normal: float  # below it values lose precision (subnormal) and then flush to 0
     # What an attention-mask fill (-1e9, float32 lowest) becomes: far below any
     # real logit, so softmax still gives exactly 0, yet finite, so a score added
     # to it cannot overflow to -inf and a fully masked row cannot produce NaN.
@@ -42,9 +43,10 @@ class LowType:
 
 LOW_TYPES: Dict[str, LowType] = {
     "fp16": LowType("fp16", "float16", ir.DataType.FLOAT16, np.dtype(np.float16), 0x477FF000, 0x33000000, 65504.0,
-                    -32768.0),
+                    2.0**-14, -32768.0),
     "bf16": LowType("bf16", "bfloat16", ir.DataType.BFLOAT16, np.dtype(ml_dtypes.bfloat16), 0x7F7F8000, 0x00008000,
-                    float(ml_dtypes.finfo(ml_dtypes.bfloat16).max), -1.0e30),
+                    float(ml_dtypes.finfo(ml_dtypes.bfloat16).max),
+                    float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal), -1.0e30),
 }
 
 

@@ -37,6 +37,9 @@ class Report:
     # (distinct signatures; None: the whole model was loaded), and checker_seconds / runtime_seconds.
     load_check: Dict[str, Any] = dataclasses.field(default_factory=dict)
     validation: Optional[Dict[str, Any]] = None
+    # With calibration data: what the float32 pass saw; with --tune: what the accuracy search did.
+    calibration: Optional[Dict[str, Any]] = None
+    tune: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""

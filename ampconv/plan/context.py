@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, FrozenSet, List, Mapping, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
 from ampconv.config import Config
+from ampconv.data.stats import Calibration, Thresholds
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
@@ -31,15 +32,25 @@ class PlanContext:
     force_low: Tuple["re.Pattern[str]", ...]
     blocked: FrozenSet[str]  # op keys (``Op`` or ``domain::Op``) kept float32 at every level
     ranges: RangeReader
+    calibration: Optional[Calibration]  # activation statistics from --calibration-data (None: no data)
+    thresholds: Thresholds  # when the data guards keep a node float32
+    tune_pins: Mapping[str, str]  # node name -> why the accuracy search kept it float32
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
 
     @classmethod
     def create(
-        cls, model: ir.Model, policy: Policy, config: Config, runtime_pins: Mapping[str, str]
+        cls,
+        model: ir.Model,
+        policy: Policy,
+        config: Config,
+        runtime_pins: Mapping[str, str],
+        calibration: Optional[Calibration] = None,
+        tune_pins: Optional[Mapping[str, str]] = None,
     ) -> "PlanContext":
-        """The context of planning ``model`` under ``policy`` and ``config``."""
+        """The context of planning ``model`` under ``policy`` and ``config`` (and calibration data, if any)."""
+        record = low_type(config.dtype)
         return cls(
             model=model,
             policy=policy,
@@ -52,6 +63,9 @@ class PlanContext:
             force_low=tuple(re.compile(p) for p in config.force_low),
             blocked=policy.blocked,
             ranges=RangeReader(config.dtype),
+            calibration=calibration,
+            thresholds=Thresholds.default(record, config.data_max, config.underflow_fraction),
+            tune_pins=dict(tune_pins or {}),
         )
 
     @property

@@ -23,6 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.config import Config
+from ampconv.data.stats import Calibration
 from ampconv.errors import UsageError
 from ampconv.plan import gray
 from ampconv.plan.context import PlanContext
@@ -40,9 +41,15 @@ class Planner:
     """Builds a ``Plan``; one instance per conversion (no module-level state)."""
 
     def __init__(
-        self, model: ir.Model, policy: Policy, config: Config, runtime_pins: Optional[Mapping[str, str]] = None
+        self,
+        model: ir.Model,
+        policy: Policy,
+        config: Config,
+        runtime_pins: Optional[Mapping[str, str]] = None,
+        calibration: Optional[Calibration] = None,
+        tune_pins: Optional[Mapping[str, str]] = None,
     ) -> None:
-        self.ctx = PlanContext.create(model, policy, config, runtime_pins or {})
+        self.ctx = PlanContext.create(model, policy, config, runtime_pins or {}, calibration, tune_pins)
         self.values = self.ctx.values  # shared: the gray rule reads what the driver records
         self.nodes: Dict[ir.Node, NodePlan] = {}
         self.decisions: Dict[ir.Node, Decision] = {}

@@ -18,6 +18,7 @@ HARD = "hard"  # schema and runtime facts: nothing overrides them
 CHECK = "check"  # what the checker or onnxruntime said about an earlier attempt
 USER = "user"  # the user's own overrides
 GUARD = "guard"  # constant range guards
+DATA = "data"  # what calibration data showed (activation ranges, the accuracy search)
 LEVEL = "level"  # the level table and the op lists
 GRAY = "gray"  # the gray rule: follow the activation inputs
 BACKWARD = "backward"  # decided by consumers after the forward pass
@@ -48,6 +49,10 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("user-block-op", USER, "--block-op: the op type stays float32 at every level, O3 included"),
     Rule("user-keep-fp32", USER, "--keep-fp32: the node name matches a pattern"),
     Rule("hard-constant", GUARD, "a constant input holds values beyond the LOW range (or that flush to 0)"),
+    Rule("data-tune", DATA, "--tune: the accuracy search found this node's LOW rounding fails validation"),
+    Rule("data-overflow", DATA, "calibration data: an input or output exceeds the LOW range (with margin)"),
+    Rule("data-accumulation", DATA, "calibration data: a reduction's running sum exceeds the LOW range"),
+    Rule("data-underflow", DATA, "calibration data: an output mostly below the LOW normal range feeds an error amplifier"),
     Rule("user-force-low", USER, "--force-low: the node name matches a pattern"),
     Rule("level-O3", LEVEL, "level O3: every op LOW"),
     Rule("white", LEVEL, "the op is on the white list: LOW at O1-O3"),

@@ -2,8 +2,9 @@
 
 This order is the planner's contract (docs/precision.md, "Rules and their
 ids"): hard facts first, then what a check of an earlier attempt said, then the
-user's float32 overrides, the constant guard, the user's LOW override, the
-level table, and the gray rule, which always decides.
+user's float32 overrides, the constant guard, the data guards (calibration
+data and the accuracy search), the user's LOW override, the level table, and
+the gray rule, which always decides.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import gray, guards, hard, levels, user
+from ampconv.plan import data, gray, guards, hard, levels, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
@@ -25,6 +26,8 @@ RULE_TABLE: Tuple[RuleFunction, ...] = (
     user.block_op,
     user.keep_fp32,
     guards.constant_range,
+    data.accuracy_pin,
+    data.activation_range,
     user.force_low,
     levels.level,
     gray.gray,

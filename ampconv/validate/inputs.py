@@ -48,30 +48,76 @@ class Samples:
 def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
     """Read every sample from ``paths`` (files or folders, rules 1-3) and check it."""
     samples, sources = [], []
-    for path in paths:
-        for source, sample in _read_path(path, specs):
-            check_sample(sample, specs, source)
-            samples.append(sample)
-            sources.append(source)
+    for source, sample in iter_samples(paths, specs):
+        samples.append(sample)
+        sources.append(source)
     return Samples(tuple(samples), tuple(sources), random=False)
 
 
+def iter_samples(paths: Sequence[str], specs: Sequence[InputSpec]):
+    """Yield ``(source, sample)`` from ``paths`` one at a time, each checked (rules 1-3).
+
+    Only one sample is in memory at a time: calibration reads any number of them.
+    """
+    for path in paths:
+        for source, read in _read_path(path, specs):
+            sample = read()
+            check_sample(sample, specs, source)
+            yield source, sample
+
+
+class SampleStream:
+    """Samples read again on every iteration, one at a time, so memory never grows with their number.
+
+    From files (``paths``) or, with ``random=True``, drawn from a seeded
+    generator exactly as ``random_samples`` draws them.
+    """
+
+    def __init__(self, paths: Sequence[str], specs: Sequence[InputSpec], *, random: bool = False,
+                 shapes: Mapping[str, tuple[int, ...]] | None = None, count: int = 8, seed: int = 0,
+                 int_bounds: Mapping[str, int] | None = None) -> None:
+        self.paths = tuple(paths)
+        self.specs = tuple(specs)
+        self.random = random
+        self.notes: tuple[str, ...] = ()
+        self._shapes = dict(shapes or {})
+        self._count, self._seed, self._bounds = count, seed, dict(int_bounds or {})
+        if random:
+            self._resolved, self.notes = _resolve_all(self.specs, self._shapes)
+        self.count = count if random else sum(1 for _ in self._sources())
+
+    def _sources(self):
+        for path in self.paths:
+            for source, _read in _read_path(path, self.specs):
+                yield source
+
+    def __iter__(self):
+        if not self.random:
+            yield from iter_samples(self.paths, self.specs)
+            return
+        rng = np.random.default_rng(self._seed)
+        for index in range(self._count):
+            sample = {s.name: _random_array(s, self._resolved[s.name], rng, self._bounds.get(s.name)) for s in self.specs}
+            yield f"random sample {index} (seed {self._seed})", sample
+
+
 def _read_path(path: str, specs: Sequence[InputSpec]):
+    """``(source, read)`` pairs for the samples ``path`` holds; ``read()`` loads one (lazily)."""
     if os.path.isfile(path):
         if not path.endswith(".npz"):
             raise UsageError(f"{path}: not an .npz file or a folder of inputs")
-        return [(path, _read_npz(path))]
+        return [(path, lambda: _read_npz(path))]
     if not os.path.isdir(path):
         raise UsageError(f"{path}: no such inputs file or folder")
     if _input_pbs(path):
-        return [(path, _read_test_set(path, specs))]
+        return [(path, lambda: _read_test_set(path, specs))]
     sets = sorted(glob.glob(os.path.join(path, "test_data_set_*")), key=_natural)
     sets = [s for s in sets if os.path.isdir(s)]
     if sets:
-        return [(s, _read_test_set(s, specs)) for s in sets]
+        return [(s, lambda s=s: _read_test_set(s, specs)) for s in sets]
     npzs = sorted(glob.glob(os.path.join(path, "*.npz")), key=_natural)
     if npzs:
-        return [(p, _read_npz(p)) for p in npzs]
+        return [(p, lambda p=p: _read_npz(p)) for p in npzs]
     raise UsageError(f"{path}: no .npz files or test_data_set_* folders inside")
 
 
@@ -259,19 +305,8 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
     return tuple(resolved), tuple(unbound)
 
 
-def random_samples(
-    specs: Sequence[InputSpec],
-    shapes: Mapping[str, tuple[int, ...]],
-    count: int,
-    seed: int,
-    int_bounds: Mapping[str, int] | None = None,
-) -> Samples:
-    """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
-
-    ``int_bounds`` caps integer inputs (e.g. the size of the table a Gather
-    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``. -1 and unnamed
-    dims that ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
-    """
+def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...]]):
+    """The shape of every input for random data, and notes on the axes left at 1."""
     known = {s.name for s in specs}
     symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
     for name in shapes:
@@ -293,16 +328,25 @@ def random_samples(
                 f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unbound[-1]}]:N "
                 f"or the whole shape with --shape {spec.name}:{'x'.join(str(d) for d in shape)}"
             )
-    rng = np.random.default_rng(seed)
-    bounds = dict(int_bounds or {})
-    samples = []
-    for _ in range(count):
-        sample = {}
-        for spec in specs:
-            sample[spec.name] = _random_array(spec, resolved[spec.name], rng, bounds.get(spec.name))
-        samples.append(sample)
-    sources = tuple(f"random sample {i} (seed {seed})" for i in range(count))
-    return Samples(tuple(samples), sources, random=True, notes=tuple(notes))
+    return resolved, tuple(notes)
+
+
+def random_samples(
+    specs: Sequence[InputSpec],
+    shapes: Mapping[str, tuple[int, ...]],
+    count: int,
+    seed: int,
+    int_bounds: Mapping[str, int] | None = None,
+) -> Samples:
+    """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
+
+    ``int_bounds`` caps integer inputs (e.g. the size of the table a Gather
+    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``. -1 and unnamed
+    dims that ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
+    """
+    stream = SampleStream((), specs, random=True, shapes=shapes, count=count, seed=seed, int_bounds=int_bounds)
+    drawn = list(stream)
+    return Samples(tuple(s for _, s in drawn), tuple(src for src, _ in drawn), random=True, notes=stream.notes)
 
 
 def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: int | None) -> np.ndarray:

@@ -1,0 +1,162 @@
+"""One float32 pass over the calibration samples, collecting every activation's statistics.
+
+A copy of the float32 model exposes every float32 tensor its main graph
+computes as an extra output; onnxruntime runs it on the CPU provider with graph
+optimizations off (so no tensor is fused away), one sample at a time. Each
+sample's values are folded into fixed-size accumulators (``stats``) and
+dropped, so memory depends on one sample's activations, never on how many
+samples there are. The copy is saved with external data when the model has it
+or is large, so models over 2 GB work.
+
+Tensors inside If/Loop/Scan bodies are not visible to onnxruntime's outputs and
+are not observed; the calibration section of the report says how many nodes
+that leaves out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from typing import Dict, Iterable, Mapping, Optional, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
+from ampconv.lowtypes import LowType
+from ampconv.validate import modelio, runners
+
+# Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
+PRODUCT_BOUND_MAX_MACS = 2 * 10**8
+
+
+def exposable_tensors(model: ir.Model) -> Dict[str, ir.Value]:
+    """Main-graph node outputs holding float32 tensors, by name (what calibration observes)."""
+    found = {}
+    for node in model.graph:
+        for value in node.outputs:
+            if value.name and value.dtype == ir.DataType.FLOAT and isinstance(value.type, ir.TensorType):
+                found[value.name] = value
+    return found
+
+
+def collect(source: str, samples: Iterable, low: LowType, *, random: bool = False) -> Calibration:
+    """Run the float32 model ``source`` over ``samples`` (``(label, {input: array})`` pairs).
+
+    Raises ``AmpconvError`` when onnxruntime cannot load or run the model on a
+    sample (the message names the file).
+    """
+    start = time.perf_counter()
+    model = modelio.load(source)
+    modelio.ensure_types(model)
+    external = modelio.wants_external(model, source)
+    observed = exposable_tensors(model)
+    graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT}
+    tensors = {name: TensorStats(name) for name in list(graph_inputs) + list(observed)}
+    accumulations = {
+        node.name: Accumulation(node.name, node.op_type)
+        for node in model.graph
+        if node.domain in ("", "ai.onnx") and node.op_type in REDUCTIONS | PRODUCTS
+    }
+    constants = _ConstantArrays(model)
+    watched = [node for node in model.graph if node.name in accumulations]
+    hidden = sum(1 for graph in model.graphs() if graph is not model.graph for _ in graph)
+    present = {v.name for v in model.graph.outputs}
+    for name, value in observed.items():
+        if name not in present:
+            model.graph.outputs.append(value)
+    names = list(observed)
+    sources = []
+    with tempfile.TemporaryDirectory(prefix="ampconv-calibrate-") as tmp:
+        path = modelio.save_derived(model, tmp, "calibration", external)
+        runner = runners.make_session(path, "float32 model (calibration copy)", runners.CPU, optimize=False,
+                                      source=source)
+        for index, (label, sample) in enumerate(samples):
+            values = runner.run(sample, names)
+            for name in graph_inputs:
+                tensors[name].update(sample[name], low, index)
+            for name in names:
+                tensors[name].update(values[name], low, index)
+            for node in watched:
+                _accumulate(accumulations[node.name], node, values, sample, constants)
+            sources.append(label)
+            del values
+    notes = []
+    if hidden:
+        notes.append(f"{hidden} node(s) inside If/Loop/Scan bodies are not observed (onnxruntime cannot expose them)")
+    return Calibration(
+        low=low,
+        samples=len(sources),
+        random=random,
+        sources=tuple(sources),
+        tensors=tensors,
+        accumulations={k: a for k, a in accumulations.items() if a.terms},
+        seconds=time.perf_counter() - start,
+        notes=tuple(notes),
+    )
+
+
+class _ConstantArrays:
+    """Initializer arrays read on first use (a product's weight), kept only while small."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self._values = {v.name: v for v in model.graph.initializers.values()}
+        self._arrays: Dict[str, Optional[np.ndarray]] = {}
+
+    def get(self, name: str) -> Optional[np.ndarray]:
+        if name not in self._arrays:
+            value = self._values.get(name)
+            tensor = value.const_value if value is not None else None
+            if tensor is None or tensor.size > 2**24:
+                self._arrays[name] = None
+            else:
+                self._arrays[name] = np.asarray(tensor.numpy(), dtype=np.float32)
+        return self._arrays[name]
+
+
+def _array(value: Optional[ir.Value], values: Mapping, sample: Mapping, constants: _ConstantArrays):
+    if value is None or not value.name:
+        return None
+    for source in (values, sample):
+        if value.name in source:
+            return np.asarray(source[value.name])
+    return constants.get(value.name)
+
+
+def _accumulate(acc: Accumulation, node: ir.Node, values, sample, constants) -> None:
+    out = values.get(node.outputs[0].name) if node.outputs else None
+    if node.op_type in REDUCTIONS:
+        data = _array(node.inputs[0], values, sample, constants)
+        if out is None or data is None or not np.asarray(out).size:
+            return
+        out = np.abs(np.asarray(out, dtype=np.float64))
+        terms = data.size // out.size
+        peak = float(out.max())
+        total = {"ReduceMean": peak * terms, "ReduceL2": peak * peak}.get(node.op_type, peak)
+        acc.update(total, terms)
+        return
+    a, b = (_array(node.inputs[i], values, sample, constants) if i < len(node.inputs) else None for i in (0, 1))
+    bound = _product_bound(node, a, b)
+    if bound is not None:
+        acc.update(*bound)
+
+
+def _product_bound(node: ir.Node, a, b) -> Optional[Tuple[float, int]]:
+    """max of |A| @ |B| and the inner dimension, or None when unknown or too costly to repeat."""
+    if a is None or b is None or a.ndim < 1 or b.ndim < 1:
+        return None
+    if node.op_type == "Gemm":
+        attrs = node.attributes
+        if attrs.get("transA") is not None and attrs["transA"].as_int():
+            a = a.T
+        if attrs.get("transB") is not None and attrs["transB"].as_int():
+            b = b.T
+    inner = a.shape[-1]
+    macs = a.size * (b.shape[-1] if b.ndim > 1 else 1)
+    if macs > PRODUCT_BOUND_MAX_MACS:
+        return None
+    try:
+        bound = np.matmul(np.abs(a.astype(np.float32)), np.abs(b.astype(np.float32)))
+    except ValueError:
+        return None
+    return (float(bound.max()) if bound.size else 0.0), int(inner)

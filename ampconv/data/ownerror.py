@@ -1,0 +1,255 @@
+"""Each LOW node's own error: the node computed in LOW precision from exact float32 inputs.
+
+Validation sees the *propagated* error: a node far downstream of the culprit
+drifts too. To name the cause, and to rank nodes for the accuracy search,
+every LOW node is measured on its own, in one run:
+
+- a float32 copy of the reference model gets, beside each LOW node, a twin
+  that reads the reference's own (exact) input values, rounded to the LOW type
+  in the slots that the conversion makes LOW, and whose LOW outputs are
+  rounded the same way (``Cast(to=LOW) -> Cast(to=FLOAT)``, as emulation does);
+- one onnxruntime session (CPU, optimizations off) runs it per sample and
+  returns each twin's outputs next to the originals.
+
+The own error of a node is the worst, over its LOW outputs and samples, of the
+twin's error relative to the output's own scale (RMS of the difference over RMS
+of the reference), infinite when the twin turns a finite value non-finite.
+Twins exist only for main-graph nodes without subgraphs: onnxruntime cannot
+expose tensors inside If/Loop/Scan bodies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.lowtypes import LowType
+from ampconv.validate import modelio, runners
+
+FLOAT = ir.DataType.FLOAT
+_TWIN = "__ampconv_own"
+
+
+@dataclasses.dataclass(frozen=True)
+class LowSlots:
+    """Which input and output slots of a node the conversion makes LOW."""
+
+    inputs: Tuple[int, ...]
+    outputs: Tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnError:
+    """One node's own error, the output where it is worst, and on which sample."""
+
+    node: str
+    op_type: str
+    error: float  # scaled RMS error; inf for a new NaN/inf
+    output: str
+    sample: int
+    max_abs: float  # the largest absolute difference on that output
+
+
+def slots_from_converted(converted: ir.Model) -> Dict[str, LowSlots]:
+    """LOW slots of every main-graph node of a converted model, read from its tensor types."""
+    low = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+    found = {}
+    for node in converted.graph:
+        if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+            continue  # the converter's own casts: their rounding is the LOW node's input rounding
+        ins = tuple(i for i, v in enumerate(node.inputs) if v is not None and v.dtype in low)
+        outs = tuple(j for j, v in enumerate(node.outputs) if v.dtype in low)
+        if outs and node.name:
+            found[node.name] = LowSlots(ins, outs)
+    return found
+
+
+def measure(
+    reference: ir.Model,
+    source: str,
+    slots: Mapping[str, LowSlots],
+    samples: Iterable,
+    low: LowType,
+    external: bool = False,
+) -> Dict[str, OwnError]:
+    """The own error of every node named in ``slots`` that has a twin, over ``samples``.
+
+    ``reference`` is a float32 model (edited in place: pass a copy) whose node
+    names match the converted model's; ``source`` names it in messages.
+    """
+    twins = _add_twins(reference, slots, low)
+    if not twins:
+        return {}
+    fetch = sorted({name for pairs in twins.values() for pair in pairs for name in pair})
+    results: Dict[str, OwnError] = {}
+    with tempfile.TemporaryDirectory(prefix="ampconv-own-error-") as tmp:
+        path = modelio.save_derived(reference, tmp, "own_error", external)
+        runner = runners.make_session(path, "float32 model (own-error copy)", runners.CPU, optimize=False,
+                                      source=source)
+        for index, (_label, sample) in enumerate(samples):
+            values = runner.run(sample, fetch)
+            for node_name, pairs in twins.items():
+                op_type = pairs.op_type
+                for exact_name, twin_name in pairs:
+                    error, max_abs = scaled_error(values[exact_name], values[twin_name])
+                    best = results.get(node_name)
+                    if best is None or error > best.error:
+                        results[node_name] = OwnError(node_name, op_type, error, exact_name, index, max_abs)
+            del values
+    return results
+
+
+class _Pairs(list):
+    """(exact output name, twin output name) pairs of one node, with its op type."""
+
+    op_type: str = ""
+
+
+def _add_twins(model: ir.Model, slots: Mapping[str, LowSlots], low: LowType) -> Dict[str, _Pairs]:
+    graph = model.graph
+    rounded: Dict[ir.Value, ir.Value] = {}
+    twins: Dict[str, _Pairs] = {}
+    for node in list(graph):
+        want = slots.get(node.name or "")
+        if want is None or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+                               for a in node.attributes.values()):
+            continue
+        inputs = []
+        for i, value in enumerate(node.inputs):
+            if i in want.inputs and value is not None and value.dtype == FLOAT:
+                value = _rounded(graph, value, low, rounded, node)
+            inputs.append(value)
+        twin = ir.Node(
+            node.domain, node.op_type, inputs,
+            attributes=[_copy_attr(a) for a in node.attributes.values()],
+            num_outputs=len(node.outputs), name=f"{node.name}{_TWIN}", overload=node.overload,
+        )
+        graph.insert_after(node, [twin])
+        pairs = _Pairs()
+        pairs.op_type = node.op_type
+        for j, (exact, out) in enumerate(zip(node.outputs, twin.outputs)):
+            out.name = f"{exact.name}{_TWIN}_raw"
+            out.dtype, out.shape = exact.dtype, exact.shape
+            if j not in want.outputs or exact.dtype != FLOAT or not exact.name:
+                continue
+            down = ir.node("Cast", [out], {"to": int(low.dtype)}, name=f"{twin.name}_down{j}")
+            up = ir.node("Cast", [down.outputs[0]], {"to": int(FLOAT)}, name=f"{twin.name}_up{j}")
+            down.outputs[0].name = f"{exact.name}{_TWIN}_low"
+            up.outputs[0].name = f"{exact.name}{_TWIN}"
+            up.outputs[0].dtype, up.outputs[0].shape = FLOAT, exact.shape
+            graph.insert_after(twin, [down, up])
+            _expose(graph, exact)
+            graph.outputs.append(up.outputs[0])
+            pairs.append((exact.name, up.outputs[0].name))
+        if pairs:
+            twins[node.name] = pairs
+    return twins
+
+
+def _rounded(graph: ir.Graph, value: ir.Value, low: LowType, cache: Dict, before: ir.Node) -> ir.Value:
+    """``value`` rounded to the LOW type (one round trip per value, placed before its first twin)."""
+    if value not in cache:
+        down = ir.node("Cast", [value], {"to": int(low.dtype)}, name=f"{value.name}{_TWIN}_in_down")
+        up = ir.node("Cast", [down.outputs[0]], {"to": int(FLOAT)}, name=f"{value.name}{_TWIN}_in_up")
+        down.outputs[0].name = f"{value.name}{_TWIN}_in_low"
+        up.outputs[0].name = f"{value.name}{_TWIN}_in"
+        up.outputs[0].dtype, up.outputs[0].shape = FLOAT, value.shape
+        graph.insert_before(before, [down, up])
+        cache[value] = up.outputs[0]
+    return cache[value]
+
+
+def _copy_attr(attr: ir.Attr) -> ir.Attr:
+    return ir.Attr(attr.name, attr.type, attr.value, ref_attr_name=attr.ref_attr_name)
+
+
+def _expose(graph: ir.Graph, value: ir.Value) -> None:
+    if value not in list(graph.outputs):
+        graph.outputs.append(value)
+
+
+def scaled_error(exact: np.ndarray, approx: np.ndarray) -> Tuple[float, float]:
+    """(RMS of the difference / RMS of ``exact``, max |difference|) over finite values; inf for new non-finites."""
+    exact = np.asarray(exact, dtype=np.float64)
+    approx = np.asarray(approx, dtype=np.float64)
+    if exact.shape != approx.shape:
+        return math.inf, math.inf
+    new_bad = ~np.isfinite(approx) & np.isfinite(exact)
+    if new_bad.any():
+        return math.inf, math.inf
+    both = np.isfinite(approx) & np.isfinite(exact)
+    if not both.any():
+        return 0.0, 0.0
+    diff = approx[both] - exact[both]
+    rms_diff = float(np.sqrt(np.mean(diff * diff)))
+    rms_ref = float(np.sqrt(np.mean(exact[both] ** 2)))
+    max_abs = float(np.abs(diff).max())
+    if rms_diff == 0.0:
+        return 0.0, 0.0
+    return (rms_diff / rms_ref if rms_ref > 0 else math.inf), max_abs
+
+
+def ranked(errors: Mapping[str, OwnError], names: Sequence[str], weight: Mapping[str, float]) -> list:
+    """``names`` ordered by own error times ``weight`` (most harmful first); unmeasured nodes use the median error."""
+    measured = sorted(e.error for e in errors.values() if math.isfinite(e.error))
+    typical = measured[len(measured) // 2] if measured else 1e-3
+
+    def score(name: str) -> float:
+        own = errors[name].error if name in errors else typical
+        return own * weight.get(name, 1.0)
+
+    return sorted(names, key=lambda n: (-score(n), names.index(n)))
+
+
+def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dict[str, float]:
+    """A structural estimate of how much the graph downstream of each node magnifies its error.
+
+    A discrete decision downstream (ArgMax, TopK, a comparison, Round...)
+    turns a rounding difference into a different answer: x100, divided by the
+    number of ops in between. An op that magnifies relative error (Log, a
+    divisor, Pow, Sqrt, a normalization) downstream: x10 likewise. Subgraph
+    nodes count the ops of their own body.
+    """
+    from ampconv.plan.data import AMPLIFIERS
+
+    wanted = set(names) if names is not None else None
+    weights: Dict[str, float] = {}
+    for graph in model.graphs():
+        for node in graph:
+            if wanted is not None and node.name not in wanted:
+                continue
+            weight = 1.0
+            hops = _hops_to(node, lambda n, slot: n.op_type in DISCRETE)
+            if hops is not None:
+                weight *= 1 + 99 / hops
+            hops = _hops_to(node, lambda n, slot: slot in AMPLIFIERS.get(n.op_type, ()))
+            if hops is not None:
+                weight *= 1 + 9 / hops
+            weights[node.name] = weight
+    return weights
+
+
+DISCRETE = frozenset({"ArgMax", "ArgMin", "TopK", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal",
+                      "Round", "Floor", "Ceil", "Sign", "NonZero", "NonMaxSuppression"})
+
+
+def _hops_to(node: ir.Node, match, limit: int = 6) -> Optional[int]:
+    """How many edges from ``node`` to the nearest consumer that ``match`` accepts (None: not within ``limit``)."""
+    frontier, seen = [node], {node}
+    for hops in range(1, limit + 1):
+        following = []
+        for current in frontier:
+            for out in current.outputs:
+                for use in out.uses():
+                    if match(use.node, use.idx):
+                        return hops
+                    if use.node not in seen:
+                        seen.add(use.node)
+                        following.append(use.node)
+        frontier = following
+    return None

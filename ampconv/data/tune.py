@@ -1,0 +1,297 @@
+"""Accuracy-driven exclusion (``--tune``): the fewest nodes to keep float32 so validation passes.
+
+The search works on candidates: a candidate is the conversion with a set of
+extra nodes pinned float32 (rule ``data-tune``). Evaluating one means building
+it, emulating its LOW rounding in float32 (``ampconv.validate.emulate``) and
+comparing every output with the float32 reference on every calibration sample
+under the validator's criteria. An evaluation is the expensive unit; the
+search spends at most ``2 * ceil(log2 N) + 4`` of them, N being the LOW nodes
+left after the range guards:
+
+1. Evaluate the conversion as planned. If it passes, stop.
+2. Rank the LOW nodes, most harmful first, by their own error (each node
+   computed in LOW from exact inputs, ``ownerror``; one float32 run) weighted
+   by a structural estimate of how much the graph after it amplifies error.
+3. Exponential then binary search for the shortest prefix of that ranking
+   whose pinning passes: ``k`` pinned nodes cost about ``2 * log2 k``
+   evaluations, so a good ranking keeps the search short.
+4. With the evaluations left, try to lower again each kept node but the last
+   one the search needed (it is known to be needed): one at a time when they
+   fit the budget, else in halves.
+
+Only a candidate that passed an evaluation is ever returned. The reference's
+outputs are computed once and kept when they fit ``REFERENCE_CACHE_BYTES``;
+otherwise the reference runs again with each evaluation, so memory never
+grows with the number of samples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+import time
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.data.ownerror import OwnError
+from ampconv.validate import emulate as emulation
+from ampconv.validate import modelio, runners
+
+REFERENCE_CACHE_BYTES = 256 * 1024**2
+
+# build(pins) -> the converted model (in memory) for a candidate.
+Build = Callable[[Mapping[str, str]], ir.Model]
+# judge(reference output, converted output) -> an object with ``passed`` and ``decided_by``.
+Judge = Callable[[np.ndarray, np.ndarray], object]
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """One candidate's outcome: which nodes were pinned, pass or fail, and the output that decided."""
+
+    pinned: Tuple[str, ...]
+    passed: bool
+    detail: str
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """What the search did, for the report's ``tune`` section."""
+
+    passed: bool
+    low_nodes: int
+    budget: int
+    evaluations: List[Evaluation] = dataclasses.field(default_factory=list)
+    kept: List[Dict[str, object]] = dataclasses.field(default_factory=list)
+    ranking: List[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> Dict[str, object]:
+        """The report's ``tune`` section."""
+        return {
+            "passed": self.passed,
+            "evaluations": len(self.evaluations),
+            "budget": self.budget,
+            "low_nodes": self.low_nodes,
+            "kept": self.kept,
+            "trials": [
+                {"pinned": len(e.pinned), "passed": e.passed, "detail": e.detail} for e in self.evaluations
+            ],
+            "ranking_head": self.ranking[:10],
+            "seconds": round(self.seconds, 3),
+            "notes": self.notes,
+        }
+
+
+def budget(low_nodes: int) -> int:
+    """The most evaluations the search may spend: 2 * ceil(log2 N) + 4."""
+    return 2 * math.ceil(math.log2(max(low_nodes, 1))) + 4 if low_nodes > 1 else 4
+
+
+class Evaluator:
+    """Runs candidates against the float32 reference on the calibration samples."""
+
+    def __init__(self, reference: str, samples: Iterable, build: Build, judge: Judge, external: bool) -> None:
+        self.reference = reference
+        self.samples = samples
+        self.build = build
+        self.judge = judge
+        self.external = external
+        self._tmp = tempfile.TemporaryDirectory(prefix="ampconv-tune-")
+        self._ref_runner = runners.make_session(reference, "float32 model", runners.CPU, optimize=False)
+        self._names = self._ref_runner.output_names()
+        self._cache = self._reference_outputs()
+        self.count = 0
+
+    def close(self) -> None:
+        """Remove the candidates' temporary files."""
+        self._tmp.cleanup()
+
+    def _reference_outputs(self) -> Optional[List[Dict[str, np.ndarray]]]:
+        kept, size = [], 0
+        for _label, sample in self.samples:
+            outputs = self._ref_runner.run(sample, self._names)
+            size += sum(np.asarray(a).nbytes for a in outputs.values())
+            if size > REFERENCE_CACHE_BYTES:
+                return None  # too big to keep: run the reference again with each evaluation
+            kept.append(outputs)
+        return kept
+
+    def __call__(self, pins: Mapping[str, str]) -> Evaluation:
+        """Build, emulate and check the candidate with ``pins``."""
+        self.count += 1
+        model = self.build(pins)
+        emulation.emulate(model)
+        path = modelio.save_derived(model, self._tmp.name, f"candidate{self.count}", self.external)
+        del model
+        runner = runners.make_session(path, "candidate (emulated)", runners.CPU, optimize=False,
+                                      source=self.reference)
+        for index, (_label, sample) in enumerate(self.samples):
+            ref = self._cache[index] if self._cache is not None else self._ref_runner.run(sample, self._names)
+            conv = runner.run(sample, self._names)
+            for name in self._names:
+                verdict = self.judge(ref[name], conv[name])
+                if not verdict.passed:
+                    detail = f"output {name!r} on sample {index}: {getattr(verdict, 'decided_by', 'over tolerance')}"
+                    return Evaluation(tuple(pins), False, detail)
+        return Evaluation(tuple(pins), True, "every output passes on every sample")
+
+
+def search(
+    evaluate: Callable[[Mapping[str, str]], Evaluation],
+    low_nodes: Sequence[str],
+    rank: Callable[[], Tuple[List[str], Mapping[str, OwnError]]],
+) -> Tuple[Dict[str, str], TuneResult]:
+    """Steps 1-4 of the module docstring; returns the pins of the passing candidate and the record.
+
+    ``rank`` is called only when the planned conversion fails: it returns the
+    LOW node names, most harmful first, and their measured own errors.
+    """
+    start = time.perf_counter()
+    result = TuneResult(passed=False, low_nodes=len(low_nodes), budget=budget(len(low_nodes)))
+
+    def run(pins: Dict[str, str]) -> Evaluation:
+        outcome = evaluate(pins)
+        result.evaluations.append(outcome)
+        return outcome
+
+    first = run({})
+    if first.passed or not low_nodes:
+        result.passed = first.passed
+        if not first.passed:
+            result.notes.append("no LOW node left to keep float32: the failure is not LOW precision's")
+        result.seconds = time.perf_counter() - start
+        return {}, result
+    order, errors = rank()
+    result.ranking = list(order)
+    failures = {0: first}
+
+    def pins_for(names: Iterable[str], why: Mapping[str, str]) -> Dict[str, str]:
+        return {name: why.get(name) or _why(name, errors) for name in names}
+
+    def passes(k: int) -> bool:
+        outcome = run(pins_for(order[:k], {}))
+        if not outcome.passed:
+            failures[k] = outcome
+        return outcome.passed
+
+    # Step 3: exponential search for a passing prefix, then binary search below it.
+    lo, hi, k = 0, None, 1
+    while hi is None and len(result.evaluations) < result.budget:
+        k = min(k, len(order))
+        if passes(k):
+            hi = k
+        else:
+            lo = k
+            if k == len(order):
+                break
+            k *= 2
+    if hi is None:
+        result.notes.append(
+            "keeping every LOW node float32 does not pass either: the failure is not LOW precision's "
+            "(check the tolerance)" if lo == len(order) else "evaluation budget spent before a passing candidate"
+        )
+        result.seconds = time.perf_counter() - start
+        return {}, result
+    while hi - lo > 1 and len(result.evaluations) < result.budget:
+        mid = (lo + hi) // 2
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    kept = list(order[:hi])
+    why: Dict[str, str] = {}
+    needed = kept[-1]  # pinning the prefix without it failed
+    if hi - 1 in failures:
+        why[needed] = f"lowering it fails validation ({failures[hi - 1].detail})"
+    # Step 4: lower again what the search kept but did not need.
+    candidates = [name for name in reversed(kept[:-1])]
+    while candidates and len(result.evaluations) < result.budget:
+        left = result.budget - len(result.evaluations)
+        group = candidates[:1] if len(candidates) <= left else candidates[: max(1, len(candidates) // 2)]
+        trial = [n for n in kept if n not in group]
+        outcome = run(pins_for(trial, why))
+        if outcome.passed:
+            kept = trial
+        elif len(group) == 1:
+            why[group[0]] = f"lowering it fails validation ({outcome.detail})"
+        candidates = [n for n in candidates if n not in group]
+    result.passed = True
+    result.kept = [
+        {
+            "node": name,
+            "op_type": errors[name].op_type if name in errors else None,
+            "own_error": _jsonable(errors[name].error) if name in errors else None,
+            "evidence": why.get(name) or _why(name, errors),
+        }
+        for name in kept
+    ]
+    result.seconds = time.perf_counter() - start
+    return pins_for(kept, why), result
+
+
+def _why(name: str, errors: Mapping[str, OwnError]) -> str:
+    own = errors.get(name)
+    if own is None:
+        return "kept by the accuracy search (its own error is not measurable inside a subgraph)"
+    figure = "a new inf/NaN" if math.isinf(own.error) else f"scaled error {own.error:.3g}"
+    return f"kept by the accuracy search: computed alone in LOW it gives {figure} on {own.output}"
+
+
+def _jsonable(value: float):
+    return value if math.isfinite(value) else str(value)
+
+
+def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tuple[Dict[str, str], TuneResult]:
+    """Run the search for the conversion of ``src`` under ``config``; returns (pins, record).
+
+    ``fresh()`` loads the float32 input again; ``build(pins)`` returns the
+    converted (model, report) with ``pins`` kept float32.
+    """
+    from ampconv.data import ownerror
+    from ampconv.lowtypes import low_type
+    from ampconv.prepare import InferTypesPass, NameNodesPass
+    from ampconv.passes.pipeline import run_passes
+    from ampconv.validate import ValidateOptions
+    from ampconv.validate.criteria import judge
+
+    low = low_type(config.dtype)
+    criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
+    external = modelio.wants_external(fresh(), str(src))
+    planned, report = build({})
+    low_nodes = [n["name"] for n in report.nodes if n["precision"] == "LOW"]
+    slots = ownerror.slots_from_converted(planned)
+    del planned
+
+    def rank():
+        copy = fresh()
+        run_passes(copy, NameNodesPass(), InferTypesPass())
+        weights = ownerror.amplification(copy, low_nodes)
+        errors = ownerror.measure(copy, str(src), slots, _first(samples, RANKING_SAMPLES), low, external)
+        return ownerror.ranked(errors, low_nodes, weights), errors
+
+    evaluator = Evaluator(str(src), samples, lambda pins: build(pins)[0], lambda r, c: judge(r, c, criteria), external)
+    try:
+        pins, result = search(evaluator, low_nodes, rank)
+    finally:
+        evaluator.close()
+    result.notes.append(
+        "evaluations count candidate validations; besides them one float32 pass collected the statistics "
+        "and one ranked the nodes by their own error"
+    )
+    return pins, result
+
+
+# The own-error ranking reads this many samples (errors of rounding show on the first few already).
+RANKING_SAMPLES = 4
+
+
+def _first(samples, count: int):
+    for index, pair in enumerate(samples):
+        if index >= count:
+            return
+        yield pair

@@ -1,0 +1,136 @@
+"""Rule family ``data``: what calibration data showed about a node's activations.
+
+Without calibration data these rules never decide. With it (``--calibration-data``),
+in this order:
+
+1. ``data-tune``: the accuracy search (``--tune``) found that this node's LOW
+   rounding made validation fail; the reason quotes the error it caused.
+2. ``data-overflow``: an input or output of the node in its main type reached
+   values beyond ``Thresholds.max_abs`` on some sample (they would become inf).
+3. ``data-accumulation``: a reduction's running sum exceeds the LOW type's
+   largest value (a runtime that accumulates in the LOW type overflows even
+   when the result fits, e.g. a ReduceMean over many terms).
+4. ``data-underflow``: most non-zero values of an output lie below the LOW
+   type's smallest normal (``Thresholds.below_normal``) and the output feeds,
+   through at most a few value-preserving ops, an op that amplifies relative
+   error (Log, a divisor, Pow, Sqrt, Reciprocal, a normalization): the lost
+   digits would then dominate that op's result.
+
+Every reason quotes the evidence: the figure, the tensor, the sample count and
+the LOW type's limit. Decisions based on random calibration data say so.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import onnx_ir as ir
+
+from ampconv.data.stats import REDUCTIONS, fmt
+from ampconv.plan.context import PlanContext
+from ampconv.plan.decision import Decision
+from ampconv.plan.facts import NodeFacts
+from ampconv.policy import HIGH
+
+# Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
+AMPLIFIERS = {
+    "Log": (0,),
+    "Div": (1,),
+    "Reciprocal": (0,),
+    "Pow": (0,),
+    "Sqrt": (0,),
+    "LayerNormalization": (0,),
+    "InstanceNormalization": (0,),
+    "GroupNormalization": (0,),
+    "BatchNormalization": (0,),
+    "LpNormalization": (0,),
+    "MeanVarianceNormalization": (0,),
+    "RMSNormalization": (0,),
+}
+# Ops between an underflowing tensor and an amplifier that carry its values on unchanged in scale.
+_PASS_THROUGH = frozenset(
+    {"Add", "Sub", "Mul", "Max", "Min", "Abs", "Clip", "Cast", "Identity", "Reshape", "Transpose", "Squeeze",
+     "Unsqueeze", "Flatten", "Expand", "Concat", "Slice", "Gather", "Relu"}
+)
+_SEARCH_DEPTH = 4
+
+
+def accuracy_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Rule 1: a node the accuracy search kept float32."""
+    reason = ctx.tune_pins.get(node.name or "")
+    if reason is None:
+        return None
+    return Decision(HIGH, "data-tune", f"data: {reason}")
+
+
+def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Rules 2-4 for ``node``, from the calibration statistics of its tensors."""
+    calibration = ctx.calibration
+    if calibration is None or not (facts.main_in or facts.main_out):
+        return None
+    limit = ctx.thresholds.max_abs
+    slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
+        ("output", j, node.outputs[j]) for j in facts.main_out
+    ]
+    for kind, index, value in slots:
+        stats = calibration.tensor(value.name if value is not None else None)
+        if stats is not None and stats.max_abs > limit:
+            return Decision(
+                HIGH,
+                "data-overflow",
+                f"data: max |x| = {fmt(stats.max_abs)} at {kind} {index} ({value.name}) over "
+                f"{_samples(ctx)}; {ctx.low_name} max {ctx.low_record.max:g}"
+                + (f", guard {limit:g}" if limit != ctx.low_record.max else ""),
+            )
+    accumulated = calibration.accumulations.get(node.name or "")
+    if (
+        accumulated is not None
+        and node.op_type in REDUCTIONS
+        and accumulated.max_sum > ctx.low_record.max
+    ):
+        return Decision(
+            HIGH,
+            "data-accumulation",
+            f"data: {node.op_type} accumulates sums up to {fmt(accumulated.max_sum)} over {accumulated.terms} "
+            f"terms ({_samples(ctx)}); {ctx.low_name} max {ctx.low_record.max:g}",
+        )
+    for j in facts.main_out:
+        value = node.outputs[j]
+        stats = calibration.tensor(value.name)
+        if stats is None or stats.below_normal_fraction < ctx.thresholds.below_normal or not stats.below_normal:
+            continue
+        amplifier = feeds_amplifier(value)
+        if amplifier is None:
+            continue
+        return Decision(
+            HIGH,
+            "data-underflow",
+            f"data: {stats.below_normal_fraction:.0%} of the non-zero values of {value.name} are below "
+            f"{ctx.low_name}'s smallest normal {fmt(ctx.low_record.smallest_normal)} ({_samples(ctx)}) and feed "
+            f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
+        )
+    return None
+
+
+def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.Node]:
+    """The first amplifying op ``value`` reaches through at most ``depth`` pass-through ops, or None."""
+    frontier = [value]
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            for use in current.uses():
+                consumer, slot = use.node, use.idx
+                if consumer.domain not in ("", "ai.onnx"):
+                    continue
+                if slot in AMPLIFIERS.get(consumer.op_type, ()):
+                    return consumer
+                if consumer.op_type in _PASS_THROUGH:
+                    following.extend(consumer.outputs)
+        frontier = following
+    return None
+
+
+def _samples(ctx: PlanContext) -> str:
+    calibration = ctx.calibration
+    text = f"{calibration.samples} sample{'s' if calibration.samples != 1 else ''}"
+    return f"{text}, random data" if calibration.random else text
