@@ -112,6 +112,7 @@ def render_text(report: Report, verbose: bool = False) -> str:
         lines.append(f"  constant {c['tensor']} (used by {c['consumer']}): {c['detail']} -> {c['action']}")
     for pin in report.runtime_pins:
         lines.append(f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
+    lines.extend(_data_lines(report))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH"):
@@ -121,6 +122,30 @@ def render_text(report: Report, verbose: bool = False) -> str:
     for warning in report.warnings:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+def _data_lines(report: Report) -> List[str]:
+    """What calibration data and the accuracy search decided: every data-rule node with its evidence."""
+    if report.calibration is None:
+        return []
+    cal = report.calibration
+    kind = "random (seeded)" if cal["random"] else "from files"
+    lines = [f"  calibration: {cal['samples']} sample(s) {kind}, {cal['tensors']} tensors observed"]
+    for n in report.nodes:
+        if n["rule"].startswith("data-") and n["rule"] != "data-tune":
+            lines.append(f"  data guard: {n['name']} ({n['op_type']}) kept float32: {n['reason']}")
+    lines.extend(f"  calibration note: {note}" for note in cal.get("notes", ()))
+    tune = report.tune
+    if tune is not None:
+        verdict = "passes" if tune["passed"] else "could not pass"
+        lines.append(
+            f"  tune: {verdict} after {tune['evaluations']} evaluation(s) (budget {tune['budget']}, "
+            f"{tune['low_nodes']} LOW nodes after the guards), {len(tune['kept'])} node(s) kept float32"
+        )
+        for kept in tune["kept"]:
+            lines.append(f"  tune: {kept['node']} ({kept['op_type'] or '?'}) kept float32: {kept['evidence']}")
+        lines.extend(f"  tune note: {note}" for note in tune.get("notes", ()))
+    return lines
 
 
 def render_plan(report: Report) -> str:

@@ -12,7 +12,7 @@ from ampconv.config import Config
 from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text
 from ampconv_cli.errors import handle_errors
-from ampconv_cli.options import conversion_options, keep_io_value, model_argument, policy_options
+from ampconv_cli.options import conversion_options, data_options, keep_io_value, model_argument, policy_options
 from ampconv_cli.progress import make_progress
 from ampconv_cli.validation_options import (
     FORMATS,
@@ -29,6 +29,7 @@ from ampconv_cli.validation_options import (
               help="Output path (default: <stem>.<dtype>.onnx beside the input).")
 @policy_options
 @conversion_options
+@data_options
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Write the conversion report (every node, rule, initializer) as JSON.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write no model.")
@@ -43,7 +44,8 @@ from ampconv_cli.validation_options import (
 @validation_options
 @handle_errors
 def command(model, output, level, preset, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
-            keep_fp32, force_low, clamp, report_path, dry_run, overwrite, no_runtime_check, verbose,
+            keep_fp32, force_low, clamp, calibration_data, calibration_samples, calibration_seed, data_max,
+            underflow_fraction, tune, report_path, dry_run, overwrite, no_runtime_check, verbose,
             quiet, do_validate, fail_on_drift, fmt, **validation):
     """Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision.
 
@@ -54,28 +56,37 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
     model = model_argument(ctx, model)
     if quiet and verbose:
         raise click.UsageError("-q/--quiet and -v/--verbose contradict each other")
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    _check_data_flags(given, calibration_data, tune, do_validate)
     if not do_validate:
         # Options that only shape validation would silently do nothing.
+        tune_reads = {"rtol", "atol"} if tune else set()
         for name, flag in (("fmt", "--format"), *((p, f"--{p}") for p in ("inputs", "rtol", "atol", "backend",
                                                                              "samples", "seed", "localize"))):
-            if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE:
+            if name in given and name not in tune_reads:
                 raise click.UsageError(f"{flag} needs --validate")
-        if ctx.get_parameter_source("shapes") is click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError("--shape needs --validate")
+        if "shapes" in given and tuple(calibration_data) != ("random",):
+            raise click.UsageError("--shape needs --validate or --calibration-data random")
     if fail_on_drift and not do_validate:
         raise click.UsageError("--fail-on-drift needs --validate")
     if dry_run and do_validate:
         raise click.UsageError("--dry-run writes no model to validate")
     # Before any work: a bad output path fails with nothing written (the model's
     # own checks against its input run in ampconv.convert, before converting).
-    check_outputs(model, output, dtype, report_path, overwrite, dry_run,
-                  validation["inputs"] if do_validate else ())
+    samples = (tuple(validation["inputs"]) if do_validate else ()) + tuple(
+        p for p in calibration_data if p != "random"
+    )
+    check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples)
     with make_progress(quiet) as progress:
         config = Config(
             level=level, dtype=dtype, target=target, preset=preset, mixlists=tuple(mixlists),
             keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
             force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
             check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
+            calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
+            calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
+            data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
+            rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
         )
         report = ampconv.convert(model, output, config, dry_run=dry_run)
     if dry_run:
@@ -97,6 +108,19 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
         click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+
+
+def _check_data_flags(given, calibration_data, tune, do_validate) -> None:
+    """Options that need --calibration-data would do nothing without it: usage errors."""
+    if calibration_data:
+        if "calibration_samples" in given and tuple(calibration_data) != ("random",):
+            raise click.UsageError("--calibration-samples sets how many random samples to draw; "
+                                   "it needs --calibration-data random")
+        return
+    for name, flag in (("tune", "--tune"), ("data_max", "--data-max"), ("underflow_fraction", "--underflow-fraction"),
+                       ("calibration_samples", "--calibration-samples"), ("calibration_seed", "--calibration-seed")):
+        if name in given:
+            raise click.UsageError(f"{flag} needs --calibration-data")
 
 
 def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:

@@ -60,6 +60,32 @@ def conversion_options(func: Callable) -> Callable:
     )
 
 
+def data_options(func: Callable) -> Callable:
+    """--calibration-data and what it enables: the data guards' thresholds and --tune."""
+    return _stack(
+        func,
+        [
+            click.option("--calibration-data", "calibration_data", multiple=True, metavar="PATH",
+                         help="Calibration samples: FILE.npz, a folder of .npz, ONNX test_data_set_* folders "
+                         "(repeatable), or 'random'. Nodes whose activations overflow or underflow the low "
+                         "type stay float32."),
+            click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True,
+                         help="How many samples --calibration-data random draws."),
+            click.option("--calibration-seed", type=int, default=0, show_default=True,
+                         help="Seed of --calibration-data random."),
+            click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None,
+                         help="Keep a node float32 when a calibration value exceeds this "
+                         "(default: half the low type's max, 32752 for fp16)."),
+            click.option("--underflow-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+                         help="Share of non-zero values below the low type's normal range above which a tensor "
+                         "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
+            click.option("--tune", is_flag=True,
+                         help="With --calibration-data: validate on the samples and keep float32 the fewest "
+                         "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),
+        ],
+    )
+
+
 # The ONNX names of the LOW types, accepted for --dtype as people also write them.
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
 # Where ``_keep_io_names`` leaves a model path that --keep-io-types would have taken as its value.

@@ -194,16 +194,45 @@ def scaled_error(exact: np.ndarray, approx: np.ndarray) -> Tuple[float, float]:
     return (rms_diff / rms_ref if rms_ref > 0 else math.inf), max_abs
 
 
-def ranked(errors: Mapping[str, OwnError], names: Sequence[str], weight: Mapping[str, float]) -> list:
-    """``names`` ordered by own error times ``weight`` (most harmful first); unmeasured nodes use the median error."""
+def ranked(
+    errors: Mapping[str, OwnError],
+    names: Sequence[str],
+    weight: Mapping[str, float],
+    consumers: Mapping[str, Sequence[str]] = None,
+) -> list:
+    """``names`` ordered most harmful first.
+
+    A node's score is its own error times ``weight``. A LOW node's twin rounds
+    its inputs too, and pinning that node alone does not undo the rounding of
+    an input its LOW producer already did: so a producer also scores what its
+    LOW ``consumers`` (node name -> consumer names) score, and lands next to
+    them in the ranking. Unmeasured nodes (inside subgraphs) use the median
+    own error.
+    """
     measured = sorted(e.error for e in errors.values() if math.isfinite(e.error))
     typical = measured[len(measured) // 2] if measured else 1e-3
+    position = {name: i for i, name in enumerate(names)}
+
+    def own(name: str) -> float:
+        return (errors[name].error if name in errors else typical) * weight.get(name, 1.0)
 
     def score(name: str) -> float:
-        own = errors[name].error if name in errors else typical
-        return own * weight.get(name, 1.0)
+        inherited = [own(c) for c in (consumers or {}).get(name, ()) if c in position]
+        return max([own(name), *inherited])
 
-    return sorted(names, key=lambda n: (-score(n), names.index(n)))
+    return sorted(names, key=lambda n: (-score(n), position[n]))
+
+
+def low_consumers(model: ir.Model, names: Iterable[str]) -> Dict[str, list]:
+    """For each node named in ``names``, the nodes of ``names`` that read one of its outputs."""
+    wanted = set(names)
+    found: Dict[str, list] = {}
+    for node in model.graph:
+        if node.name not in wanted:
+            continue
+        readers = {use.node.name for out in node.outputs for use in out.uses() if use.node.name in wanted}
+        found[node.name] = sorted(readers)
+    return found
 
 
 def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dict[str, float]:

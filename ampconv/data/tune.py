@@ -272,7 +272,8 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
         run_passes(copy, NameNodesPass(), InferTypesPass())
         weights = ownerror.amplification(copy, low_nodes)
         errors = ownerror.measure(copy, str(src), slots, _first(samples, RANKING_SAMPLES), low, external)
-        return ownerror.ranked(errors, low_nodes, weights), errors
+        consumers = ownerror.low_consumers(copy, low_nodes)
+        return ownerror.ranked(errors, low_nodes, weights, consumers), errors
 
     evaluator = Evaluator(str(src), samples, lambda pins: build(pins)[0], lambda r, c: judge(r, c, criteria), external)
     try:
