@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
+from ampconv.prepare import NameNodesPass
 from ampconv.validate import modelio, runners
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
@@ -48,6 +49,7 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
     """
     start = time.perf_counter()
     model = modelio.load(source)
+    NameNodesPass()(model)  # the converter's names: accumulations are keyed by node name
     modelio.ensure_types(model)
     external = modelio.wants_external(model, source)
     observed = exposable_tensors(model)
