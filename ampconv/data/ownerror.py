@@ -82,6 +82,7 @@ def measure(
     ``reference`` is a float32 model (edited in place: pass a copy) whose node
     names match the converted model's; ``source`` names it in messages.
     """
+    modelio.ensure_types(reference)
     twins = _add_twins(reference, slots, low)
     if not twins:
         return {}
@@ -134,7 +135,8 @@ def _add_twins(model: ir.Model, slots: Mapping[str, LowSlots], low: LowType) -> 
         pairs.op_type = node.op_type
         for j, (exact, out) in enumerate(zip(node.outputs, twin.outputs)):
             out.name = f"{exact.name}{_TWIN}_raw"
-            out.dtype, out.shape = exact.dtype, exact.shape
+            if exact.type is not None:
+                out.type, out.shape = exact.type, exact.shape
             if j not in want.outputs or exact.dtype != FLOAT or not exact.name:
                 continue
             down = ir.node("Cast", [out], {"to": int(low.dtype)}, name=f"{twin.name}_down{j}")

@@ -15,9 +15,11 @@ left after the range guards:
 3. Exponential then binary search for the shortest prefix of that ranking
    whose pinning passes: ``k`` pinned nodes cost about ``2 * log2 k``
    evaluations, so a good ranking keeps the search short.
-4. With the evaluations left, try to lower again each kept node but the last
-   one the search needed (it is known to be needed): one at a time when they
-   fit the budget, else in halves.
+4. The last node of that prefix is needed (the prefix without it failed).
+   Lower again what the search kept but did not need: if the needed nodes
+   alone fail, search the rest of the prefix the same way for the next needed
+   node, and so on. For a monotone failure this ends with a set in which every
+   node is needed; with one culprit it costs one more evaluation.
 
 Only a candidate that passed an evaluation is ever returned. The reference's
 outputs are computed once and kept when they fit ``REFERENCE_CACHE_BYTES``;
@@ -168,25 +170,23 @@ def search(
         return {}, result
     order, errors = rank()
     result.ranking = list(order)
-    failures = {0: first}
+    why: Dict[str, str] = {}
 
-    def pins_for(names: Iterable[str], why: Mapping[str, str]) -> Dict[str, str]:
-        return {name: why.get(name) or _why(name, errors) for name in names}
+    def left() -> int:
+        return result.budget - len(result.evaluations)
 
-    def passes(k: int) -> bool:
-        outcome = run(pins_for(order[:k], {}))
-        if not outcome.passed:
-            failures[k] = outcome
-        return outcome.passed
+    def attempt(names: Sequence[str]) -> Evaluation:
+        return run({name: why.get(name) or _why(name, errors) for name in names})
 
-    # Step 3: exponential search for a passing prefix, then binary search below it.
-    lo, hi, k = 0, None, 1
-    while hi is None and len(result.evaluations) < result.budget:
+    # Step 3: the shortest passing prefix of the ranking (exponential, then binary search).
+    lo, hi, k, failed_at = 0, None, 1, {0: first}
+    while hi is None and left() > 0:
         k = min(k, len(order))
-        if passes(k):
+        outcome = attempt(order[:k])
+        if outcome.passed:
             hi = k
         else:
-            lo = k
+            lo, failed_at[k] = k, outcome
             if k == len(order):
                 break
             k *= 2
@@ -197,29 +197,28 @@ def search(
         )
         result.seconds = time.perf_counter() - start
         return {}, result
-    while hi - lo > 1 and len(result.evaluations) < result.budget:
-        mid = (lo + hi) // 2
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    kept = list(order[:hi])
-    why: Dict[str, str] = {}
-    needed = kept[-1]  # pinning the prefix without it failed
-    if hi - 1 in failures:
-        why[needed] = f"lowering it fails validation ({failures[hi - 1].detail})"
-    # Step 4: lower again what the search kept but did not need.
-    candidates = [name for name in reversed(kept[:-1])]
-    while candidates and len(result.evaluations) < result.budget:
-        left = result.budget - len(result.evaluations)
-        group = candidates[:1] if len(candidates) <= left else candidates[: max(1, len(candidates) // 2)]
-        trial = [n for n in kept if n not in group]
-        outcome = run(pins_for(trial, why))
-        if outcome.passed:
-            kept = trial
-        elif len(group) == 1:
-            why[group[0]] = f"lowering it fails validation ({outcome.detail})"
-        candidates = [n for n in candidates if n not in group]
+    hi = _shortest(lambda j: attempt(order[:j]), lo, hi, failed_at, left)
+    best = list(order[:hi])
+    # Step 4: order[hi - 1] is needed; find the others among order[:hi - 1] the same way, one by one.
+    needed = [order[hi - 1]]
+    upper = hi - 1 if hi - 1 in failed_at else 0  # else: budget spent, keep the passing prefix
+    if upper or hi == 1:
+        why[needed[0]] = f"lowering it fails validation ({failed_at[hi - 1].detail})"
+    while upper > 0 and left() > 0:
+        alone = attempt(needed)
+        if alone.passed:
+            best = list(needed)
+            break
+        failed_at = {0: alone}
+        # order[:upper] + needed is the last passing set: search below it.
+        j = _shortest(lambda j: attempt(order[:j] + needed), 0, upper, failed_at, left)
+        best = list(order[:j]) + needed
+        if j - 1 not in failed_at:
+            break  # budget spent before order[j - 1] was shown to be needed
+        needed.append(order[j - 1])
+        why[order[j - 1]] = f"lowering it fails validation ({failed_at[j - 1].detail})"
+        upper = j - 1
+    kept = [name for name in order if name in set(best)]
     result.passed = True
     result.kept = [
         {
@@ -231,7 +230,23 @@ def search(
         for name in kept
     ]
     result.seconds = time.perf_counter() - start
-    return pins_for(kept, why), result
+    return {name: why.get(name) or _why(name, errors) for name in kept}, result
+
+
+def _shortest(passes_with, lo: int, hi: int, failed_at: Dict[int, Evaluation], left: Callable[[], int]) -> int:
+    """Binary search for the smallest j in (lo, hi] whose candidate passes (lo fails, hi passes).
+
+    Failing outcomes are recorded in ``failed_at``; stops early when the budget
+    is spent, returning the smallest j known to pass.
+    """
+    while hi - lo > 1 and left() > 0:
+        mid = (lo + hi) // 2
+        outcome = passes_with(mid)
+        if outcome.passed:
+            hi = mid
+        else:
+            lo, failed_at[mid] = mid, outcome
+    return hi
 
 
 def _why(name: str, errors: Mapping[str, OwnError]) -> str:

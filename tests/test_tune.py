@@ -1,0 +1,167 @@
+"""The accuracy search (--tune): budget, minimality, honesty; own-error ranking; end to end on data models."""
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+
+import ampconv
+import data_models
+from ampconv.data import ownerror
+from ampconv.data.tune import Evaluation, budget, search
+from ampconv.lowtypes import low_type
+from ampconv.validate import ValidateOptions
+from ampconv.validate.modelio import load
+from helpers import model_from_text, save
+
+
+def _fake(culprits, names):
+    """An evaluator that passes exactly when every culprit is pinned, and counts its calls."""
+    calls = []
+
+    def evaluate(pins):
+        calls.append(tuple(pins))
+        ok = set(culprits) <= set(pins)
+        return Evaluation(tuple(pins), ok, "ok" if ok else "fails")
+
+    return evaluate, calls
+
+
+def _rank(order):
+    return lambda: (list(order), {})
+
+
+@pytest.mark.parametrize("n", [2, 7, 32, 100])
+@pytest.mark.parametrize("position", [0, "middle", "last"])
+def test_search_stays_within_its_budget_and_finds_the_culprit(n, position):
+    names = [f"n{i}" for i in range(n)]
+    index = {0: 0, "middle": n // 2, "last": n - 1}[position]
+    evaluate, calls = _fake([names[index]], names)
+    pins, result = search(evaluate, names, _rank(names))
+    assert result.passed and set(pins) == {names[index]}
+    assert len(calls) == len(result.evaluations) <= budget(n) == 2 * math.ceil(math.log2(n)) + 4
+
+
+def test_a_passing_conversion_costs_one_evaluation_and_pins_nothing():
+    evaluate, calls = _fake([], ["a", "b"])
+    pins, result = search(evaluate, ["a", "b"], _rank(["a", "b"]))
+    assert pins == {} and result.passed and len(calls) == 1
+
+
+def test_a_good_ranking_makes_the_search_short():
+    names = [f"n{i}" for i in range(64)]
+    evaluate, calls = _fake(["n40"], names)
+    ranked = ["n40"] + [n for n in names if n != "n40"]
+    pins, _ = search(evaluate, names, _rank(ranked))
+    assert set(pins) == {"n40"} and len(calls) == 2
+
+
+def test_kept_nodes_the_search_did_not_need_are_lowered_again():
+    names = [f"n{i}" for i in range(8)]
+    # Ranked so the prefix that first passes holds two unneeded nodes before the culprit.
+    evaluate, _calls = _fake(["n5"], names)
+    pins, result = search(evaluate, names, _rank(["n1", "n2", "n5", "n0", "n3", "n4", "n6", "n7"]))
+    assert set(pins) == {"n5"}
+    assert [k["node"] for k in result.kept] == ["n5"]
+
+
+def test_two_culprits_are_both_kept():
+    names = [f"n{i}" for i in range(16)]
+    evaluate, _ = _fake(["n3", "n9"], names)
+    pins, result = search(evaluate, names, _rank(names))
+    assert {"n3", "n9"} <= set(pins) and result.passed
+
+
+def test_a_failure_no_pin_can_fix_is_reported_not_hidden():
+    names = ["a", "b", "c"]
+
+    def never(pins):
+        return Evaluation(tuple(pins), False, "fails")
+
+    pins, result = search(never, names, _rank(names))
+    assert pins == {} and not result.passed
+    assert any("not LOW precision's" in note for note in result.notes)
+    assert len(result.evaluations) <= budget(3)
+
+
+CANCEL = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[1, 8] x) => (float[1, 8] y) <float[8, 8] w = {%s}, float big = {1000.0}> {
+    h = MatMul (x, w)
+    lifted = Add (h, big)
+    back = Sub (lifted, big)
+    y = Relu (back)
+}
+""" % ", ".join("1.0" if i % 9 == 0 else "0.0" for i in range(64))
+
+
+def test_own_error_names_the_node_that_loses_the_digits(tmp_path):
+    src = str(save(model_from_text(CANCEL), tmp_path / "m.onnx"))
+    reference = load(src)
+    from ampconv.prepare import NameNodesPass
+
+    NameNodesPass()(reference)
+    slots = {name: ownerror.LowSlots((0, 1), (0,)) for name in ("MatMul_1", "Add_2", "Sub_3", "Relu_4")}
+    x = np.random.default_rng(0).standard_normal((1, 8)).astype(np.float32) * 0.01
+    errors = ownerror.measure(reference, src, slots, [("s", {"x": x})], low_type("fp16"))
+    assert errors["Sub_3"].error > 0.1  # 1000 + 0.01 rounds to 1000 in fp16: the difference is lost
+    assert errors["MatMul_1"].error < 1e-3 and errors["Add_2"].error < 1e-3
+    assert ownerror.ranked(errors, list(slots), {})[0] == "Sub_3"
+    # Pinning the Sub alone cannot undo the rounding its LOW producer did: the producer ranks with it.
+    consumers = {"Add_2": ["Sub_3"], "MatMul_1": ["Add_2"], "Sub_3": ["Relu_4"]}
+    assert ownerror.ranked(errors, list(slots), {}, consumers)[:2] == ["Add_2", "Sub_3"]
+
+
+def test_scaled_error_marks_new_infinities_and_ignores_exact_zero_maps():
+    assert ownerror.scaled_error(np.array([1.0, 2.0]), np.array([1.0, np.inf]))[0] == math.inf
+    assert ownerror.scaled_error(np.zeros(3), np.zeros(3)) == (0.0, 0.0)
+
+
+def test_structural_amplification_favours_nodes_before_a_discrete_decision():
+    import onnx_ir as ir
+
+    model = ir.serde.deserialize_model(model_from_text('<ir_version: 8, opset_import: ["" : 17]>' + """
+    g (float[1, 4] x) => (int64[1, 1] y, float[1, 4] z) {
+        a = Relu (x)
+        y = ArgMax <axis: int = 1, keepdims: int = 1> (a)
+        z = Sigmoid (x)
+    }"""))
+    for index, node in enumerate(model.graph):
+        node.name = f"{node.op_type}_{index}"
+    weights = ownerror.amplification(model)
+    assert weights["Relu_0"] > 10 * weights["Sigmoid_2"]
+
+
+@pytest.mark.parametrize("name", ["cancellation_mlp", "greedy_decoder"])
+def test_tune_end_to_end_passes_within_budget(tmp_path, name):
+    spec = data_models.MODELS[name]
+    src = spec.save(tmp_path)
+    calibration = tmp_path / "cal"
+    calibration.mkdir()
+    spec.write_calibration(calibration, 8)
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(
+        calibration_data=str(calibration), tune=True, rtol=1e-2, atol=1e-2, overwrite=True))
+    tune = report.tune
+    assert tune["passed"] and tune["evaluations"] <= tune["budget"]
+    kept = {k["node"] for k in tune["kept"]}
+    assert kept and kept <= set(data_models.FIXES[name]) | {n["name"] for n in report.nodes}
+    for entry in tune["kept"]:
+        assert entry["evidence"]
+        node = next(n for n in report.nodes if n["name"] == entry["node"])
+        assert node["precision"] == "HIGH" and node["rule"] == "data-tune"
+    check = ampconv.validate(src, report.output, ValidateOptions(
+        inputs=(str(calibration),), backend="emulate", rtol=1e-2, atol=1e-2))
+    assert check.passed
+    onnx.checker.check_model(onnx.load(report.output))
+
+
+def test_tune_on_the_cancellation_model_keeps_only_the_node_that_fixes_it(tmp_path):
+    spec = data_models.MODELS["cancellation_mlp"]
+    src = spec.save(tmp_path)
+    calibration = tmp_path / "cal"
+    calibration.mkdir()
+    spec.write_calibration(calibration, 8)
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(
+        calibration_data=str(calibration), tune=True, rtol=1e-2, atol=1e-2, overwrite=True))
+    assert [k["node"] for k in report.tune["kept"]] == data_models.FIXES["cancellation_mlp"]
+    assert report.tune["evaluations"] <= 4
