@@ -13,7 +13,10 @@ every LOW node is measured on its own, in one run:
 
 The own error of a node is the worst, over its LOW outputs and samples, of the
 twin's error relative to the output's own scale (RMS of the difference over RMS
-of the reference), infinite when the twin turns a finite value non-finite.
+of the reference), infinite when the twin turns a finite value non-finite. When
+the output reaches an error amplifier (Log, a divisor, Sqrt, ...: see
+``ampconv.plan.data.AMPLIFIERS``), the RMS of each element's relative error
+counts too: the amplifier makes small values' errors as large as big ones'.
 Twins exist only for main-graph nodes without subgraphs: onnxruntime cannot
 expose tensors inside If/Loop/Scan bodies.
 """
@@ -53,6 +56,7 @@ class OwnError:
     output: str
     sample: int
     max_abs: float  # the largest absolute difference on that output
+    output_error: float = 0.0  # the same error with exact inputs: what rounding the output alone costs
 
 
 def slots_from_converted(converted: ir.Model) -> Dict[str, LowSlots]:
@@ -83,6 +87,14 @@ def measure(
     names match the converted model's; ``source`` names it in messages.
     """
     modelio.ensure_types(reference)
+    from ampconv.plan.data import feeds_amplifier
+
+    # Where an amplifier (Log, a divisor, ...) follows, it turns each element's relative error into
+    # the result's error: small values count as much as large ones there.
+    elementwise = {
+        node.name for node in reference.graph
+        if node.name in slots and any(feeds_amplifier(out) is not None for out in node.outputs)
+    }
     twins = _add_twins(reference, slots, low)
     if not twins:
         return {}
@@ -97,10 +109,15 @@ def measure(
             for node_name, pairs in twins.items():
                 op_type = pairs.op_type
                 for exact_name, twin_name in pairs:
-                    error, max_abs = scaled_error(values[exact_name], values[twin_name])
+                    exact = values[exact_name]
+                    error, max_abs = _error(exact, values[twin_name], node_name in elementwise)
+                    # The part of it that rounding the output alone makes (inputs exact).
+                    alone = np.asarray(exact, dtype=np.float32).astype(low.numpy).astype(np.float32)
+                    output_error, _ = _error(exact, alone, node_name in elementwise)
                     best = results.get(node_name)
                     if best is None or error > best.error:
-                        results[node_name] = OwnError(node_name, op_type, error, exact_name, index, max_abs)
+                        results[node_name] = OwnError(node_name, op_type, error, exact_name, index, max_abs,
+                                                      max(output_error, best.output_error if best else 0.0))
             del values
     return results
 
@@ -194,6 +211,26 @@ def scaled_error(exact: np.ndarray, approx: np.ndarray) -> Tuple[float, float]:
     if rms_diff == 0.0:
         return 0.0, 0.0
     return (rms_diff / rms_ref if rms_ref > 0 else math.inf), max_abs
+
+
+def _error(exact: np.ndarray, approx: np.ndarray, elementwise: bool) -> Tuple[float, float]:
+    error, max_abs = scaled_error(exact, approx)
+    if elementwise:
+        error = max(error, relative_error(exact, approx))
+    return error, max_abs
+
+
+def relative_error(exact: np.ndarray, approx: np.ndarray) -> float:
+    """RMS over elements of |approx - exact| / |exact| (1 where a non-zero value flushed to 0; 0 where both are 0)."""
+    exact = np.asarray(exact, dtype=np.float64).ravel()
+    approx = np.asarray(approx, dtype=np.float64).ravel()
+    both = np.isfinite(exact) & np.isfinite(approx)
+    if not both.any():
+        return 0.0
+    exact, approx = exact[both], approx[both]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(exact == 0, np.where(approx == 0, 0.0, 1.0), np.abs(approx - exact) / np.abs(exact))
+    return float(np.sqrt(np.mean(np.minimum(rel, 1.0) ** 2)))
 
 
 def ranked(

@@ -119,3 +119,68 @@ def _decision(node: ir.Node, value: ir.Value, decisions) -> tuple[str, str]:
     if dtype in LOW_TYPES:
         return "LOW", f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
     return "HIGH", f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
+
+
+# A node "causes" drift when its own error is this many times the LOW type's unit roundoff:
+# rounding one output alone gives about 0.6 of it (RMS), so 10x is well beyond plain rounding.
+CAUSE_ROUNDOFFS = 10.0
+UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
+
+
+def name_cause(converted: ir.Model, errors: Mapping, visible: str | None, dtype: str) -> dict | None:
+    """The LOW node whose own error (``ampconv.data.ownerror``) causes the drift, with a fix that changes it.
+
+    Among the LOW nodes upstream of ``visible`` (the first diverging node; all
+    nodes when unknown) the one with the largest own error, when that error is
+    at least ``CAUSE_ROUNDOFFS`` unit roundoffs; None when no single node's own
+    error stands out (drift accumulated over many nodes). The suggested
+    ``--keep-fp32`` names the cause, and the LOW producers of its inputs when
+    rounding those inputs (not its output) makes most of its error: keeping the
+    cause alone float32 cannot undo rounding they did.
+    """
+    if not errors:
+        return None
+    nodes = {node.name: node for node in converted.graph if node.name}
+    candidates = _upstream(nodes.get(visible)) if visible in nodes else set(nodes)
+    pool = [e for name, e in errors.items() if name in candidates] or list(errors.values())
+    worst = max(pool, key=lambda e: e.error)
+    if worst.error < CAUSE_ROUNDOFFS * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp16"]):
+        return None
+    names = [worst.node]
+    if worst.output_error < worst.error / 2:
+        # Most of its error comes from its rounded inputs: their LOW producers must stay float32 too.
+        names += [p for p in dict.fromkeys(_low_producers(nodes[worst.node])) if p != worst.node]
+    pattern = f"^{names[0]}$" if len(names) == 1 else "^(" + "|".join(names) + ")$"
+    return {
+        "node": worst.node,
+        "op_type": worst.op_type,
+        "own_error": worst.error if np.isfinite(worst.error) else "inf",
+        "output": worst.output,
+        "suggestion": f"--keep-fp32 '{pattern}'",
+    }
+
+
+def _upstream(node: ir.Node) -> set:
+    """Names of ``node`` and every main-graph node it depends on."""
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if current is None or current.name in seen:
+            continue
+        seen.add(current.name)
+        stack.extend(v.producer() for v in current.inputs if v is not None and v.producer() is not None)
+    return seen
+
+
+def _low_producers(node: ir.Node) -> list:
+    """LOW nodes whose outputs reach ``node``'s LOW inputs, looking through Casts."""
+    found = []
+    for value in node.inputs:
+        if value is None or value.dtype not in LOW_TYPES:
+            continue
+        producer = value.producer()
+        while producer is not None and producer.op_type == "Cast" and producer.inputs:
+            producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        if producer is not None and any(o.dtype in LOW_TYPES for o in producer.outputs) and producer.name:
+            found.append(producer.name)
+    return found
