@@ -295,9 +295,9 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
         pins, result = search(evaluator, low_nodes, rank)
     finally:
         evaluator.close()
+    ranking = " and one ranked the nodes by their own error" if result.ranking else ""
     result.notes.append(
-        "evaluations count candidate validations; besides them one float32 pass collected the statistics "
-        "and one ranked the nodes by their own error"
+        f"evaluations count candidate validations; besides them one float32 pass collected the statistics{ranking}"
     )
     return pins, result
 
