@@ -112,7 +112,8 @@ def measure(
                     exact = values[exact_name]
                     error, max_abs = _error(exact, values[twin_name], node_name in elementwise)
                     # The part of it that rounding the output alone makes (inputs exact).
-                    alone = np.asarray(exact, dtype=np.float32).astype(low.numpy).astype(np.float32)
+                    with np.errstate(over="ignore"):  # overflow to inf is what is measured
+                        alone = np.asarray(exact, dtype=np.float32).astype(low.numpy).astype(np.float32)
                     output_error, _ = _error(exact, alone, node_name in elementwise)
                     best = results.get(node_name)
                     if best is None or error > best.error:
