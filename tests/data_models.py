@@ -232,13 +232,17 @@ REDUCE_N = 20000
 REDUCE_POOL = 8
 
 
-def long_reduction() -> onnx.ModelProto:
-    """x[1,20000] (~5) -> {ReduceSum/Div, ReduceMean, pooling MatMul/Div} -> Concat -> MLP -> y[1,4]."""
+def long_reduction(size: int = REDUCE_N) -> onnx.ModelProto:
+    """x[1,size] (~5) -> {ReduceSum/Div, ReduceMean, pooling MatMul/Div} -> Concat -> MLP -> y[1,4].
+
+    ``size`` (default 20,000) only scales the input: bench_tune's memory check
+    uses a larger one so that holding every sample would show in peak memory.
+    """
     rng = np.random.default_rng(303)
     inits = [
         _init("axes", [1], np.int64),
-        _init("count", [float(REDUCE_N)]),
-        _init("pool_w", rng.uniform(0.5, 1.5, (REDUCE_N, REDUCE_POOL))),
+        _init("count", [float(size)]),
+        _init("pool_w", rng.uniform(0.5, 1.5, (size, REDUCE_POOL))),
         _init("w1", rng.standard_normal((REDUCE_POOL + 2, 16)) / np.sqrt(REDUCE_POOL + 2)),
         _init("b1", rng.standard_normal(16) * 0.1),
         _init("w2", rng.standard_normal((16, 4)) / 4.0),
@@ -260,15 +264,15 @@ def long_reduction() -> onnx.ModelProto:
         _node("MatMul", ["h1r", "w2"], ["h2"], "fc2"),
         _node("Add", ["h2", "b2"], ["y"], "fc2_bias"),
     ]
-    return _model(nodes, [_vi("x", T.FLOAT, [1, REDUCE_N])], [_vi("y", T.FLOAT, [1, 4])],
+    return _model(nodes, [_vi("x", T.FLOAT, [1, size])], [_vi("y", T.FLOAT, [1, 4])],
                   inits, "long_reduction")
 
 
-def long_reduction_samples(n: int, seed: int = 0) -> Iterator[Sample]:
-    """20,000 values uniform in [4, 6]: sums of ~1e5, means of ~5."""
+def long_reduction_samples(n: int, seed: int = 0, size: int = REDUCE_N) -> Iterator[Sample]:
+    """``size`` values uniform in [4, 6]: sums of ~5 * size (1e5 by default), means of ~5."""
     rng = np.random.default_rng(seed)
     for _ in range(n):
-        yield {"x": rng.uniform(4.0, 6.0, (1, REDUCE_N)).astype(np.float32)}
+        yield {"x": rng.uniform(4.0, 6.0, (1, size)).astype(np.float32)}
 
 
 # ---------------------------------------------------------------- 4. greedy decoder
