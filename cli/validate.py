@@ -1,6 +1,7 @@
 """``ampconv validate REFERENCE CONVERTED``: compare a converted model with its float32 original.
 
-Exit codes: 0 within tolerance, 3 over tolerance, 1 could not run, 2 bad usage.
+Exit codes: 0 every output passes, 3 some output fails (the default criteria,
+or the strict elementwise rule with --rtol/--atol), 1 could not run, 2 bad usage.
 Registered on the ``ampconv`` group in main.py; errors map to exit codes in errors.py.
 """
 
@@ -34,8 +35,10 @@ from ampconv_cli.validation_options import (
 def command(reference, converted, fmt, report_path, overwrite, quiet, **validation):
     """Compare CONVERTED with the float32 REFERENCE on the same inputs.
 
-    Exits 0 within tolerance, 3 over tolerance, 1 if a model could not be
-    run, 2 on bad usage.
+    Each output is judged by the default criteria for the converted model's
+    type, or by the strict elementwise rule when --rtol or --atol is given.
+    Exits 0 when every output passes, 3 when one fails, 1 if a model could
+    not be run, 2 on bad usage.
     """
     if report_path:  # before validation runs: a bad --report path fails with nothing done
         check_report(reference, converted, report_path, overwrite, validation["inputs"])

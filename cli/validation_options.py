@@ -5,7 +5,8 @@
   ``--shape``, ``--localize``). Their parameter names are ``VALIDATION_PARAMS``.
 - ``options_from_cli``: those parameters -> ``ValidateOptions``.
 - ``run_and_render``: validate, print the result, merge it into a report, and
-  return the exit code (0 within tolerance, 3 over). ``AmpconvError``
+  return the exit code (0 every output passes, 3 some output fails: the
+  default criteria, or the strict elementwise rule with ``--rtol``/``--atol``). ``AmpconvError``
   propagates so the caller maps it to its exit code in one place.
 """
 
@@ -46,9 +47,14 @@ def validation_options(func: Callable) -> Callable:
             "(test_data_set_*/input_*.pb). Repeatable. Default: seeded random data.",
         ),
         click.option("--rtol", type=click.FloatRange(min=0), default=None,
-                     help="Relative tolerance (|conv-ref| <= atol + rtol*|ref|). Default: per dtype."),
+                     help="Relative tolerance: switches to the strict elementwise rule, every element "
+                     "|conv-ref| <= atol + rtol*|ref| (the other tolerance defaults per dtype: fp16 1e-2, "
+                     "bf16 5e-2). Without --rtol/--atol the default criteria judge each output: no new "
+                     "NaN/Inf, argmax agreement on clear rows, cosine, and p99/max error relative to the "
+                     "output's scale (docs/validation.md)."),
         click.option("--atol", type=click.FloatRange(min=0), default=None,
-                     help="Absolute tolerance. Default: per dtype (fp16 1e-2, bf16 5e-2)."),
+                     help="Absolute tolerance: switches to the strict elementwise rule (see --rtol; "
+                     "default per dtype: fp16 1e-2, bf16 5e-2)."),
         click.option(
             "--backend", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
             help="native: run the converted model as is (CUDA if available); emulate: float32 compute "

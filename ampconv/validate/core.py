@@ -34,6 +34,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
     model cannot be run.
     """
+    from ampconv.validate import criteria as judging
+
     options = options or ValidateOptions()
     reference, converted = os.fspath(reference), os.fspath(converted)
     runners.import_runtime()
@@ -43,7 +45,9 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
     dtype = found_dtype or "fp16"
-    rtol, atol, source = options.tolerances(dtype)
+    criteria, source = options.criteria(dtype)
+    # The elementwise numbers: strict mode's rule, and localization's in both modes.
+    rtol, atol = criteria.rtol, criteria.atol
     samples = _samples(options, specs, ref.model)
     backend, provider = _pick_backend(options.backend)
     notes = []
@@ -51,7 +55,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         notes.append(RANDOM_NOTE)
     notes.extend(samples.notes)
     if found_dtype is None:
-        notes.append(f"{converted}: no float16/bfloat16 tensor found; compared with the fp16 tolerances")
+        notes.append(f"{converted}: no float16/bfloat16 tensor found; judged with the fp16 criteria")
     if backend == "native" and provider == runners.CPU:
         notes.append(CPU_NATIVE_NOTE)
 
@@ -90,11 +94,9 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
             for name in out_names:
                 if name in errors:
                     continue
-                exact = not _is_float(ref_out[name])
                 try:
-                    m = metrics.compare(
-                        ref_out[name], conv_out[name], 0.0 if exact else rtol, 0.0 if exact else atol
-                    )
+                    # Integer and bool outputs are judged exact by judge itself.
+                    m = judging.judge(ref_out[name], conv_out[name], criteria)
                 except ValueError as exc:
                     errors[name] = f"sample {index}: {exc}"
                     first_failed = index if first_failed is None else first_failed
@@ -128,6 +130,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         rtol=rtol,
         atol=atol,
         tolerance_source=source,
+        criteria=criteria,
         random_inputs=samples.random,
         input_sources=samples.sources,
         outputs=outputs,

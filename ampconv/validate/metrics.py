@@ -19,6 +19,11 @@ statistics over the elements finite in both models are kept apart
 (``finite_max_abs``, ``finite_cosine``, ``finite_size``), so one inf does not
 hide how far the rest drifted. Matched non-finites (the same inf, NaN in both)
 are not errors and leave the statistics alone.
+
+Statistics the default criteria read (``ampconv.validate.criteria``) are also
+computed here: errors relative to the output's own scale (``scaled_errors``)
+and label agreement on rows whose reference top-1 is clear
+(``label_agreement``). This module measures; ``criteria`` decides.
 """
 
 from __future__ import annotations
@@ -44,6 +49,19 @@ class Metrics:
     ``cosine`` is NaN. ``finite_max_abs`` and ``finite_cosine`` are computed
     over the ``finite_size`` elements finite in both (None when there are
     none).
+
+    Set by ``criteria.judge`` (None/0 from ``compare`` alone): ``scale`` is
+    the RMS of the reference's finite values (floored, see
+    ``scaled_errors``); ``scaled_p99_error``/``scaled_max_error`` are the 99th
+    percentile and the max of ``|conv - ref| / max(scale, |ref|)`` (inf with
+    an unmatched non-finite); ``label_agreement`` is the share of
+    ``clear_rows`` (rows of a class-like output whose reference top-1 leads
+    top-2 by a clear margin, see ``label_agreement``) whose argmax agrees,
+    None when no row is clear. ``criterion`` is the key
+    of the criterion that decided (``nonfinite``, ``label``, ``cosine``,
+    ``p99``, ``max``, ``exact``, ``elementwise``), ``decided_by`` says it in
+    words with its figure and threshold, and ``severity`` is how far that
+    figure went towards its threshold (above 1 fails).
     """
 
     max_abs: float
@@ -62,6 +80,14 @@ class Metrics:
     finite_size: int = 0
     finite_max_abs: float | None = None
     finite_cosine: float | None = None
+    scale: float | None = None
+    scaled_p99_error: float | None = None
+    scaled_max_error: float | None = None
+    label_agreement: float | None = None
+    clear_rows: int = 0
+    criterion: str | None = None
+    decided_by: str | None = None
+    severity: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict; non-finite floats become strings ("inf", "nan")."""
@@ -204,8 +230,83 @@ def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> float | None:
     return float(np.mean(a == b))
 
 
+def scaled_errors(ref: np.ndarray, conv: np.ndarray, floor: float) -> tuple[float, float, float]:
+    """(scale, p99, max) of the scaled error ``|conv - ref| / max(scale, |ref|)``.
+
+    ``scale`` is the RMS of the reference's finite values, at least
+    ``floor``. Each element's error is measured against the larger of its
+    own magnitude and the output's scale: a large element relative to
+    itself (the peak of a softmax is not judged against the tiny RMS of a
+    1000-way output), a small one against the output's scale (an element
+    where the reference is 0 adds its error like any other: no "max rel
+    inf"). ``floor`` judges an all-zero or vanishing reference in absolute
+    terms. Statistics run over the elements finite in both; an unmatched
+    NaN/Inf makes p99 and max inf (as ``compare`` does for max abs).
+    """
+    ref = np.asarray(ref, dtype=np.float64)
+    conv = np.asarray(conv, dtype=np.float64)
+    scale = output_scale(ref, floor)
+    finite = np.isfinite(ref) & np.isfinite(conv)
+    unmatched = ~finite & ~((conv == ref) | (np.isnan(conv) & np.isnan(ref)))
+    if np.any(unmatched):
+        return scale, math.inf, math.inf
+    r, c = ref[finite], conv[finite]
+    if not r.size:
+        return scale, 0.0, 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # 0/0 (floor 0, reference 0, no error) is no error; x/0 is unbounded.
+        scaled = np.where(c == r, 0.0, np.abs(c - r) / np.maximum(scale, np.abs(r)))
+    # "higher": an observed error, never a value interpolated between two.
+    return scale, float(np.percentile(scaled, 99, method="higher")), float(scaled.max())
+
+
+def output_scale(ref: np.ndarray, floor: float) -> float:
+    """RMS of the reference's finite values, at least ``floor``: the magnitude errors are measured against."""
+    ref = np.asarray(ref, dtype=np.float64)
+    finite = ref[np.isfinite(ref)]
+    rms = float(np.sqrt(np.mean(finite * finite))) if finite.size else 0.0
+    return max(rms, floor)
+
+
+def label_agreement(ref: np.ndarray, conv: np.ndarray, tolerance: float, scale: float) -> tuple[float | None, int]:
+    """(share of clear rows whose argmax agrees, number of clear rows); (None, 0) when none is clear.
+
+    Rows run over the last axis of a class-like output (``is_class_like``). A
+    row is *clear* when it is finite and its reference top-1 leads its top-2
+    by more than both can move within ``tolerance`` scaled errors (each by
+    ``tolerance * max(scale, |value|)``, see ``scaled_errors``): a near-tie
+    may flip on rounding alone and says nothing about the conversion, a
+    clear lead should not flip.
+    """
+    ref = np.asarray(ref)
+    conv = np.asarray(conv)
+    if not (is_class_like(ref) and ref.shape == conv.shape):
+        return None, 0
+    last = ref.shape[-1]
+    r = ref.astype(np.float64).reshape(-1, last)
+    c = conv.astype(np.float64).reshape(-1, last)
+    finite = np.isfinite(r).all(axis=-1)
+    r, c = r[finite], c[finite]
+    if not r.size:
+        return None, 0
+    top2 = -np.partition(-r, 1, axis=-1)[:, :2]  # the two largest, largest first
+    slack = tolerance * (np.maximum(scale, np.abs(top2[:, 0])) + np.maximum(scale, np.abs(top2[:, 1])))
+    clear = top2[:, 0] - top2[:, 1] > slack
+    rows = int(np.count_nonzero(clear))
+    if not rows:
+        return None, 0
+    agree = np.argmax(r[clear], axis=-1) == np.argmax(c[clear], axis=-1)
+    return float(np.mean(agree)), rows
+
+
 def worst(per_sample: list[Metrics]) -> Metrics:
-    """Combine per-sample metrics of one output into the worst case over samples."""
+    """Combine per-sample metrics of one output into the worst case over samples.
+
+    Error figures take their worst over samples. The verdict fields
+    (``criterion``, ``decided_by``, ``severity``, ``scale``) come from the
+    worst sample (``worst_sample``); ``label_agreement`` is the lowest of any
+    sample and ``clear_rows`` the total judged.
+    """
     if len(per_sample) == 1:
         return per_sample[0]
 
@@ -220,6 +321,8 @@ def worst(per_sample: list[Metrics]) -> Metrics:
     cosines = [m.cosine for m in per_sample]
     finite_abs = _known(m.finite_max_abs for m in per_sample)
     finite_cos = _known(m.finite_cosine for m in per_sample)
+    labels = _known(m.label_agreement for m in per_sample)
+    decider = worst_sample(per_sample)
     return Metrics(
         max_abs=max(m.max_abs for m in per_sample),
         max_rel=max(m.max_rel for m in per_sample),
@@ -238,4 +341,33 @@ def worst(per_sample: list[Metrics]) -> Metrics:
         finite_size=sum(m.finite_size for m in per_sample),
         finite_max_abs=max(finite_abs) if finite_abs else None,
         finite_cosine=min(finite_cos) if finite_cos else None,
+        scale=decider.scale,
+        scaled_p99_error=_max_or_none([m.scaled_p99_error for m in per_sample]),
+        scaled_max_error=_max_or_none([m.scaled_max_error for m in per_sample]),
+        label_agreement=min(labels) if labels else None,
+        clear_rows=sum(m.clear_rows for m in per_sample),
+        criterion=decider.criterion,
+        decided_by=decider.decided_by,
+        severity=decider.severity,
     )
+
+
+# Order in which failing criteria are named (criteria.judge checks them in this order).
+CRITERIA_ORDER = ("nonfinite", "exact", "label", "cosine", "p99", "max", "elementwise")
+
+
+def worst_sample(per_sample: list[Metrics]) -> Metrics:
+    """The sample whose verdict stands for the output.
+
+    A failing sample beats a passing one; among failing samples the one whose
+    deciding criterion comes first in ``CRITERIA_ORDER``, then the highest
+    severity; among passing samples the highest severity (least headroom).
+    The first sample wins ties.
+    """
+
+    def key(m: Metrics):
+        rank = CRITERIA_ORDER.index(m.criterion) if m.criterion in CRITERIA_ORDER else len(CRITERIA_ORDER)
+        severity = m.severity if m.severity is not None and not math.isnan(m.severity) else 0.0
+        return (0, rank, -severity) if not m.passed else (1, 0, -severity)
+
+    return min(per_sample, key=key)

@@ -1,4 +1,4 @@
-"""What a validation run is asked to do (one immutable value) and default tolerances."""
+"""What a validation run is asked to do (one immutable value) and how outputs are judged."""
 
 from __future__ import annotations
 
@@ -7,17 +7,14 @@ import re
 from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError
+from ampconv.validate.criteria import ELEMENTWISE_TOLERANCES, Criteria, default_criteria, strict_criteria
 
 BACKENDS = ("auto", "native", "emulate")
 
-# Default (rtol, atol) per LOW type; docs/validation.md gives the rationale.
-# fp16 keeps 11 significant bits (unit roundoff 2^-11 ~ 4.9e-4), bf16 keeps 8
-# (2^-8 ~ 3.9e-3); after a few dozen roundings and accumulations an O2 network
-# typically drifts ~10-20x the unit roundoff, relative to its activations.
-DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
-    "fp16": (1e-2, 1e-2),
-    "bf16": (5e-2, 5e-2),
-}
+# Elementwise (rtol, atol) per LOW type, for strict mode when only one of the
+# two is given (and for localization); the default mode judges by
+# ``criteria.default_criteria``. The name predates the default criteria.
+DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = ELEMENTWISE_TOLERANCES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +25,11 @@ class ValidateOptions:
         inputs: ``.npz`` files, folders of ``.npz``, or ONNX test-data folders
             (a model folder holding ``test_data_set_*`` or one such set). Empty:
             seeded random inputs from the declared input types.
-        rtol, atol: tolerances; None picks ``DEFAULT_TOLERANCES`` for the LOW
-            type found in the converted model (bf16 if any bfloat16 tensor).
+        rtol, atol: giving either switches to the strict elementwise rule
+            ``|conv - ref| <= atol + rtol*|ref|``, the other taken from
+            ``DEFAULT_TOLERANCES`` for the LOW type found in the converted
+            model (bf16 if any bfloat16 tensor). Both None: the default
+            criteria for that type (``criteria.default_criteria``).
         backend: ``auto`` (native when onnxruntime has CUDA, else emulate),
             ``native`` (run the converted model as is) or ``emulate`` (float32
             compute rounded to the LOW type after every LOW tensor).
@@ -78,8 +78,25 @@ class ValidateOptions:
             if not dims or any(int(d) < 0 for d in dims):
                 raise UsageError(f"bad shape for {name!r}: {dims}")
 
+    @property
+    def strict(self) -> bool:
+        """Whether outputs are judged by the elementwise rule (``rtol`` or ``atol`` given)."""
+        return self.rtol is not None or self.atol is not None
+
+    def criteria(self, dtype: str) -> tuple[Criteria, str]:
+        """(how outputs are judged, where that came from) for the detected LOW type.
+
+        Strict when ``rtol`` or ``atol`` is given (``"given"``, or ``"given,
+        rest default for fp16"`` when one is); else the default criteria
+        (``"default for fp16"``).
+        """
+        if not self.strict:
+            return default_criteria(dtype), f"default for {dtype}"
+        rtol, atol, source = self.tolerances(dtype)
+        return strict_criteria(rtol, atol), source
+
     def tolerances(self, dtype: str) -> tuple[float, float, str]:
-        """(rtol, atol, where they came from) for the detected LOW type."""
+        """(rtol, atol, where they came from) of the elementwise rule for the detected LOW type."""
         d_rtol, d_atol = DEFAULT_TOLERANCES[dtype]
         rtol = d_rtol if self.rtol is None else self.rtol
         atol = d_atol if self.atol is None else self.atol

@@ -1,7 +1,7 @@
 """Render a ValidationResult for people (text, markdown) or machines (json).
 
 Renderers only format; every figure comes from the result, and every table
-names the backend that produced it.
+names the backend that produced it and, per output, which criterion decided.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import math
 import re
 
+from ampconv.validate.criteria import STRICT, Criteria
 from ampconv.validate.result import ValidationResult
 
 
@@ -33,25 +34,54 @@ def _verdict(result: ValidationResult) -> str:
     return "PASS" if result.passed else "FAIL"
 
 
+def _strict(result: ValidationResult) -> bool:
+    return result.judged_by.mode == STRICT
+
+
 def _summary(result: ValidationResult) -> str:
     failed = len(result.failed_outputs)
     total = len(result.outputs)
     inputs = "random inputs" if result.random_inputs else "given inputs"
+    if _strict(result):
+        rule = f"within {result.judged_by.describe()} ({result.tolerance_source})"
+    else:
+        rule = f"pass the {result.judged_by.describe()}"
     return (
-        f"{_verdict(result)}: {total - failed}/{total} outputs within rtol={_num(result.rtol)} "
-        f"atol={_num(result.atol)} ({result.tolerance_source}) on {result.samples} sample(s), "
+        f"{_verdict(result)}: {total - failed}/{total} outputs {rule} on {result.samples} sample(s), "
         f"{inputs}; backend: {result.backend_label}"
     )
 
 
+def _criteria_line(criteria: Criteria) -> str | None:
+    """The default thresholds in one sentence (strict mode's rule is on the summary line)."""
+    if criteria.mode == STRICT:
+        return None
+    return (
+        f"Default criteria for {criteria.dtype}, per output and sample: no new NaN/Inf; "
+        f"argmax agreement >= {criteria.min_label_agreement:g} on rows whose top-1 leads by more than "
+        f"{criteria.clear_margin:g} x scale; cosine >= {criteria.min_cosine:g} (from {criteria.cosine_min_size} "
+        f"elements); error / scale <= {criteria.p99_error:g} at p99 and <= {criteria.max_error:g} at max, "
+        f"scale = RMS of the reference (at least {criteria.scale_floor:g}); integers exact. "
+        "Pass --rtol/--atol for the strict elementwise rule."
+    )
+
+
+def _clear_top1(m) -> str:
+    if m.label_agreement is None:
+        return "-"
+    return f"{m.label_agreement:.1%} of {m.clear_rows}"
+
+
 def _rows(result: ValidationResult):
+    strict = _strict(result)
+    width = len(_headers(result))
     for out in result.outputs:
         m = out.worst
         status = "ok" if out.passed else "FAIL"
         if out.error or m is None:
-            yield [out.name, status, out.error or "-", "", "", "", "", "", "", "", ""]
+            yield [out.name, status, out.error or "-"] + [""] * (width - 3)
             continue
-        yield [
+        row = [
             out.name,
             status + (" (exact)" if out.exact else ""),
             _num(m.max_abs),
@@ -61,15 +91,25 @@ def _rows(result: ValidationResult):
             _num(m.cosine, 6),
             str(m.new_nonfinite),
             "-" if m.top1 is None else f"{m.top1:.1%}",
-            _needed(m.needed_atol),
-            _needed(m.needed_rtol),
         ]
+        if strict:
+            row += [_needed(m.needed_atol), _needed(m.needed_rtol)]
+        elif out.exact:
+            row += ["-", "-", "-", "-"]
+        else:
+            row += [_num(m.scale), _num(m.scaled_p99_error), _num(m.scaled_max_error), _clear_top1(m)]
+        yield row + [m.decided_by or "-"]
 
 
 HEADERS = [
     "output", "status", "max abs", "max rel", "mean abs", "rmse", "cosine",
-    "new nan/inf", "top-1", "atol needed", "rtol needed",
+    "new nan/inf", "top-1", "atol needed", "rtol needed", "decided by",
 ]
+DEFAULT_HEADERS = HEADERS[:9] + ["scale", "p99 err/scale", "max err/scale", "clear top-1", "decided by"]
+
+
+def _headers(result: ValidationResult) -> list[str]:
+    return HEADERS if _strict(result) else DEFAULT_HEADERS
 
 
 def _nonfinite_lines(result: ValidationResult) -> list[str]:
@@ -124,6 +164,8 @@ def _needed_line(result: ValidationResult) -> str | None:
     atol, rtol = result.needed_tolerance()
     if atol is None and rtol is None:
         return "No tolerance would pass: the converted model has NaN/Inf (or mismatched values) the reference lacks."
+    if not _strict(result):
+        return None  # the default criteria have no tolerance to loosen; "decided by" says what failed
     return (
         f"Would pass with atol >= {_needed(atol)} at rtol={_num(result.rtol)}, "
         f"or rtol >= {_needed(rtol)} at atol={_num(result.atol)}."
@@ -133,11 +175,15 @@ def _needed_line(result: ValidationResult) -> str | None:
 def render_text(result: ValidationResult) -> str:
     """Plain-text report: a verdict line, a table of outputs, hints and notes."""
     lines = [_summary(result), f"reference: {result.reference}", f"converted: {result.converted}", ""]
-    rows = [HEADERS] + list(_rows(result))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+    headers = _headers(result)
+    rows = [headers] + list(_rows(result))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     lines.append("")
+    criteria = _criteria_line(result.judged_by)
+    if criteria:
+        lines.append(criteria)
     lines.extend(_nonfinite_lines(result))
     needed = _needed_line(result)
     if needed:
@@ -154,11 +200,16 @@ def render_markdown(result: ValidationResult) -> str:
     lines.append(f"- reference: `{result.reference}`")
     lines.append(f"- converted: `{result.converted}`")
     lines.append("")
-    lines.append("| " + " | ".join(HEADERS) + " |")
-    lines.append("|" + "---|" * len(HEADERS))
+    headers = _headers(result)
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "---|" * len(headers))
     for r in _rows(result):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
     lines.append("")
+    criteria = _criteria_line(result.judged_by)
+    if criteria:
+        lines.append(criteria)
+        lines.append("")
     for line in _nonfinite_lines(result):
         lines.append(f"- {line}")
     if _nonfinite_lines(result):

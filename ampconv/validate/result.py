@@ -5,12 +5,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ampconv.validate.criteria import Criteria, strict_criteria
 from ampconv.validate.metrics import Metrics
 
 
 @dataclasses.dataclass(frozen=True)
 class OutputResult:
-    """One model output across all samples (``worst`` combines ``per_sample``)."""
+    """One model output across all samples (``worst`` combines ``per_sample``).
+
+    ``passed`` is the worst sample's verdict; ``worst.decided_by`` says which
+    criterion decided it (``criteria.judge``).
+    """
 
     name: str
     shape: tuple[int, ...]
@@ -20,6 +25,13 @@ class OutputResult:
     exact: bool = False
     error: str | None = None
 
+    @property
+    def decided_by(self) -> str | None:
+        """Which criterion decided this output's verdict, in words (the error when it could not be compared)."""
+        if self.error:
+            return self.error
+        return self.worst.decided_by if self.worst else None
+
     def to_dict(self) -> dict:
         """JSON-able dict."""
         return {
@@ -28,6 +40,7 @@ class OutputResult:
             "passed": self.passed,
             "exact": self.exact,
             "error": self.error,
+            "decided_by": self.decided_by,
             "worst": self.worst.to_dict() if self.worst else None,
             "per_sample": [m.to_dict() for m in self.per_sample],
         }
@@ -61,7 +74,14 @@ class Localization:
 
 @dataclasses.dataclass(frozen=True)
 class ValidationResult:
-    """Outcome of ``validate``: every figure was produced by ``backend`` on ``provider``."""
+    """Outcome of ``validate``: every figure was produced by ``backend`` on ``provider``.
+
+    ``criteria`` is how the outputs were judged (default criteria for
+    ``dtype``, or the strict elementwise rule); ``rtol``/``atol`` are the
+    elementwise numbers (strict mode's rule; in default mode they only count
+    ``mismatched`` elements, give the "needed" tolerances and drive
+    localization). ``tolerance_source`` says where the criteria came from.
+    """
 
     reference: str
     converted: str
@@ -78,6 +98,12 @@ class ValidationResult:
     localization: Localization | None = None
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
+    criteria: Criteria | None = None
+
+    @property
+    def judged_by(self) -> Criteria:
+        """The criteria the outputs were judged by (strict ``rtol``/``atol`` for a result built without them)."""
+        return self.criteria if self.criteria is not None else strict_criteria(self.rtol, self.atol)
 
     @property
     def samples(self) -> int:
@@ -122,6 +148,8 @@ class ValidationResult:
             "rtol": self.rtol,
             "atol": self.atol,
             "tolerance_source": self.tolerance_source,
+            "mode": self.judged_by.mode,
+            "criteria": self.judged_by.to_dict(),
             "needed_atol": _jsonable(need_atol),
             "needed_rtol": _jsonable(need_rtol),
             "random_inputs": self.random_inputs,
