@@ -349,6 +349,30 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, *, sample, index: int,
         conv_values = conv_runner.run(sample, fetch)
     except AmpconvError as exc:
         raise AmpconvError(f"localization failed: {exc}") from None
-    return localize.first_divergence(
+    located = localize.first_divergence(
         conv.model, fetch, ref_values, conv_values, setup.rtol, setup.atol, setup.backend, index, decisions
     )
+    return dataclasses.replace(located, cause=_cause(ref, conv, sample, located.node))
+
+
+def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | None:
+    """The LOW node whose own rounding causes the drift (``localize.name_cause``), measured on ``sample``.
+
+    Each LOW node of the converted model is computed again beside the
+    reference from the reference's exact inputs (``ampconv.data.ownerror``):
+    unlike the first diverging node, this names where precision is lost, not
+    where the loss becomes visible.
+    """
+    from ampconv.data import ownerror
+    from ampconv.lowtypes import low_type
+    from ampconv.prepare import NameNodesPass
+
+    dtype = modelio.low_dtype(conv.model) or "fp16"
+    slots = ownerror.slots_from_converted(conv.model)
+    copy = ref.copy()
+    NameNodesPass()(copy)  # the names the converter gave unnamed nodes
+    try:
+        errors = ownerror.measure(copy, ref.path, slots, [("sample", sample)], low_type(dtype), ref.external)
+    except AmpconvError:
+        return None  # the twins could not run (an op without a float32 kernel twin): keep the visible node
+    return localize.name_cause(conv.model, errors, visible, dtype)

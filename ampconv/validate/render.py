@@ -151,11 +151,31 @@ def _localization_lines(result: ValidationResult) -> list[str]:
             f"({loc.op_type}), output {loc.output!r}: {loc.reason} "
             f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)})."
         ),
-        (
-            f"  precision {loc.precision}: {loc.rule}. To fix: keep it float32 "
-            f"(keep_fp32 pattern '^{re.escape(loc.node)}$') and convert again."
-        ),
+        f"  precision {loc.precision}: {loc.rule}.",
+        _cause_line(loc),
     ]
+
+
+def _cause_line(loc) -> str:
+    """The node that loses the precision (its own error), and a fix that changes the output."""
+    cause = loc.cause
+    if cause is not None:
+        error = cause["own_error"]
+        figure = "a new inf/NaN" if error == "inf" else f"scaled error {_num(error)}"
+        return (
+            f"  Cause: node {cause['node']!r} ({cause['op_type']}) in low precision: computed alone from the "
+            f"reference's exact inputs, its output {cause['output']!r} has {figure}. "
+            f"To fix: convert again with {cause['suggestion']}."
+        )
+    if loc.precision == "LOW":
+        return (
+            f"  No other low-precision node stands out: keep this one float32 "
+            f"(--keep-fp32 '^{re.escape(loc.node)}$') and convert again, or use convert --tune."
+        )
+    return (
+        "  This node is already float32 and no single low-precision node's own error explains the drift "
+        "(it accumulates over many): use convert --tune to find the fewest nodes to keep float32."
+    )
 
 
 def _needed_line(result: ValidationResult) -> str | None:

@@ -66,6 +66,9 @@ class Localization:
     new_nonfinite: int = 0
     precision: str | None = None
     rule: str | None = None
+    # The LOW node whose own rounding causes the drift (node, op_type, own_error, output,
+    # suggestion), which may lie upstream of ``node``; None when no single node's error stands out.
+    cause: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
