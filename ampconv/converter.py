@@ -87,8 +87,6 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         data = _data_findings(src, model, policy, config, complaint)
     runtime_pins: Dict[str, str] = {}
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
-        if data.used:
-            model = load_model(src, infer_types=infer_at_load)  # calibration and tuning read copies of their own
         repairs = []
         if complaint is not None:
             repairs = [f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy"]
@@ -107,15 +105,18 @@ class DataFindings:
     calibration: Optional[Calibration] = None
     tune_pins: Dict[str, str] = dataclasses.field(default_factory=dict)
     tune: Optional[TuneResult] = None
-    used: bool = False
 
 
 def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, complaint) -> DataFindings:
-    """Collect activation statistics over the calibration samples, then run the accuracy search if asked."""
+    """Collect activation statistics over the calibration samples, then run the accuracy search if asked.
+
+    ``model`` is only read (its declared inputs); the statistics pass and every
+    candidate of the search load copies of ``src`` of their own.
+    """
     samples = calibration_samples(model, config)
     calibration = collect(str(src), samples, low_type(config.dtype), random=samples.random)
     calibration.notes = tuple(samples.notes) + tuple(calibration.notes)
-    findings = DataFindings(calibration=calibration, used=True)
+    findings = DataFindings(calibration=calibration)
     if not config.tune:
         return findings
 
