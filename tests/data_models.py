@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -391,6 +392,13 @@ class DataModel:
     def write_calibration(self, folder, n: int, seed: int = 0) -> list[str]:
         """Write ``n`` samples as ``folder/sample_000.npz``, ...; return the paths."""
         return write_samples(folder, self.calibration_samples(n, seed))
+
+    def save_with_calibration(self, folder, n: int, seed: int = 0) -> tuple[str, pathlib.Path]:
+        """Write the model and ``n`` samples under ``folder/cal``; return (model path, samples folder)."""
+        calibration = pathlib.Path(folder) / "cal"
+        calibration.mkdir()
+        self.write_calibration(calibration, n, seed)
+        return self.save(folder), calibration
 
     def save(self, folder) -> str:
         """Write the model as ``folder/<name>.onnx``; return the path."""

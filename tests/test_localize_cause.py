@@ -8,11 +8,7 @@ from ampconv.validate import ValidateOptions
 
 
 def _converted_and_located(tmp_path, name):
-    spec = data_models.MODELS[name]
-    src = spec.save(tmp_path)
-    calibration = tmp_path / "cal"
-    calibration.mkdir()
-    spec.write_calibration(calibration, 4)
+    src, calibration = data_models.MODELS[name].save_with_calibration(tmp_path, 4)
     report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(overwrite=True))
     options = ValidateOptions(inputs=(str(calibration),), backend="emulate", localize=True,
                               decisions=report.decisions_by_node())

@@ -134,11 +134,7 @@ def test_structural_amplification_favours_nodes_before_a_discrete_decision():
 
 @pytest.mark.parametrize("name", ["cancellation_mlp", "greedy_decoder"])
 def test_tune_end_to_end_passes_within_budget(tmp_path, name):
-    spec = data_models.MODELS[name]
-    src = spec.save(tmp_path)
-    calibration = tmp_path / "cal"
-    calibration.mkdir()
-    spec.write_calibration(calibration, 8)
+    src, calibration = data_models.MODELS[name].save_with_calibration(tmp_path, 8)
     report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(
         calibration_data=str(calibration), tune=True, rtol=1e-2, atol=1e-2, overwrite=True))
     tune = report.tune
@@ -156,11 +152,7 @@ def test_tune_end_to_end_passes_within_budget(tmp_path, name):
 
 
 def test_tune_on_the_cancellation_model_keeps_only_the_node_that_fixes_it(tmp_path):
-    spec = data_models.MODELS["cancellation_mlp"]
-    src = spec.save(tmp_path)
-    calibration = tmp_path / "cal"
-    calibration.mkdir()
-    spec.write_calibration(calibration, 8)
+    src, calibration = data_models.MODELS["cancellation_mlp"].save_with_calibration(tmp_path, 8)
     report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(
         calibration_data=str(calibration), tune=True, rtol=1e-2, atol=1e-2, overwrite=True))
     assert [k["node"] for k in report.tune["kept"]] == data_models.FIXES["cancellation_mlp"]

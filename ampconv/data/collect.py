@@ -25,7 +25,7 @@ import onnx_ir as ir
 from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
-from ampconv.validate import modelio, runners
+from ampconv.validate import localize, modelio, runners
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
 PRODUCT_BOUND_MAX_MACS = 2 * 10**8
@@ -63,26 +63,20 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
     constants = _ConstantArrays(model)
     watched = [node for node in model.graph if node.name in accumulations]
     hidden = sum(1 for graph in model.graphs() if graph is not model.graph for _ in graph)
-    present = {v.name for v in model.graph.outputs}
-    for name, value in observed.items():
-        if name not in present:
-            model.graph.outputs.append(value)
     names = list(observed)
+    localize.expose(model, names)
     sources = []
-    with tempfile.TemporaryDirectory(prefix="ampconv-calibrate-") as tmp:
-        path = modelio.save_derived(model, tmp, "calibration", external)
-        runner = runners.make_session(path, "float32 model (calibration copy)", runners.CPU, optimize=False,
-                                      source=source)
-        for index, (label, sample) in enumerate(samples):
-            values = runner.run(sample, names)
-            for name in graph_inputs:
-                tensors[name].update(sample[name], low, index)
-            for name in names:
-                tensors[name].update(values[name], low, index)
-            for node in watched:
-                _accumulate(accumulations[node.name], node, values, sample, constants)
-            sources.append(label)
-            del values
+
+    def fold(index, label, sample, values) -> None:
+        for name in graph_inputs:
+            tensors[name].update(sample[name], low, index)
+        for name in names:
+            tensors[name].update(values[name], low, index)
+        for node in watched:
+            _accumulate(accumulations[node.name], node, values, sample, constants)
+        sources.append(label)
+
+    run_copy(model, source, "calibration", external, samples, names, fold)
     notes = []
     if hidden:
         notes.append(f"{hidden} node(s) inside If/Loop/Scan bodies are not observed (onnxruntime cannot expose them)")
@@ -96,6 +90,21 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
     )
+
+
+def run_copy(model: ir.Model, source: str, stem: str, external: bool, samples: Iterable, names, fold) -> None:
+    """Save ``model`` (a float32 copy of ``source``) to a temporary folder and run it on each sample.
+
+    Calls ``fold(index, label, sample, {name: array})`` with the outputs
+    ``names``, one sample at a time (CPU provider, optimizations off, so every
+    exposed tensor exists); a sample's arrays are dropped before the next run.
+    """
+    with tempfile.TemporaryDirectory(prefix=f"ampconv-{stem}-") as tmp:
+        path = modelio.save_derived(model, tmp, stem, external)
+        runner = runners.make_session(path, f"float32 model ({stem} copy)", runners.CPU, optimize=False,
+                                      source=source)
+        for index, (label, sample) in enumerate(samples):
+            fold(index, label, sample, runner.run(sample, names))
 
 
 class _ConstantArrays:

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tempfile
 from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.data.collect import run_copy
 from ampconv.lowtypes import LowType
-from ampconv.validate import modelio, runners
+from ampconv.validate import modelio
+from ampconv.validate.emulate import NameMaker, round_trip
 
 FLOAT = ir.DataType.FLOAT
 _TWIN = "__ampconv_own"
@@ -100,26 +101,22 @@ def measure(
         return {}
     fetch = sorted({name for pairs in twins.values() for pair in pairs for name in pair})
     results: Dict[str, OwnError] = {}
-    with tempfile.TemporaryDirectory(prefix="ampconv-own-error-") as tmp:
-        path = modelio.save_derived(reference, tmp, "own_error", external)
-        runner = runners.make_session(path, "float32 model (own-error copy)", runners.CPU, optimize=False,
-                                      source=source)
-        for index, (_label, sample) in enumerate(samples):
-            values = runner.run(sample, fetch)
-            for node_name, pairs in twins.items():
-                op_type = pairs.op_type
-                for exact_name, twin_name in pairs:
-                    exact = values[exact_name]
-                    error, max_abs = _error(exact, values[twin_name], node_name in elementwise)
-                    # The part of it that rounding the output alone makes (inputs exact).
-                    with np.errstate(over="ignore"):  # overflow to inf is what is measured
-                        alone = np.asarray(exact, dtype=np.float32).astype(low.numpy).astype(np.float32)
-                    output_error, _ = _error(exact, alone, node_name in elementwise)
-                    best = results.get(node_name)
-                    if best is None or error > best.error:
-                        results[node_name] = OwnError(node_name, op_type, error, exact_name, index, max_abs,
-                                                      max(output_error, best.output_error if best else 0.0))
-            del values
+
+    def fold(index, _label, _sample, values) -> None:
+        for node_name, pairs in twins.items():
+            for exact_name, twin_name in pairs:
+                exact = values[exact_name]
+                error, max_abs = _error(exact, values[twin_name], node_name in elementwise)
+                # The part of it that rounding the output alone makes (inputs exact).
+                with np.errstate(over="ignore"):  # overflow to inf is what is measured
+                    alone = np.asarray(exact, dtype=np.float32).astype(low.numpy).astype(np.float32)
+                output_error, _ = _error(exact, alone, node_name in elementwise)
+                best = results.get(node_name)
+                if best is None or error > best.error:
+                    results[node_name] = OwnError(node_name, pairs.op_type, error, exact_name, index, max_abs,
+                                                  max(output_error, best.output_error if best else 0.0))
+
+    run_copy(reference, source, "own_error", external, samples, fetch, fold)
     return results
 
 
@@ -131,6 +128,7 @@ class _Pairs(list):
 
 def _add_twins(model: ir.Model, slots: Mapping[str, LowSlots], low: LowType) -> Dict[str, _Pairs]:
     graph = model.graph
+    names = NameMaker(_TWIN)
     rounded: Dict[ir.Value, ir.Value] = {}
     twins: Dict[str, _Pairs] = {}
     for node in list(graph):
@@ -141,7 +139,7 @@ def _add_twins(model: ir.Model, slots: Mapping[str, LowSlots], low: LowType) -> 
         inputs = []
         for i, value in enumerate(node.inputs):
             if i in want.inputs and value is not None and value.dtype == FLOAT:
-                value = _rounded(graph, value, low, rounded, node)
+                value = _rounded(graph, value, low, rounded, node, names)
             inputs.append(value)
         twin = ir.Node(
             node.domain, node.op_type, inputs,
@@ -157,30 +155,23 @@ def _add_twins(model: ir.Model, slots: Mapping[str, LowSlots], low: LowType) -> 
                 out.type, out.shape = exact.type, exact.shape
             if j not in want.outputs or exact.dtype != FLOAT or not exact.name:
                 continue
-            down = ir.node("Cast", [out], {"to": int(low.dtype)}, name=f"{twin.name}_down{j}")
-            up = ir.node("Cast", [down.outputs[0]], {"to": int(FLOAT)}, name=f"{twin.name}_up{j}")
-            down.outputs[0].name = f"{exact.name}{_TWIN}_low"
-            up.outputs[0].name = f"{exact.name}{_TWIN}"
-            up.outputs[0].dtype, up.outputs[0].shape = FLOAT, exact.shape
-            graph.insert_after(twin, [down, up])
+            casts, twin_out = round_trip(out, low.dtype, names)
+            twin_out.name = f"{exact.name}{_TWIN}"
+            graph.insert_after(twin, casts)
             _expose(graph, exact)
-            graph.outputs.append(up.outputs[0])
-            pairs.append((exact.name, up.outputs[0].name))
+            graph.outputs.append(twin_out)
+            pairs.append((exact.name, twin_out.name))
         if pairs:
             twins[node.name] = pairs
     return twins
 
 
-def _rounded(graph: ir.Graph, value: ir.Value, low: LowType, cache: Dict, before: ir.Node) -> ir.Value:
+def _rounded(graph: ir.Graph, value: ir.Value, low: LowType, cache: Dict, before: ir.Node, names) -> ir.Value:
     """``value`` rounded to the LOW type (one round trip per value, placed before its first twin)."""
     if value not in cache:
-        down = ir.node("Cast", [value], {"to": int(low.dtype)}, name=f"{value.name}{_TWIN}_in_down")
-        up = ir.node("Cast", [down.outputs[0]], {"to": int(FLOAT)}, name=f"{value.name}{_TWIN}_in_up")
-        down.outputs[0].name = f"{value.name}{_TWIN}_in_low"
-        up.outputs[0].name = f"{value.name}{_TWIN}_in"
-        up.outputs[0].dtype, up.outputs[0].shape = FLOAT, value.shape
-        graph.insert_before(before, [down, up])
-        cache[value] = up.outputs[0]
+        casts, cache[value] = round_trip(value, low.dtype, names)
+        cache[value].name = names(value.name, "in")
+        graph.insert_before(before, casts)
     return cache[value]
 
 

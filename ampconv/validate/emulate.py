@@ -61,7 +61,7 @@ def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
     if infer_types:
         ensure_types(model)
     stats = EmulationStats(untyped=untyped_values(model))
-    names = _NameMaker()
+    names = NameMaker()
     replaced: dict[ir.Value, ir.Value] = {}
     all_graphs = list(graphs(model))
     for graph in all_graphs:
@@ -75,12 +75,12 @@ def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
     return stats
 
 
-class _NameMaker:
+class NameMaker:
     """Fresh value/node names: the original name, a reserved infix, a tag and a counter."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "__ampconv_emu") -> None:
         self._counter = itertools.count()
-        self._prefix = "__ampconv_emu"
+        self._prefix = prefix
 
     def __call__(self, base: str | None, tag: str) -> str:
         return f"{base or 'v'}{self._prefix}_{tag}_{next(self._counter)}"
@@ -124,7 +124,7 @@ def _retype_attributes(node: ir.Node, stats: EmulationStats) -> None:
                 stats.retyped_attributes += 1
 
 
-def _round_trip(value: ir.Value, low: ir.DataType, names: _NameMaker):
+def round_trip(value: ir.Value, low: ir.DataType, names: NameMaker):
     """Cast(to=low) -> Cast(to=FLOAT) nodes consuming ``value``; returns (nodes, rounded)."""
     down = ir.node("Cast", [value], {"to": int(low)}, name=names(value.name, "down"))
     down.outputs[0].name = names(value.name, "low")
@@ -145,7 +145,7 @@ def _redirect_uses(value: ir.Value, rounded: ir.Value, skip: ir.Node) -> None:
             node.replace_input_with(index, rounded)
 
 
-def _swap_names(value: ir.Value, rounded: ir.Value, names: _NameMaker) -> None:
+def _swap_names(value: ir.Value, rounded: ir.Value, names: NameMaker) -> None:
     original = value.name
     value.name = names(original, "f32")
     rounded.name = original
@@ -187,7 +187,7 @@ def _widen_and_round(value, names, replaced, stats):
             stats.unrounded += 1
         return None
     value.dtype = FLOAT
-    nodes, rounded = _round_trip(value, low, names)
+    nodes, rounded = round_trip(value, low, names)
     _redirect_uses(value, rounded, skip=nodes[0])
     replaced[value] = rounded
     stats.rounded += 1
@@ -221,7 +221,7 @@ def widen_bfloat16_io(model: ir.Model) -> int:
     (exact). Names are kept. Returns the number of wrapped inputs and outputs.
     """
     graph = model.graph
-    names = _NameMaker()
+    names = NameMaker()
     count = 0
     for value in list(graph.inputs):
         if value.dtype != ir.DataType.BFLOAT16 or value.is_initializer():
