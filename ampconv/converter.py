@@ -191,21 +191,22 @@ def _convert_once(
             model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
         ).run()
         _fill_plan(report, plan, model)
-        if not dry_run:
-            # The rewrite checks Loop/Scan state types after it (ConversionError);
-            # cleanup repeats its sweep until nothing changes.
-            rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
-            run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
-            applied = rewrite.result
-            report.notes.extend(opset.notes)
-            report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
+        # A dry run rewrites too (in memory; converted weights are lazy, so no
+        # weight is computed) so that its casts and weights predict the real run.
+        # The rewrite checks Loop/Scan state types after it (ConversionError);
+        # cleanup repeats its sweep until nothing changes.
+        rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
+        run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
+        applied = rewrite.result
+        report.notes.extend(opset.notes)
+        report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
-    report.casts_after = _count_casts(model) if not dry_run else casts_before
+    report.casts_after = _count_casts(model)
     # Derived, so the counts add up: a cast the cleanup bypasses and then drops
     # as dead would otherwise be counted twice.
-    report.casts_removed = casts_before + applied.casts_inserted - report.casts_after if not dry_run else 0
-    converted_weights = sum(f.bytes_after - f.bytes_before for f in applied.initializers)
-    report.weight_bytes_after = weights_before + converted_weights
+    report.casts_removed = casts_before + applied.casts_inserted - report.casts_after
+    # Measured on the rewritten model (converted tensors are lazy: their size is metadata).
+    report.weight_bytes_after = weight_bytes(model)
     low_nodes = plan.count("LOW") if plan is not None else 0
     report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
     if data.calibration is not None:

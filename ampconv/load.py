@@ -257,10 +257,19 @@ def check_external_data(model: ir.Model, model_path: Path) -> None:
 
 
 def weight_bytes(model: ir.Model) -> int:
-    """Total bytes of all initializers (all graphs), from metadata only."""
+    """Total bytes of all weights, from metadata only: initializers and Constant nodes' tensors (all graphs).
+
+    Exporters store weights either way (PyTorch's exporter often as Constant
+    nodes), so both count, or a model would report its weights unchanged.
+    """
     total = 0
     for graph in model.graphs():
         for value in graph.initializers.values():
             if value.const_value is not None:
                 total += value.const_value.nbytes
+        for node in graph:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                attr = node.attributes.get("value")
+                if attr is not None and attr.type == ir.AttributeType.TENSOR:
+                    total += attr.value.nbytes
     return total
