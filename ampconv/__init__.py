@@ -2,7 +2,10 @@
 
 Public API (the library never prints, never exits, never imports click):
 
-- ``convert(src, dst=None, config=Config(), dry_run=False) -> Report``
+- ``convert(src, dst=None, config=Config(), dry_run=False) -> Report``: a file to a file
+- ``convert_model(model, config=Config()) -> (converted, Report)``: an ``onnx.ModelProto``
+  or ``onnx_ir.Model`` in memory, returned as the same kind
+- ``MixedPrecisionPass(config)``: the same as an ``onnx_ir`` pass (``PassManager``)
 - ``validate(reference, converted, options=ValidateOptions()) -> ValidationResult``
 - ``load_policy(preset="default", mixlists=(), level="O2") -> Policy``
 - ``Config``, ``Report`` and the ``AmpconvError`` family.
@@ -40,6 +43,7 @@ __all__ = [
     "AmpconvError",
     "Config",
     "ConversionError",
+    "MixedPrecisionPass",
     "ModelLoadError",
     "OutputError",
     "PolicyError",
@@ -48,6 +52,7 @@ __all__ = [
     "UsageError",
     "ValidateOptions",
     "convert",
+    "convert_model",
     "load_policy",
     "validate",
 ]
@@ -66,6 +71,17 @@ def convert(src, dst=None, config=None, *, dry_run=False):
     return _convert(src, dst, config or Config(), dry_run=dry_run)
 
 
+def convert_model(model, config=None):
+    """Convert an ``onnx.ModelProto`` or ``onnx_ir.Model`` in memory; return ``(converted, report)``.
+
+    The converted model is of the same kind as ``model``, which is left
+    unchanged. The same checks run as for a file (``ampconv.inmemory``).
+    """
+    from ampconv.inmemory import convert_model as _convert_model
+
+    return _convert_model(model, config)
+
+
 def load_policy(preset="default", mixlists=(), level="O2", block_ops=(), target=None):
     """Return the effective op lists for a preset plus policy files at a level (``target`` decides ``auto``)."""
     from ampconv.policy import load_policy as _load_policy
@@ -79,6 +95,10 @@ def __getattr__(name):
         from ampconv.report import Report
 
         return Report
+    if name == "MixedPrecisionPass":
+        from ampconv.inmemory import MixedPrecisionPass
+
+        return MixedPrecisionPass
     if name == "ValidationResult":
         from ampconv.validate import ValidationResult
 
