@@ -212,3 +212,120 @@ def test_cli_summary_lists_the_data_guards(tmp_path):
     assert "calibration: 1 sample(s) from files" in result.output
     assert "data guard: Mul_2 (Mul) kept float32: data: max |x| = 9e+08" in result.output
     onnx.checker.check_model(onnx.load(str(tmp_path / "o.onnx")))
+
+
+# ---------------------------------------------------------------- the overflow guard's margin under --tune
+# y = Sub(x, c) * 0.1: the Sub reads x, whose values lie between the default guard (32752) and fp16's max.
+MARGIN_SUB = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[1, 64] x) => (float[1, 64] y) <float c = {40000.0}, float k = {0.1}> {
+    d = Sub (x, c)
+    y = Mul (d, k)
+}
+"""
+# y = Mul(x, 1e-4): the same range, but its fp16 rounding (5e-4 relative) is far inside rtol 1e-2.
+MARGIN_SCALE = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[1, 64] x) => (float[1, 64] y) <float k = {0.0001}> {
+    s = Mul (x, k)
+    y = Relu (s)
+}
+"""
+
+
+def _margin_samples(seed=0, count=4, spread=1e4):
+    rng = np.random.default_rng(seed)
+    return [40000.0 + rng.uniform(-1.0, 1.0, (1, 64)) * spread for _ in range(count)]
+
+
+def _tune(tmp_path, text, arrays, **config):
+    return _convert(tmp_path, text, arrays, tune=True, rtol=1e-2, atol=1e-2, level="O3", **config)
+
+
+def test_calibration_summary_lists_tensors_over_the_guard_but_in_range():
+    from ampconv.data.stats import Calibration
+
+    stats = {name: TensorStats(name) for name in ("in_range", "margin", "over")}
+    for name, peak in (("in_range", 3e4), ("margin", 4e4), ("over", 1e5)):
+        stats[name].update(np.array([peak], dtype=np.float32), FP16, 0)
+    summary = Calibration(FP16, 1, False, ("s",), stats, {}).summary()
+    assert summary["near_max"] == {"margin": pytest.approx(4e4)}
+    assert summary["overflowing"] == ["over"]
+
+
+def test_tune_lowers_a_margin_node_again_when_validation_passes(tmp_path):
+    report, nodes = _tune(tmp_path, MARGIN_SCALE, _margin_samples())
+    assert nodes["Mul_1"]["precision"] == "LOW" and nodes["Mul_1"]["rule"] != "data-overflow"
+    tune = report.tune
+    assert tune["passed"] and tune["margin_nodes"] == 1 and tune["evaluations"] == 1
+    (entry,) = tune["lowered"]
+    assert entry["node"] == "Mul_1" and entry["max_abs"] > 32752
+    assert "within float16 max 65504" in entry["evidence"] and "validation passes" in entry["evidence"]
+    assert any(note.startswith("Mul_1 (Mul) lowered again: max |x|") for note in tune["notes"])
+
+
+def test_without_tune_the_margin_node_stays_float32_and_says_why(tmp_path):
+    _report, nodes = _convert(tmp_path, MARGIN_SCALE, _margin_samples(), level="O3")
+    assert nodes["Mul_1"]["rule"] == "data-overflow"
+    assert "only the guard's margin keeps it" in nodes["Mul_1"]["reason"]
+
+
+def test_tune_keeps_a_margin_node_whose_lowering_fails_validation(tmp_path):
+    # x = 40000 + a signal of +-10: fp16's spacing there is 32, so the Sub's LOW input loses the signal.
+    report, nodes = _tune(tmp_path, MARGIN_SUB, _margin_samples(spread=10.0))
+    assert nodes["Sub_1"]["precision"] == "HIGH" and nodes["Sub_1"]["rule"] == "data-overflow"
+    tune = report.tune
+    assert tune["passed"] and tune["lowered"] == [] and tune["evaluations"] <= tune["budget"]
+    assert not tune["trials"][0]["passed"]  # the candidate with the margin node LOW was tried, and failed
+    kept = {k["node"]: k for k in tune["kept"]}
+    assert "within float16 max 65504" in kept["Sub_1"]["evidence"]
+
+
+def test_tune_never_lowers_real_overflow(tmp_path):
+    # x up to 7e4: over fp16's max itself, so no margin: the Sub stays float32 whatever validation says.
+    report, nodes = _tune(tmp_path, MARGIN_SCALE, [np.full((1, 64), 7e4)] * 2)
+    assert nodes["Mul_1"]["rule"] == "data-overflow" and "only the guard's margin" not in nodes["Mul_1"]["reason"]
+    assert report.tune["margin_nodes"] == 0 and report.tune["lowered"] == []
+    assert any("never lowers real overflow" in note for note in report.tune["notes"])
+
+
+def test_tune_respects_an_explicit_data_max(tmp_path):
+    report, nodes = _tune(tmp_path, MARGIN_SCALE, _margin_samples(), data_max=32752.0)
+    assert nodes["Mul_1"]["rule"] == "data-overflow"
+    assert report.tune["margin_nodes"] == 0 and report.tune["lowered"] == []
+    assert any("--data-max 32752 is the user's threshold" in note for note in report.tune["notes"])
+
+
+def _planner_context(text, peak, pins, **config):
+    from ampconv.data.margin import Lowered
+    from ampconv.data.stats import Calibration
+    from ampconv.plan.context import PlanContext
+    from ampconv.policy import load_policy
+
+    import onnx_ir as ir
+
+    model = ir.serde.deserialize_model(model_from_text(text))
+    for node in model.graph:
+        node.name = node.outputs[0].name  # the text format has no node names
+    stats = TensorStats("x")
+    stats.update(np.array([peak], dtype=np.float32), FP16, 0)
+    calibration = Calibration(FP16, 1, False, ("s",), {"x": stats}, {})
+    ctx = PlanContext.create(model, load_policy(level="O3"), ampconv.Config(level="O3", **config), {},
+                             calibration=calibration, tune_pins={n: Lowered("test") for n in pins})
+    return ctx, next(iter(model.graph))
+
+
+@pytest.mark.parametrize("peak, config, released", [
+    (4e4, {}, True),  # within fp16's max, default guard: the pin releases it
+    (7e4, {}, False),  # real overflow: a release pin is not obeyed
+    (4e4, {"data_max": 32752.0}, False),  # the user's threshold: not obeyed either
+])
+def test_the_planner_checks_a_release_pin_again(peak, config, released):
+    from ampconv.plan import data
+    from ampconv.plan.facts import node_facts
+
+    ctx, node = _planner_context(MARGIN_SCALE, peak, ["s"], **config)
+    facts = node_facts(node, ctx.opsets)
+    assert data.accuracy_pin(ctx, node, facts) is None  # a release is never a data-tune pin
+    decision = data.activation_range(ctx, node, facts)
+    assert (decision is None) == released
+    unpinned, _ = _planner_context(MARGIN_SCALE, peak, [], **config)
+    assert data.activation_range(unpinned, node, facts).rule == "data-overflow"  # negative: no pin, kept

@@ -17,6 +17,9 @@ from ampconv.lowtypes import LowType
 # Reductions whose running sum the accumulation statistic follows, and the matrix products it bounds.
 REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare"})
 PRODUCTS = frozenset({"MatMul", "Gemm"})
+# The default overflow guard is this share of the LOW type's largest value: a margin for inputs a little
+# beyond the calibration set (``ampconv.data.margin`` says what --tune may do across it).
+MARGIN = 0.5
 
 
 @dataclasses.dataclass
@@ -112,7 +115,7 @@ class Thresholds:
     def default(cls, low: LowType, max_abs: Optional[float] = None, below_normal: Optional[float] = None):
         """The defaults for ``low``, each overridable."""
         return cls(
-            max_abs=low.max / 2 if max_abs is None else float(max_abs),
+            max_abs=low.max * MARGIN if max_abs is None else float(max_abs),
             below_normal=0.5 if below_normal is None else float(below_normal),
         )
 
@@ -142,6 +145,11 @@ class Calibration:
             "sources": list(self.sources[:20]) + ([f"... {len(self.sources) - 20} more"] if len(self.sources) > 20 else []),
             "tensors": len(self.tensors),
             "overflowing": sorted(n for n, s in self.tensors.items() if s.overflow),
+            # In range, but over the default guard: what only the margin keeps float32.
+            "near_max": {
+                n: s.max_abs for n, s in sorted(self.tensors.items())
+                if not s.overflow and s.max_abs > self.low.max * MARGIN
+            },
             "accumulations": {
                 name: {"op_type": a.op_type, "terms": a.terms, "max_sum": a.max_sum}
                 for name, a in self.accumulations.items()

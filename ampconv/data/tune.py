@@ -8,7 +8,7 @@ under the validator's criteria. An evaluation is the expensive unit; the
 search spends at most ``2 * ceil(log2 N) + 4`` of them, N being the LOW nodes
 left after the range guards:
 
-1. Evaluate the conversion as planned. If it passes, stop.
+1. Evaluate the conversion as planned (margin nodes LOW). If it passes, stop.
 2. Rank the LOW nodes, most harmful first, by their own error (each node
    computed in LOW from exact inputs, ``ownerror``; one float32 run) weighted
    by a structural estimate of how much the graph after it amplifies error.
@@ -20,6 +20,13 @@ left after the range guards:
    alone fail, search the rest of the prefix the same way for the next needed
    node, and so on. For a monotone failure this ends with a set in which every
    node is needed; with one culprit it costs one more evaluation.
+
+Nodes the ``data-overflow`` guard keeps float32 only by its margin (values
+over half the LOW max but within it, ``ampconv.data.margin``) count among the
+N candidates: every candidate, the first included, has them LOW unless the
+search keeps them, so they are lowered again exactly when validation passes
+without them. Real overflow, accumulation and a user's ``--data-max`` are
+never candidates. Their evaluations come out of the same budget.
 
 Only a candidate that passed an evaluation is ever returned. The reference's
 outputs are computed once and kept when they fit ``REFERENCE_CACHE_BYTES``;
@@ -38,6 +45,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.data import margin
 from ampconv.data.ownerror import OwnError
 from ampconv.validate import emulate as emulation
 from ampconv.validate import modelio, runners
@@ -69,6 +77,10 @@ class TuneResult:
     evaluations: List[Evaluation] = dataclasses.field(default_factory=list)
     kept: List[Dict[str, object]] = dataclasses.field(default_factory=list)
     ranking: List[str] = dataclasses.field(default_factory=list)
+    lowered: List[Dict[str, object]] = dataclasses.field(default_factory=list)  # margin nodes lowered again
+    margin_nodes: int = 0  # of ``low_nodes``: nodes the overflow guard kept float32 only by its margin
+    # node -> its own error (``ownerror``) as measured for the ranking; empty when the planned conversion passed.
+    own_errors: Dict[str, float] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     notes: List[str] = dataclasses.field(default_factory=list)
 
@@ -80,10 +92,13 @@ class TuneResult:
             "budget": self.budget,
             "low_nodes": self.low_nodes,
             "kept": self.kept,
+            "margin_nodes": self.margin_nodes,
+            "lowered": self.lowered,
             "trials": [
                 {"pinned": len(e.pinned), "passed": e.passed, "detail": e.detail} for e in self.evaluations
             ],
             "ranking_head": self.ranking[:10],
+            "own_errors": {name: _jsonable(float(f"{e:.4g}")) for name, e in self.own_errors.items()},
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
         }
@@ -170,6 +185,7 @@ def search(
         return {}, result
     order, errors = rank()
     result.ranking = list(order)
+    result.own_errors = {name: e.error for name, e in errors.items()}
     why: Dict[str, str] = {}
 
     def left() -> int:
@@ -265,7 +281,11 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     """Run the search for the conversion of ``src`` under ``config``; returns (pins, record).
 
     ``fresh()`` loads the float32 input again; ``build(pins)`` returns the
-    converted (model, report) with ``pins`` kept float32.
+    converted (model, report) with ``pins`` kept float32 (a ``Lowered`` pin
+    releases a node from the overflow guard's margin instead). Nodes kept
+    only by that margin are candidates of the search like the LOW nodes:
+    every candidate starts with them LOW, and one the search keeps stays
+    under its ``data-overflow`` rule (``ampconv.data.margin``).
     """
     from ampconv.data import ownerror
     from ampconv.lowtypes import low_type
@@ -278,6 +298,13 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
     external = modelio.wants_external(fresh(), str(src))
     planned, report = build({})
+    notes: List[str] = []
+    margins = _margin_candidates(report, fresh, low, config, notes)
+    if margins:
+        del planned
+        planned, report = build(margin.release({}, margins))
+        lowered = {n["name"] for n in report.nodes if n["precision"] == "LOW"}
+        margins = {name: m for name, m in margins.items() if name in lowered}  # else a later rule keeps it
     low_nodes = [n["name"] for n in report.nodes if n["precision"] == "LOW"]
     slots = ownerror.slots_from_converted(planned)
     del planned
@@ -290,16 +317,59 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
         consumers = ownerror.low_consumers(copy, low_nodes)
         return ownerror.ranked(errors, low_nodes, weights, consumers), errors
 
-    evaluator = Evaluator(str(src), samples, lambda pins: build(pins)[0], lambda r, c: judge(r, c, criteria), external)
+    def candidate(pins):
+        return build(margin.release(pins, margins))[0]
+
+    evaluator = Evaluator(str(src), samples, candidate, lambda r, c: judge(r, c, criteria), external)
     try:
         pins, result = search(evaluator, low_nodes, rank)
     finally:
         evaluator.close()
+    result.margin_nodes = len(margins)
+    result.notes.extend(notes)
     ranking = " and one ranked the nodes by their own error" if result.ranking else ""
     result.notes.append(
         f"evaluations count candidate validations; besides them one float32 pass collected the statistics{ranking}"
     )
-    return pins, result
+    if not result.passed:
+        return {}, result  # the conversion as planned: the margin keeps its nodes float32
+    _record_margin(result, margins, pins, low)
+    return margin.release(pins, margins), result
+
+
+def _margin_candidates(report, fresh, low, config, notes: List[str]) -> Dict[str, margin.MarginNode]:
+    """The nodes the planned conversion keeps float32 only by the overflow guard's margin."""
+    from ampconv.prepare import NameNodesPass
+
+    overflow = [n["name"] for n in report.nodes if n["rule"] == "data-overflow"]
+    if not overflow or report.calibration is None:
+        return {}
+    if config.data_max is not None:
+        notes.append(f"--data-max {config.data_max:g} is the user's threshold, not a margin: the "
+                     f"{len(overflow)} node(s) over it stay float32 and the search does not lower them")
+        return {}
+    copy = fresh()
+    NameNodesPass()(copy)
+    found = margin.margin_nodes(copy, overflow, report.calibration, low)
+    hard = len(overflow) - len(found)
+    if hard:
+        notes.append(f"{hard} node(s) with values over the {low.name} max {low.max:g} stay float32: "
+                     "the search never lowers real overflow")
+    return found
+
+
+def _record_margin(result: TuneResult, margins: Mapping[str, margin.MarginNode], pins, low) -> None:
+    """Say, for every margin node, whether validation let the search lower it, with the figures."""
+    for entry in result.kept:
+        if entry["node"] in margins:
+            entry["evidence"] = f"{margins[entry['node']].evidence()}; {entry['evidence']}"
+    for name, node in margins.items():
+        if name in pins:
+            continue
+        evidence = f"{node.evidence()}; validation passes with it {low.name} on every calibration sample"
+        result.lowered.append({"node": name, "op_type": node.op_type, "max_abs": node.max_abs,
+                               "evidence": evidence})
+        result.notes.append(f"{name} ({node.op_type}) lowered again: {evidence}")
 
 
 # The own-error ranking reads this many samples (errors of rounding show on the first few already).

@@ -7,6 +7,9 @@ in this order:
    rounding made validation fail; the reason quotes the error it caused.
 2. ``data-overflow``: an input or output of the node in its main type reached
    values beyond ``Thresholds.max_abs`` on some sample (they would become inf).
+   Under ``--tune`` a node over the default guard but within the LOW maximum
+   (the guard's margin, ``ampconv.data.margin``) is left to the later rules
+   when the accuracy search lowered it again (its pin is a ``Lowered``).
 3. ``data-accumulation``: a reduction's running sum exceeds the LOW type's
    largest value (a runtime that accumulates in the LOW type overflows even
    when the result fits, e.g. a ReduceMean over many terms).
@@ -26,6 +29,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
+from ampconv.data.margin import Lowered
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
@@ -58,8 +62,8 @@ _SEARCH_DEPTH = 4
 def accuracy_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Rule 1: a node the accuracy search kept float32."""
     reason = ctx.tune_pins.get(node.name or "")
-    if reason is None:
-        return None
+    if reason is None or isinstance(reason, Lowered):
+        return None  # a Lowered pin releases the node from the overflow margin: rule 2 reads it
     return Decision(HIGH, "data-tune", f"data: {reason}")
 
 
@@ -72,15 +76,20 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
-    for kind, index, value in slots:
-        stats = calibration.tensor(value.name if value is not None else None)
-        if stats is not None and stats.max_abs > limit:
+    observed = [(stats, kind, index, value) for kind, index, value in slots
+                if (stats := calibration.tensor(value.name if value is not None else None)) is not None]
+    if observed:
+        # The worst slot is the evidence: a square's output says more than its input.
+        stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
+        if stats.max_abs > limit and not _lowered_again(ctx, node, stats.max_abs):
+            within = stats.max_abs <= ctx.low_record.max and ctx.config.data_max is None
             return Decision(
                 HIGH,
                 "data-overflow",
                 f"data: max |x| = {fmt(stats.max_abs)} at {kind} {index} ({value.name}) over "
                 f"{_samples(ctx)}; {ctx.low_name} max {ctx.low_record.max:g}"
-                + (f", guard {limit:g}" if limit != ctx.low_record.max else ""),
+                + (f", guard {limit:g}" if limit != ctx.low_record.max else "")
+                + (" (within the LOW range: only the guard's margin keeps it)" if within else ""),
             )
     accumulated = calibration.accumulations.get(node.name or "")
     if (
@@ -110,6 +119,19 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
+    """The accuracy search lowered ``node`` across the margin, and the margin is all that kept it.
+
+    Checked here again, not trusted from the pin: real overflow (over the LOW
+    maximum) and a threshold the user set (``--data-max``) are never released.
+    """
+    return (
+        isinstance(ctx.tune_pins.get(node.name or ""), Lowered)
+        and ctx.config.data_max is None
+        and max_abs <= ctx.low_record.max
+    )
 
 
 def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.Node]:

@@ -1,0 +1,101 @@
+"""The overflow guard's margin, and the nodes ``--tune`` may lower again across it.
+
+By default the ``data-overflow`` guard keeps a node float32 when a value of
+its tensors exceeds half the LOW type's largest value (``stats.MARGIN``):
+the margin covers inputs a little beyond the calibration set. A node whose
+values all stay within the LOW type's real maximum is kept only by that
+margin. Under ``--tune`` such a node is a candidate of the accuracy search
+like any LOW node: it is lowered again when validation on the calibration
+samples passes with it LOW.
+
+What stays hard, whatever validation says:
+
+- real overflow: a tensor of the node exceeds the LOW maximum on a sample
+  (emulation would show the inf, but a slightly larger input would too);
+- a reduction's running sum over the LOW maximum (``data-accumulation``):
+  emulation rounds results, not the running sums inside a kernel, so
+  validation cannot see that overflow;
+- an explicit ``--data-max``: the user's threshold is not a margin.
+
+The planner learns which nodes were lowered again through the accuracy
+search's pins: a pin whose reason is a ``Lowered`` means "no longer kept by
+the margin" (``ampconv.plan.data`` re-checks that the values fit the LOW
+maximum and that the threshold is the default before it obeys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Iterable, Mapping, Optional
+
+import onnx_ir as ir
+
+from ampconv.data.stats import MARGIN, fmt
+from ampconv.lowtypes import LowType
+
+
+class Lowered(str):
+    """A pin reason that releases a node from the overflow margin (the text is the evidence)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MarginNode:
+    """A node the overflow guard keeps float32 only by its margin, with the figure that says so."""
+
+    node: str
+    op_type: str
+    max_abs: float  # the largest |x| over the node's observed tensors: above the guard, within the LOW max
+    tensor: str
+    low: LowType
+    guard: float
+
+    def evidence(self) -> str:
+        """The figures: where the values peak and where the LOW type's range ends."""
+        return (f"max |x| {fmt(self.max_abs)} ({self.tensor}) within {self.low.name} max {self.low.max:g}, "
+                f"over the guard {self.guard:g} only by its margin")
+
+
+def margin_nodes(
+    model: ir.Model,
+    overflow_nodes: Iterable[str],
+    calibration: Mapping[str, object],
+    low: LowType,
+) -> Dict[str, MarginNode]:
+    """Of the ``overflow_nodes`` (rule ``data-overflow``), those kept only by the margin.
+
+    ``model`` is the float32 input with the converter's node names;
+    ``calibration`` the report's calibration section: its ``overflowing``
+    tensors exceed the LOW maximum, its ``near_max`` ones (tensor -> max |x|)
+    lie between the default guard and the LOW maximum. A node qualifies when
+    none of its tensors overflow and one lies in the margin.
+    """
+    wanted = set(overflow_nodes)
+    overflowing = set(calibration.get("overflowing") or ())
+    near = dict(calibration.get("near_max") or {})
+    found: Dict[str, MarginNode] = {}
+    for node in model.graph:
+        if node.name not in wanted:
+            continue
+        names = [v.name for v in list(node.inputs) + list(node.outputs) if v is not None and v.name]
+        if any(name in overflowing for name in names):
+            continue  # real overflow: hard
+        peak = _peak(names, near)
+        if peak is not None:
+            found[node.name] = MarginNode(node.name, node.op_type, peak[1], peak[0], low, low.max * MARGIN)
+    return found
+
+
+def _peak(names: Iterable[str], near: Mapping[str, float]) -> Optional[tuple]:
+    figures = [(name, float(near[name])) for name in names if name in near]
+    return max(figures, key=lambda pair: pair[1]) if figures else None
+
+
+def release(pins: Mapping[str, str], margins: Mapping[str, MarginNode]) -> Dict[str, str]:
+    """The planner's pins for a candidate of the search: ``pins`` kept float32, every other margin node lowered.
+
+    A margin node named in ``pins`` is not pinned ``data-tune``: it simply
+    stays under its ``data-overflow`` rule, whose reason quotes the figures.
+    """
+    found = {name: reason for name, reason in pins.items() if name not in margins}
+    found.update({name: Lowered(node.evidence()) for name, node in margins.items() if name not in pins})
+    return found
