@@ -1,0 +1,113 @@
+"""Opset and the LOW type: say when an older opset keeps nodes float32, and upgrade the model when asked.
+
+Many ops accept bfloat16 only from a later opset than the one a model was
+exported at (Conv, MatMul's relatives, most activations: opset 22). Below it
+the schema rule keeps them float32, so a bf16 conversion of an opset-17 model
+can change nothing at all. ``schema_opset_warning`` turns those decisions
+into one summary warning that names the opset that would let them convert;
+``upgraded_copy`` runs onnx's version converter on a copy of the model
+(``Config.opset``) before conversion, and the converter then checks the
+converted result as always (onnx.checker with shape inference, onnxruntime).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Iterator, Optional
+
+import onnx
+import onnx.version_converter
+import onnx_ir as ir
+
+from ampconv.errors import ConversionError, UsageError
+from ampconv.load import external_data_files, load_model
+from ampconv.loadcheck import checker_error, first_line
+from ampconv.schema import first_opset_allowing, normalize_domain
+
+
+def default_opset(model: ir.Model) -> Optional[int]:
+    """The model's default-domain (``ai.onnx``) opset, None when it imports none."""
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+
+
+def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]:
+    """One warning for the nodes the schema keeps float32 only because of the model's opset; None if none.
+
+    ``plan_nodes`` maps nodes to their plan (``Plan.nodes``). The warning
+    counts the op types and names the opset from which every one of them
+    accepts the LOW type.
+    """
+    opset = default_opset(model)
+    if opset is None:
+        return None
+    ops: Counter = Counter()
+    needed = 0
+    for node, node_plan in plan_nodes.items():
+        if node_plan.decision.rule != "hard-schema" or normalize_domain(node.domain) != "":
+            continue
+        later = first_opset_allowing("", node.op_type, opset, low)
+        if later is not None:
+            ops[node.op_type] += 1
+            needed = max(needed, later)
+    if not ops:
+        return None
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(6))
+    more = f" and {len(ops) - 6} more op types" if len(ops) > 6 else ""
+    type_name = "bfloat16" if low == "bf16" else "float16"
+    return (
+        f"{sum(ops.values())} node(s) stay float32 because opset {opset} does not accept {type_name} for them "
+        f"({listed}{more}); they can convert from opset {needed}: convert with opset={needed} (--opset {needed}) "
+        "to upgrade the model with onnx's version converter first"
+    )
+
+
+@contextlib.contextmanager
+def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
+    """Yield ``(path, note)``: ``src`` upgraded to default opset ``target`` in a private folder, removed afterwards.
+
+    Yields ``(src, None)`` when the model is at ``target`` already. The copy
+    keeps the weights (in a data file when the source has one), so
+    every later step reads it like any model. Raises ``UsageError`` for a
+    target below the model's opset or above the installed onnx's, and
+    ``ConversionError`` when the version converter fails or its result fails
+    onnx.checker.
+    """
+    model = load_model(src)
+    current = default_opset(model)
+    latest = onnx.defs.onnx_opset_version()
+    if current is None:
+        raise UsageError(f"{src}: opset={target}: the model imports no default-domain opset to upgrade")
+    if target < current:
+        raise UsageError(f"{src}: opset={target} is below the model's opset {current}; ampconv only upgrades")
+    if target > latest:
+        raise UsageError(f"{src}: opset={target} is newer than the installed onnx supports ({latest})")
+    if target == current:
+        yield src, None
+        return
+    external = bool(external_data_files(model))
+    # The converter reads only the graph: the weights stay where they are
+    # (external references) until the upgraded copy is saved.
+    proto = ir.serde.serialize_model(model)
+    try:
+        upgraded = onnx.version_converter.convert_version(proto, target)
+    except Exception as exc:  # noqa: BLE001 - the converter raises several types
+        raise ConversionError(
+            f"{src}: onnx's version converter cannot upgrade opset {current} to {target}: {first_line(exc)}"
+        ) from None
+    with tempfile.TemporaryDirectory(prefix="ampconv-opset-") as folder:
+        path = Path(folder) / src.name
+        result = ir.serde.deserialize_model(upgraded)
+        ir.external_data.set_base_dir(result.graph, src.parent)
+        ir.save(result, path, external_data=f"{src.stem}.data" if external else None)
+        error = checker_error(path, full=True)
+        if error is not None and checker_error(src, full=True) is None:
+            raise ConversionError(
+                f"{src}: the model upgraded to opset {target} fails onnx.checker: {first_line(error)}"
+            )
+        yield path, f"upgraded from opset {current} to {target} with onnx's version converter before converting"
+
+
+__all__ = ["default_opset", "schema_opset_warning", "upgraded_copy"]

@@ -1,0 +1,147 @@
+"""``opset``/``--opset`` (upgrade first, say when the opset holds bf16 back) and ``annotate``/``--annotate``."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import pytest
+from click.testing import CliRunner
+
+import ampconv
+from ampconv_cli.main import cli
+from helpers import convert_text, model_from_text, save
+
+CONV = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,3,8,8] x, float[4,3,3,3] w) => (float[1,4,6,6] y) {
+  c = Conv(x, w)
+  y = Relu(c)
+}
+"""
+
+MATMUL = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,4] x, float[4,4] w) => (float[2,4] y) {
+  c = MatMul(x, w)
+  s = Softmax(c)
+  y = Relu(s)
+}
+"""
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
+# ------------------------------------------------------------------ opset
+
+
+def test_bf16_below_opset_22_says_so_in_the_summary(tmp_path):
+    report, _ = convert_text(tmp_path, CONV, dtype="bf16")
+    assert report.count("LOW") == 0
+    (warning,) = [w for w in report.warnings if "opset 17" in w]
+    assert "Conv" in warning and "--opset 22" in warning
+    assert "warning: 1 node(s) stay float32 because opset 17" in report.summary()  # not only under -v
+
+
+def test_no_opset_warning_where_the_opset_is_not_the_reason(tmp_path):
+    report, _ = convert_text(tmp_path, CONV, dtype="fp16")  # Conv takes float16 at opset 17
+    assert report.count("LOW") == 2
+    assert not [w for w in report.warnings if "opset" in w]
+
+
+def test_opset_upgrades_then_converts_and_the_output_loads(tmp_path):
+    report, model = convert_text(tmp_path, CONV, dtype="bf16", opset=22)
+    assert _opset(model) == 22
+    assert report.count("LOW") == 2
+    assert report.notes[0] == "upgraded from opset 17 to 22 with onnx's version converter before converting"
+    assert report.source.endswith("model.onnx") and "ampconv-opset-" not in report.source
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_opset_equal_to_the_model_changes_nothing(tmp_path):
+    report, model = convert_text(tmp_path, CONV, dtype="fp16", opset=17)
+    assert _opset(model) == 17 and not [n for n in report.notes if "upgraded" in n]
+
+
+def test_opset_keeps_external_weights_external(tmp_path):
+    src = tmp_path / "m.onnx"
+    model = model_from_text(CONV)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w"))
+    del model.graph.input[1]
+    onnx.save(model, str(src), save_as_external_data=True, all_tensors_to_one_file=True, location="m.data",
+              size_threshold=0)
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(dtype="bf16", opset=22))
+    assert report.count("LOW") == 2
+    # Written like a conversion without the upgrade: with a data file beside the output.
+    assert (tmp_path / "o.onnx.data").exists()
+    assert onnx.load(str(tmp_path / "o.onnx")).graph.initializer[0].data_type == onnx.TensorProto.BFLOAT16
+
+
+@pytest.mark.parametrize("opset, message", [(13, "below the model's opset 17"), (99, "newer than the installed")])
+def test_opset_refuses_a_downgrade_or_an_unknown_opset(tmp_path, opset, message):
+    src = save(model_from_text(CONV), tmp_path / "m.onnx")
+    with pytest.raises(ampconv.UsageError, match=message):
+        ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(opset=opset))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_opset_must_be_a_positive_integer():
+    with pytest.raises(ampconv.UsageError, match="opset must be a positive integer"):
+        ampconv.Config(opset="22")
+
+
+def test_opset_still_guards_the_input(tmp_path):
+    src = save(model_from_text(CONV), tmp_path / "m.onnx")
+    before = src.read_bytes()
+    with pytest.raises(ampconv.OutputError):
+        ampconv.convert(src, src, ampconv.Config(opset=22, overwrite=True))
+    assert src.read_bytes() == before
+
+
+def test_cli_opset(tmp_path):
+    src = save(model_from_text(CONV), tmp_path / "m.onnx")
+    result = CliRunner().invoke(cli, ["convert", str(src), "--dtype", "bf16", "--opset", "22",
+                                      "-o", str(tmp_path / "o.onnx")])
+    assert result.exit_code == 0, result.output
+    assert "upgraded from opset 17 to 22" in result.output
+    bad = CliRunner().invoke(cli, ["convert", str(src), "--opset", "12", "-o", str(tmp_path / "p.onnx")])
+    assert bad.exit_code == 2 and "below the model's opset 17" in bad.output
+    assert not (tmp_path / "p.onnx").exists()
+
+
+# --------------------------------------------------------------- annotate
+
+
+def _props(model: onnx.ModelProto):
+    return {n.name or n.op_type: {p.key: p.value for p in n.metadata_props} for n in model.graph.node}
+
+
+def test_annotate_stamps_precision_and_rule(tmp_path):
+    _, model = convert_text(tmp_path, MATMUL, annotate=True)
+    stamped = {n.op_type: {p.key: p.value for p in n.metadata_props} for n in model.graph.node
+               if n.op_type != "Cast"}
+    assert stamped["MatMul"] == {"ampconv.precision": "float16", "ampconv.rule": "white"}
+    assert stamped["Softmax"] == {"ampconv.precision": "float32", "ampconv.rule": "black"}
+    casts = [n for n in model.graph.node if n.op_type == "Cast"]
+    assert casts and all({p.key: p.value for p in n.metadata_props} == {"ampconv.rule": "inserted"} for n in casts)
+
+
+def test_annotate_says_bfloat16(tmp_path):
+    _, model = convert_text(tmp_path, CONV, dtype="bf16", opset=22, annotate=True)
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    assert {p.key: p.value for p in conv.metadata_props}["ampconv.precision"] == "bfloat16"
+
+
+def test_no_stamps_without_annotate(tmp_path):
+    _, model = convert_text(tmp_path, MATMUL)
+    assert all(not n.metadata_props for n in model.graph.node)
+
+
+def test_cli_annotate(tmp_path):
+    src = save(model_from_text(MATMUL), tmp_path / "m.onnx")
+    out = tmp_path / "o.onnx"
+    result = CliRunner().invoke(cli, ["convert", str(src), "--annotate", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert any(p.key == "ampconv.rule" for n in onnx.load(str(out)).graph.node for p in n.metadata_props)
