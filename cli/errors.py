@@ -18,6 +18,24 @@ from ampconv import outputs
 from ampconv.errors import AmpconvError
 
 
+# The library's errors name its parameters (``overwrite=True``), the words of
+# a Python caller; at the command line the same advice names the flag.
+PARAMETER_FLAGS = (
+    ("overwrite=True", "--overwrite"),
+    ("keep_io_types names", "--keep-io-types names"),
+    ("tune needs calibration_data", "--tune needs --calibration-data"),
+    ("backend='emulate'", "--backend emulate"),
+    ("opset=", "--opset "),
+)
+
+
+def in_flags(message: str) -> str:
+    """``message`` with the library's parameter names replaced by the CLI flags that set them."""
+    for parameter, flag in PARAMETER_FLAGS:
+        message = message.replace(parameter, flag)
+    return message
+
+
 def fail(message: str, code: int) -> None:
     """Print a one-line error on stderr and exit with ``code``."""
     first = " ".join(str(message).split())
@@ -47,7 +65,7 @@ def handle_errors(func: Callable) -> Callable:
             try:
                 return func(*args, **kwargs)
             except AmpconvError as exc:
-                fail(_with_written(str(exc), record), exc.exit_code)
+                fail(_with_written(in_flags(str(exc)), record), exc.exit_code)
             except KeyboardInterrupt:
                 click.echo(interrupted_message(record), err=True)
                 raise SystemExit(130) from None

@@ -76,7 +76,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         except AmpconvError as exc:
             if backend == "native" and provider == runners.CPU:
                 # Typically a bfloat16 kernel the CPU provider lacks.
-                raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try --backend emulate)") from None
+                raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try backend='emulate')") from None
             raise
         if conv_runner.provider != provider:
             notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
@@ -226,7 +226,8 @@ def _samples(options: ValidateOptions, specs, ref_model):
     if options.inputs:
         return inputs_mod.load_samples(options.inputs, specs)
     return inputs_mod.random_samples(
-        specs, dict(options.shapes), options.samples, options.seed, inputs_mod.integer_bounds(ref_model)
+        specs, dict(options.shapes), options.samples, options.seed, inputs_mod.integer_bounds(ref_model),
+        dict(options.input_ranges),
     )
 
 
