@@ -169,3 +169,40 @@ def test_margin_release_lowers_every_margin_node_the_search_did_not_keep():
     assert "a" not in pins  # kept by the search: it stays under its data-overflow rule
     assert isinstance(pins["b"], Lowered) and "within float16 max 65504" in pins["b"]
     assert release({}, {}) == {}
+
+
+def _own(node, error):
+    return ownerror.OwnError(node, "Add", error, f"{node}_out", 0, error)
+
+
+def test_a_discrete_node_ranks_next_to_the_producer_whose_rounding_it_repeats():
+    # bias -> argmax (discrete, no LOW output, unmeasured); mm -> bias; "other" is unrelated.
+    names = ["mm", "bias", "other", "argmax"]
+    weights = {"mm": 50.0, "bias": 100.0, "other": 60.0, "argmax": 1.0}
+    consumers = {"mm": ["bias"], "bias": ["argmax"], "other": [], "argmax": []}
+    order = ownerror.ranked({}, names, weights, consumers, discrete=["argmax"])
+    assert order[:2] == ["bias", "argmax"]
+    # Negative: without the discrete link the ArgMax keeps its own (placeholder) score, last.
+    assert ownerror.ranked({}, names, weights, consumers)[-1] == "argmax"
+
+
+def test_a_producer_inherits_only_measured_consumers():
+    names = ["mm", "bias", "other"]
+    weights = {"mm": 50.0, "bias": 100.0, "other": 60.0}
+    consumers = {"mm": ["bias"], "bias": [], "other": []}
+    # bias unmeasured: its median placeholder says nothing about its input, so mm keeps its own score.
+    assert ownerror.ranked({}, names, weights, consumers) == ["bias", "other", "mm"]
+    # bias measured: its twin rounded mm's output too, so mm ranks with it.
+    errors = {n: _own(n, 1e-3) for n in names}
+    assert ownerror.ranked(errors, names, weights, consumers) == ["mm", "bias", "other"]
+
+
+def test_tune_on_the_greedy_decoder_at_o3_finds_both_nodes_in_few_evaluations(tmp_path):
+    src, calibration = data_models.MODELS["greedy_decoder"].save_with_calibration(tmp_path, 8)
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(
+        level="O3", calibration_data=str(calibration), tune=True, rtol=1e-2, atol=1e-2, overwrite=True))
+    tune = report.tune
+    # At O3 the logits must stay float32 where they are made and where the ArgMax reads them.
+    assert {k["node"] for k in tune["kept"]} == {"logits_bias", "argmax"}
+    assert tune["evaluations"] <= 4 and tune["ranking_head"][:2] == ["logits_bias", "argmax"]
+    assert {k["op_type"] for k in tune["kept"]} == {"Add", "ArgMax"}

@@ -230,40 +230,61 @@ def ranked(
     names: Sequence[str],
     weight: Mapping[str, float],
     consumers: Mapping[str, Sequence[str]] = None,
+    discrete: Iterable[str] = (),
 ) -> list:
     """``names`` ordered most harmful first.
 
     A node's score is its own error times ``weight``. A LOW node's twin rounds
     its inputs too, and pinning that node alone does not undo the rounding of
     an input its LOW producer already did: so a producer also scores what its
-    LOW ``consumers`` (node name -> consumer names) score, and lands next to
-    them in the ranking. Unmeasured nodes (inside subgraphs) use the median
-    own error.
+    measured LOW ``consumers`` (node name -> consumer names) score, and lands
+    next to them in the ranking (an unmeasured consumer's median is a
+    placeholder, no evidence about its inputs: nothing to inherit). The converse holds for a ``discrete`` node (ArgMax,
+    TopK, a comparison: no LOW output of its own): its LOW input slot rounds
+    its producer's output again, and that rounding is the harm the weight
+    charges to the producer (a different answer); so it scores what its LOW
+    producers score and lands next to them. Unmeasured nodes (inside
+    subgraphs) use the median own error.
     """
     measured = sorted(e.error for e in errors.values() if math.isfinite(e.error))
     typical = measured[len(measured) // 2] if measured else 1e-3
     position = {name: i for i, name in enumerate(names)}
+    links = consumers or {}
+    decisive = set(discrete)
+    producers: Dict[str, list] = {}
+    for producer, readers in links.items():
+        for reader in readers:
+            if reader in decisive:
+                producers.setdefault(reader, []).append(producer)
 
     def own(name: str) -> float:
         return (errors[name].error if name in errors else typical) * weight.get(name, 1.0)
 
     def score(name: str) -> float:
-        inherited = [own(c) for c in (consumers or {}).get(name, ()) if c in position]
+        inherited = [own(c) for c in links.get(name, ()) if c in position and c in errors]
+        inherited += [own(p) for p in producers.get(name, ()) if p in position]
         return max([own(name), *inherited])
 
     return sorted(names, key=lambda n: (-score(n), position[n]))
 
 
 def low_consumers(model: ir.Model, names: Iterable[str]) -> Dict[str, list]:
-    """For each node named in ``names``, the nodes of ``names`` that read one of its outputs."""
+    """For each node named in ``names`` (subgraphs included), the nodes of ``names`` that read one of its outputs."""
     wanted = set(names)
     found: Dict[str, list] = {}
-    for node in model.graph:
-        if node.name not in wanted:
-            continue
-        readers = {use.node.name for out in node.outputs for use in out.uses() if use.node.name in wanted}
-        found[node.name] = sorted(readers)
+    for graph in model.graphs():
+        for node in graph:
+            if node.name not in wanted:
+                continue
+            readers = {use.node.name for out in node.outputs for use in out.uses() if use.node.name in wanted}
+            found[node.name] = sorted(readers)
     return found
+
+
+def op_types(model: ir.Model, names: Iterable[str]) -> Dict[str, str]:
+    """The op type of each node named in ``names``, subgraphs included."""
+    wanted = set(names)
+    return {node.name: node.op_type for graph in model.graphs() for node in graph if node.name in wanted}
 
 
 def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dict[str, float]:

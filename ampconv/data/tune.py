@@ -309,13 +309,17 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     slots = ownerror.slots_from_converted(planned)
     del planned
 
+    kinds: Dict[str, str] = {}  # node -> op type, for the ranking and the report
+
     def rank():
         copy = fresh()
         run_passes(copy, NameNodesPass(), InferTypesPass())
         weights = ownerror.amplification(copy, low_nodes)
         errors = ownerror.measure(copy, str(src), slots, _first(samples, RANKING_SAMPLES), low, external)
         consumers = ownerror.low_consumers(copy, low_nodes)
-        return ownerror.ranked(errors, low_nodes, weights, consumers), errors
+        kinds.update(ownerror.op_types(copy, low_nodes))
+        discrete = [name for name, op in kinds.items() if op in ownerror.DISCRETE]
+        return ownerror.ranked(errors, low_nodes, weights, consumers, discrete), errors
 
     def candidate(pins):
         return build(margin.release(pins, margins))[0]
@@ -333,6 +337,8 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     )
     if not result.passed:
         return {}, result  # the conversion as planned: the margin keeps its nodes float32
+    for entry in result.kept:
+        entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
     _record_margin(result, margins, pins, low)
     return margin.release(pins, margins), result
 
