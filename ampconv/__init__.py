@@ -82,11 +82,16 @@ def convert_model(model, config=None):
     return _convert_model(model, config)
 
 
-def load_policy(preset="default", mixlists=(), level="O2", block_ops=(), target=None):
-    """Return the effective op lists for a preset plus policy files at a level (``target`` decides ``auto``)."""
+def load_policy(preset="default", mixlists=(), level="O2", block_ops=(), target=None, op_info=None):
+    """Return the effective op lists for a preset, an operator-info base and policy files at a level.
+
+    ``target`` decides ``auto``; ``op_info`` is an Ascend operator-info file.
+    """
     from ampconv.policy import load_policy as _load_policy
 
-    return _load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops, target=target)
+    return _load_policy(
+        preset=preset, mixlists=mixlists, level=level, block_ops=block_ops, target=target, op_info=op_info
+    )
 
 
 def __getattr__(name):

@@ -22,9 +22,11 @@ def group() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json writes the lists in the Ascend mixlist format.")
 @handle_errors
-def show(level, preset, mixlists, block_ops, target, fmt):
-    """Print the effective WHITE/BLACK/GRAY lists (every other op is UNLISTED)."""
-    policy = ampconv.load_policy(preset=preset, mixlists=mixlists, level=level, block_ops=block_ops, target=target)
+def show(level, preset, mixlists, block_ops, target, fmt, op_info=None):
+    """Print the effective WHITE/BLACK/GRAY lists (every other op is UNLISTED) and where each op's class came from."""
+    policy = ampconv.load_policy(
+        preset=preset, op_info=op_info, mixlists=mixlists, level=level, block_ops=block_ops, target=target
+    )
     lists = policy.lists()
     if fmt == "json":
         # A mixlist cannot say "float32 at O3 too": blocked ops are listed black,
@@ -47,5 +49,26 @@ def show(level, preset, mixlists, block_ops, target, fmt):
     if policy.blocked:
         click.echo(f"BLOCKED, float32 at every level ({len(policy.blocked)}): {' '.join(sorted(policy.blocked))}")
     click.echo("UNLISTED: every other op, including ops of other domains")
+    _echo_origins(policy)
+    for note in policy.notes:
+        click.echo(f"note: {note}", err=True)
     for warning in policy.warnings:
         click.echo(f"warning: {warning}", err=True)
+
+
+def _echo_origins(policy) -> None:
+    """Where each op a file set got its class (op-info record, mixlist key, framework name), then what matched nothing."""
+    if policy.origins:
+        click.echo(f"set by policy files ({len(policy.origins)}):")
+        width = max(len(op) for op in policy.origins)
+        for op in sorted(policy.origins):
+            click.echo(f"  {op.ljust(width)}  {_class(policy, op):9s} {policy.origins[op]}")
+    for path, names in policy.unmatched.items():
+        if names:
+            click.echo(f"no ONNX counterpart in {path} ({len(names)}): {' '.join(names)}")
+
+
+def _class(policy, op: str) -> str:
+    """The class of an op key (``Op`` or ``domain::Op``)."""
+    domain, name = op.split("::", 1) if "::" in op else ("", op)
+    return policy.class_of(domain, name)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
+import os
+from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ampconv.errors import PolicyError, UsageError
-from ampconv.policy.names import is_known, unknown_op_warning
+from ampconv.policy.files import read_policy_file
 from ampconv.policy.lists import BLACK, CLASSES, GRAY, PRESETS, UNLISTED, WHITE, preset_classes
-from ampconv.policy.mixlist import MixList, apply_mixlist, op_key, read_mixlist
+from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
+from ampconv.policy.names import op_key, read_name, unknown_op_warning
+from ampconv.policy.opinfo import OpInfo, read_op_info
 
 LOW, HIGH, INHERIT = "LOW", "HIGH", "INHERIT"
 
@@ -33,6 +36,14 @@ class Policy:
     # Op keys kept float32 at every level, O3 included (--block-op). Not a list
     # class: a class means different things at different levels, a block does not.
     blocked: FrozenSet[str] = frozenset()
+    # Facts worth a line in the report: framework names read as ONNX ops, an
+    # operator-info file recognized among the mixlists, records matching nothing.
+    notes: Tuple[str, ...] = ()
+    # Op key -> where its class came from, for every op a policy file set
+    # (``op-info FILE: 'Conv2D' flag true``, ``FILE: white-list.to-add as 'MatMulV2'``).
+    origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Operator-info file -> its op names with no ONNX counterpart (sorted).
+    unmatched: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def class_of(self, domain: str, op_type: str) -> str:
         """The list class of an op (``domain`` empty for the default domain)."""
@@ -83,8 +94,15 @@ def load_policy(
     level: str = "O2",
     block_ops: Iterable[str] = (),
     target: Optional[str] = None,
+    op_info: Optional[Union[str, os.PathLike]] = None,
 ) -> Policy:
-    """Build the effective policy: preset, then policy files left to right; ``block_ops`` recorded.
+    """Build the effective policy: preset, operator-info base, policy files left to right; ``block_ops`` recorded.
+
+    ``op_info`` is an Ascend operator-info file; a file in ``mixlists`` with
+    that shape is read as one too (with a note). Operator-info files replace
+    the preset's class of the ops they name, in order (``op_info`` first), and
+    the ``modify_mixlist`` files then apply on top, left to right
+    (docs/precision.md sec. 7).
 
     ``block_ops`` stay out of the list classes: the planner keeps them float32
     at every level, O3 included (rule ``user-block-op``), the one place that
@@ -93,27 +111,66 @@ def load_policy(
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(sorted(PRESETS))}")
     resolved, note, _ = resolve_level(level, target)
-    classes = preset_classes(preset)
-    warnings = []
-    sources = [f"preset {preset}"]
+    # Every file is read and validated before any is applied.
+    bases: List[OpInfo] = [read_op_info(os.fspath(op_info))] if op_info is not None else []
+    files: List[MixList] = []
+    notes: List[str] = []
     for path in mixlists:
-        mixlist: MixList = read_mixlist(path)
+        read = read_policy_file(path)
+        if isinstance(read, OpInfo):
+            notes.append(
+                f"{path}: read as an Ascend operator-info file (op records, not to-add/to-remove lists): "
+                "applied as a base, after the preset and before the modify_mixlist files"
+            )
+            bases.append(read)
+        else:
+            files.append(read)
+    classes = preset_classes(preset)
+    sources = [f"preset {preset}"]
+    warnings: List[str] = []
+    origins: Dict[str, str] = {}
+    unmatched: Dict[str, Tuple[str, ...]] = {}
+    for base in bases:
+        classes.update(base.classes)
+        origins.update({op: f"op-info {base.path}: {why}" for op, why in base.origins.items()})
+        notes.extend(base.notes)
+        unmatched[base.path] = base.unmatched
+        sources.append(f"op-info {base.path}")
+    for mixlist in files:
         classes = apply_mixlist(classes, mixlist)
+        origins.update(mixlist_origins(mixlist))
         warnings.extend(mixlist.warnings)
-        sources.append(str(path))
-    # --block-op MatMul,Softmax: an entry may be a comma list.
-    blocked = frozenset(op_key(op.strip()) for entry in block_ops for op in entry.split(",") if op.strip())
-    # Only the default domain can be judged: contrib and custom ops are unknown to onnx.defs.
-    warnings += [unknown_op_warning("--block-op", op) for op in sorted(blocked) if "::" not in op and not is_known(op)]
+        notes.extend(mixlist.notes)
+        sources.append(mixlist.path)
+    blocked, block_warnings, block_notes = _read_block_ops(block_ops)
     return Policy(
         preset=preset,
         level=resolved,
         classes=classes,
         sources=tuple(sources),
-        warnings=tuple(warnings),
+        warnings=tuple(warnings + block_warnings),
         level_note=note,
         blocked=blocked,
+        notes=tuple(dict.fromkeys(notes + block_notes)),
+        origins=origins,
+        unmatched=unmatched,
     )
+
+
+def _read_block_ops(block_ops: Iterable[str]) -> Tuple[FrozenSet[str], List[str], List[str]]:
+    """The blocked op keys, warnings for unknown names, notes for translated framework names."""
+    blocked = set()
+    warnings, notes = [], []
+    # --block-op MatMul,Softmax: an entry may be a comma list.
+    for op in sorted({op.strip() for entry in block_ops for op in entry.split(",") if op.strip()}):
+        reading = read_name(op)
+        if reading.framework is not None:
+            notes.append(f"--block-op: {reading.framework.describe()}")
+        # Only the default domain can be judged: contrib and custom ops are unknown to onnx.defs.
+        elif "::" not in op_key(op) and not reading.known:
+            warnings.append(unknown_op_warning("--block-op", op_key(op)))
+        blocked.update(reading.ops)
+    return frozenset(blocked), warnings, notes
 
 
 __all__ = [

@@ -1,20 +1,20 @@
 """Reader and validator for Ascend ``modify_mixlist`` JSON files (docs/precision.md sec. 7).
 
 The whole file is validated before anything is applied; every error names the
-file, the key and the op.
+file, the key and the op. Framework op names (``MatMulV2``, ``Dense``) are
+read as ONNX op types (``framework_names``), each with a note.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ampconv.errors import PolicyError
+from ampconv.policy.jsonfile import is_name, load_json
 from ampconv.policy.lists import BLACK, GRAY, UNLISTED, WHITE
-from ampconv.policy.names import did_you_mean
-from ampconv.schema import is_known_op
+from ampconv.policy.names import did_you_mean, op_key, read_name
 
 LIST_KEYS = {"black-list": BLACK, "white-list": WHITE, "gray-list": GRAY}
 ACTIONS = ("to-add", "to-remove")
@@ -25,47 +25,30 @@ class MixList:
     """A parsed, self-consistent policy file."""
 
     path: str
-    entries: Dict[str, Dict[str, Tuple[str, ...]]]  # list key -> action -> ops
+    entries: Dict[str, Dict[str, Tuple[str, ...]]]  # list key -> action -> op keys (ONNX names)
     warnings: Tuple[str, ...] = field(default=())
+    notes: Tuple[str, ...] = field(default=())
+    # ONNX op key -> the framework name written for it (only translated entries).
+    written: Dict[str, str] = field(default_factory=dict)
 
-
-def op_key(entry: str) -> str:
-    """Normalize ``ai.onnx::Op`` and ``::Op`` to ``Op``; keep ``domain::Op``."""
-    if "::" in entry:
-        domain, op = entry.split("::", 1)
-        return op if domain in ("", "ai.onnx") else f"{domain}::{op}"
-    return entry
-
-
-def _is_name(op: str) -> bool:
-    """Whether ``op`` can name an op type (``Name`` or ``domain::Name``): printable, encodable text."""
-    try:
-        op.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
-        return False
-    return op.isprintable() and len(op) <= 200
+    def named(self, op: str) -> str:
+        """``'MatMul'``, or ``'MatMul' (written 'MatMulV2')`` for a translated entry."""
+        return f"{op!r} (written {self.written[op]!r})" if op in self.written else repr(op)
 
 
 def read_mixlist(path: str | Path) -> MixList:
     """Parse and structurally validate one policy file."""
-    path = Path(path)
-    where = str(path)
-    if not path.is_file():
-        raise PolicyError(f"{where}: no such policy file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise PolicyError(f"{where}: not a UTF-8 text file") from None
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:
-        raise PolicyError(f"{where}: JSON nested too deeply to be a policy file") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise PolicyError(f"{where}: not a usable JSON file ({exc})") from None
+    return mixlist_from_data(str(path), load_json(path))
+
+
+def mixlist_from_data(where: str, data: Any) -> MixList:
+    """Validate the parsed JSON of a mixlist file at ``where``; translate framework names."""
     if not isinstance(data, dict):
         raise PolicyError(f"{where}: top level must be an object with black-list/white-list/gray-list")
     entries: Dict[str, Dict[str, Tuple[str, ...]]] = {}
     warnings: List[str] = []
+    notes: List[str] = []
+    written: Dict[str, str] = {}
     for key, body in data.items():
         if key not in LIST_KEYS:
             raise PolicyError(
@@ -80,29 +63,37 @@ def read_mixlist(path: str | Path) -> MixList:
             if not isinstance(ops, list) or not all(isinstance(o, str) and o.strip() for o in ops):
                 raise PolicyError(f"{where}: {key}.{action} must be a list of op type names")
             for op in ops:
-                if not _is_name(op.strip()):
+                if not is_name(op.strip()):
                     raise PolicyError(f"{where}: {key}.{action}: {op!r} is not an op type name")
-            normalized = tuple(op_key(o.strip()) for o in ops)
-            entries[key][action] = normalized
-            for op in normalized:
-                domain, name = op.split("::", 1) if "::" in op else ("", op)
-                if not is_known_op(domain, name):
-                    warnings.append(f"{where}: {key}.{action}: op {op!r} is unknown to onnx.defs{did_you_mean(op)}")
-    _check_contradictions(where, entries)
-    return MixList(where, entries, tuple(warnings))
+            keys: List[str] = []
+            for op in ops:
+                reading = read_name(op.strip())
+                if reading.framework is not None:
+                    notes.append(f"{where}: {key}.{action}: {reading.framework.describe()}")
+                    written.update({onnx: reading.written for onnx in reading.ops})
+                elif not reading.known:
+                    name = op_key(op.strip())
+                    warnings.append(f"{where}: {key}.{action}: op {name!r} is unknown to onnx.defs{did_you_mean(name)}")
+                # Two names for one ONNX op (MatMul, MatMulV2) are one entry.
+                keys.extend(k for k in reading.ops if k not in keys)
+            entries[key][action] = tuple(keys)
+    mixlist = MixList(where, entries, tuple(warnings), tuple(notes), written)
+    _check_contradictions(mixlist)
+    return mixlist
 
 
-def _check_contradictions(where: str, entries: Dict[str, Dict[str, Tuple[str, ...]]]) -> None:
+def _check_contradictions(mixlist: MixList) -> None:
+    where, entries = mixlist.path, mixlist.entries
     added: Dict[str, str] = {}
     for key, actions in entries.items():
         for op in actions.get("to-add", ()):
             if op in added and added[op] != key:
-                raise PolicyError(f"{where}: op {op!r} is in both {added[op]}.to-add and {key}.to-add")
+                raise PolicyError(f"{where}: op {mixlist.named(op)} is in both {added[op]}.to-add and {key}.to-add")
             added[op] = key
         both = set(actions.get("to-add", ())) & set(actions.get("to-remove", ()))
         if both:
             op = sorted(both)[0]
-            raise PolicyError(f"{where}: op {op!r} is in both {key}.to-add and {key}.to-remove")
+            raise PolicyError(f"{where}: op {mixlist.named(op)} is in both {key}.to-add and {key}.to-remove")
 
 
 def apply_mixlist(classes: Dict[str, str], mixlist: MixList) -> Dict[str, str]:
@@ -114,7 +105,7 @@ def apply_mixlist(classes: Dict[str, str], mixlist: MixList) -> Dict[str, str]:
             current = result.get(op, UNLISTED)
             if current != target:
                 raise PolicyError(
-                    f"{mixlist.path}: {key}.to-remove: op {op!r} is not in the {key} "
+                    f"{mixlist.path}: {key}.to-remove: op {mixlist.named(op)} is not in the {key} "
                     f"(it is {current.lower()})"
                 )
             # Ascend: removed from black/white and not added elsewhere -> gray.
@@ -123,3 +114,18 @@ def apply_mixlist(classes: Dict[str, str], mixlist: MixList) -> Dict[str, str]:
         for op in actions.get("to-add", ()):
             result[op] = LIST_KEYS[key]
     return result
+
+
+def mixlist_origins(mixlist: MixList) -> Dict[str, str]:
+    """Op key -> where its class came from in this file (``FILE: white-list.to-add``), adds over removes."""
+    origins: Dict[str, str] = {}
+    for action in ("to-remove", "to-add"):
+        for key, actions in mixlist.entries.items():
+            for op in actions.get(action, ()):
+                written = f" as {mixlist.written[op]!r}" if op in mixlist.written else ""
+                origins[op] = f"{mixlist.path}: {key}.{action}{written}"
+    return origins
+
+
+__all__ = ["ACTIONS", "LIST_KEYS", "MixList", "apply_mixlist", "mixlist_from_data", "mixlist_origins", "op_key",
+           "read_mixlist"]
