@@ -18,7 +18,7 @@ LATEST_VENV := .venv-latest
 GPU_VENV := .venv-gpu
 LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test demo test test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
+.PHONY: venv install install-test demo test test-browser test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
 
 $(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ demo: samples
 
 test: install-test
 	$(PY) -m pytest -q -m "not slow" tests
+
+# The HTML report page in headless Chromium (installed with apt when missing; needs root for that).
+test-browser: install-test
+	@if ! which chromium >/dev/null 2>&1; then \
+	    if [ "$$(id -u)" != 0 ]; then echo "test-browser: chromium is not installed; run 'sudo apt-get install -y chromium' (or make test-browser as root)"; exit 1; fi; \
+	    apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	fi
+	$(PY) -m pytest -q tests/test_html_report.py
 
 # The same suite against the newest releases of every dependency (no constraints).
 test-latest:

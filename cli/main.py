@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "convert": ("ampconv_cli.convert", "command", "Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision."),
     "validate": ("ampconv_cli.validate", "command", "Compare CONVERTED with the float32 REFERENCE on the same inputs."),
     "policy": ("ampconv_cli.policy", "group", "Inspect precision policies."),
+    "report": ("ampconv_cli.report", "command", "Write a self-contained HTML page from a conversion REPORT (JSON)."),
 }
 
 

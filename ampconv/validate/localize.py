@@ -11,6 +11,8 @@ the precision decision that put it there.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -61,11 +63,17 @@ def first_divergence(
     """Walk ``converted``'s main graph in order; return the first node whose output fails.
 
     ``converted`` is the converted model as written (not the emulated copy), so
-    node names, op types and tensor types are those the user sees.
+    node names, op types and tensor types are those the user sees. The walk
+    goes on past the first failure to record every checked node's error
+    (``Localization.node_errors``); ``checked`` counts the tensors checked up
+    to the first failure.
     """
     wanted = set(names)
     checked = 0
+    first = None
+    node_errors = []
     for node in converted.graph:
+        worst = None
         for value in node.outputs:
             if value.name not in wanted or value.name not in ref_values or value.name not in conv_values:
                 continue
@@ -73,13 +81,17 @@ def first_divergence(
             conv = np.asarray(conv_values[value.name])
             if ref.shape != conv.shape:
                 continue  # a shape mismatch is not drift; the output check reports it
+            error = scaled_error(ref, conv)
+            worst = error if worst is None else max(worst, error)
+            if first is not None:
+                continue
             checked += 1
             reason = _failure(ref, conv, rtol, atol)
             if reason is None:
                 continue
             m = metrics.compare(ref, conv, rtol, atol)
             precision, rule = _decision(node, value, decisions)
-            return Localization(
+            first = Localization(
                 backend=backend,
                 sample=sample,
                 checked=checked,
@@ -93,7 +105,30 @@ def first_divergence(
                 precision=precision,
                 rule=rule,
             )
-    return Localization(backend=backend, sample=sample, checked=checked)
+        if worst is not None and node.name:
+            node_errors.append((node.name, float(f"{worst:.4g}")))
+    if first is None:
+        first = Localization(backend=backend, sample=sample, checked=checked)
+    return dataclasses.replace(first, node_errors=tuple(node_errors))
+
+
+def scaled_error(ref: np.ndarray, conv: np.ndarray) -> float:
+    """RMS of ``conv - ref`` over RMS of ``ref`` (at least 1e-12); inf when ``conv`` turns a finite value non-finite.
+
+    Elements non-finite in the reference are left out: they say nothing of precision.
+    """
+    ref64 = ref.astype(np.float64, copy=False)
+    conv64 = conv.astype(np.float64, copy=False)
+    if ref64.dtype.kind not in "fc" or ref64.size == 0:
+        return 0.0
+    finite = np.isfinite(ref64)
+    if np.any(finite & ~np.isfinite(conv64)):
+        return math.inf
+    diff = conv64[finite] - ref64[finite]
+    if diff.size == 0:
+        return 0.0
+    scale = max(float(np.sqrt(np.mean(np.square(ref64[finite])))), 1e-12)
+    return float(np.sqrt(np.mean(np.square(diff)))) / scale
 
 
 def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> str | None:

@@ -69,10 +69,16 @@ class Localization:
     # The LOW node whose own rounding causes the drift (node, op_type, own_error, output,
     # suggestion), which may lie upstream of ``node``; None when no single node's error stands out.
     cause: dict | None = None
+    # Every checked node in topological order as [node, error]: the propagated error of its worst
+    # float output on ``sample`` (RMS of the difference over RMS of the reference; "inf" for a new
+    # NaN/Inf), so a report can show along the graph where error grows and where float32 stops it.
+    node_errors: tuple = ()
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        data = {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+        data["node_errors"] = [[name, _jsonable(error)] for name, error in self.node_errors]
+        return data
 
 
 @dataclasses.dataclass(frozen=True)

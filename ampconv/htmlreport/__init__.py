@@ -1,0 +1,45 @@
+"""The report page: one self-contained HTML file built from a ``--report`` JSON file.
+
+``read.read_report_file`` loads and checks the JSON, ``data.page_data``
+shapes it into the compact form the page embeds, ``page.render_page`` writes
+the HTML (its CSS and script are the strings in ``style`` and ``script``),
+and ``write_page`` does all of it behind the output-path guards of
+``ampconv.outputs``. No network access, no third-party code: the page works
+from a file on a machine with no internet.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ampconv import outputs
+
+
+def default_page_path(report: os.PathLike | str) -> Path:
+    """``<report stem>.html`` beside the report."""
+    report = Path(report)
+    return report.with_name(f"{report.stem}.html")
+
+
+def check_page_path(report: os.PathLike | str, page: os.PathLike | str, overwrite: bool = False) -> None:
+    """Refuse a page path that is the report itself, an existing file without ``overwrite``, or unwritable."""
+    outputs.check_single_output(page, "the HTML page", inputs=[("the input report", Path(report))],
+                                overwrite=overwrite)
+
+
+def write_page(report: os.PathLike | str, page: os.PathLike | str | None = None, overwrite: bool = False) -> Path:
+    """Check the paths, read ``report``, write its page atomically; returns the page's path.
+
+    Nothing is written when the report cannot be read or is not an ampconv
+    report (``ampconv.errors.AmpconvError`` with a one-line message).
+    """
+    from ampconv.htmlreport.data import page_data
+    from ampconv.htmlreport.page import render_page
+    from ampconv.htmlreport.read import read_report_file
+
+    page = Path(page) if page is not None else default_page_path(report)
+    check_page_path(report, page, overwrite)
+    text = render_page(page_data(read_report_file(report)))
+    outputs.write_text_atomic(page, text, "the HTML page")
+    return page

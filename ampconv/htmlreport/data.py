@@ -1,0 +1,183 @@
+"""Shape a report dict into the compact data the page embeds (once, as JSON).
+
+Nodes become columns of small integers indexing shared string tables (op
+types, rules, reasons, graphs, scopes): a 40,000-node report repeats the same
+few dozen op types and rules, and the page reads columns faster than objects.
+The order of ``report["nodes"]`` is kept: the planner lists each graph's
+nodes in topological order, with a subgraph's nodes right before the
+If/Loop/Scan node that runs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Dict, List, Optional
+
+PRECISIONS = ("LOW", "HIGH", "NONE")
+
+
+class _Table:
+    """A string table: ``index(s)`` gives each distinct string one small integer, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.items: List[str] = []
+        self._index: Dict[str, int] = {}
+
+    def index(self, text: str) -> int:
+        """The integer of ``text``, adding it when new."""
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.items)
+            self.items.append(text)
+        return found
+
+
+def scope_of(name: str, graph: str = "main") -> str:
+    """The node-name scope the strip groups by: ``/blocks.0/attn/`` for ``/blocks.0/attn/MatMul``.
+
+    Names without a ``/`` have the empty scope. Nodes of a subgraph are
+    grouped under their graph's name, so they never mix with main-graph nodes.
+    """
+    cut = name.rfind("/")
+    scope = name[: cut + 1] if cut >= 0 else ""
+    return scope if graph == "main" else f"[{graph}] {scope}"
+
+
+def page_data(report: Dict[str, Any]) -> Dict[str, Any]:
+    """Everything the page shows, from a report dict (``convert --report``'s JSON)."""
+    nodes = report.get("nodes") or []
+    ops, rules, reasons, graphs, scopes = _Table(), _Table(), _Table(), _Table(), _Table()
+    columns: Dict[str, list] = {key: [] for key in ("name", "op", "prec", "rule", "reason", "graph", "scope")}
+    for node in nodes:
+        graph = str(node.get("graph") or "main")
+        precision = node.get("precision")
+        columns["name"].append(node["name"])
+        columns["op"].append(ops.index(node["op_type"]))
+        columns["prec"].append(PRECISIONS.index(precision) if precision in PRECISIONS else 2)
+        columns["rule"].append(rules.index(str(node.get("rule") or "")))
+        columns["reason"].append(reasons.index(str(node.get("reason") or "")))
+        columns["graph"].append(graphs.index(graph))
+        columns["scope"].append(scopes.index(scope_of(node["name"], graph)))
+    return {
+        "summary": _summary(report),
+        "ops": op_table(nodes),
+        "nodes": columns,
+        "tables": {"ops": ops.items, "rules": rules.items, "reasons": reasons.items,
+                   "graphs": graphs.items, "scopes": scopes.items},
+        "errors": error_series(report),
+    }
+
+
+def op_table(nodes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Per op type (sorted): LOW and HIGH counts (as the text summary) and nodes without float data."""
+    table: Dict[str, Counter] = defaultdict(Counter)
+    for node in nodes:
+        table[node["op_type"]][node.get("precision")] += 1
+    return [{"op": op, "LOW": c["LOW"], "HIGH": c["HIGH"], "NONE": c["NONE"]} for op, c in sorted(table.items())]
+
+
+def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
+    """The facts of the text summary (``ampconv.report.render_text``), as plain values."""
+    nodes = report.get("nodes") or []
+    counts = Counter(n.get("precision") for n in nodes)
+    validation = report.get("validation") or None
+    tune = report.get("tune") or None
+    calibration = report.get("calibration") or None
+    return {
+        "source": report.get("source"),
+        "output": report.get("output"),
+        "dtype": report.get("dtype"),
+        "level": report.get("level"),
+        "requested_level": report.get("requested_level", report.get("level")),
+        "preset": report.get("preset"),
+        "policy_sources": report.get("policy_sources") or [],
+        "dry_run": bool(report.get("dry_run")),
+        "unchanged": bool(report.get("unchanged")),
+        "counts": {"LOW": counts["LOW"], "HIGH": counts["HIGH"], "NONE": counts["NONE"], "total": len(nodes)},
+        "casts": {key: report.get(f"casts_{key}", 0) for key in ("before", "inserted", "removed", "after")},
+        "weights": {"before": report.get("weight_bytes_before", 0), "after": report.get("weight_bytes_after", 0)},
+        "constants": report.get("constants") or [],
+        "runtime_pins": report.get("runtime_pins") or [],
+        "warnings": report.get("warnings") or [],
+        "notes": report.get("notes") or [],
+        "calibration": _pick(calibration, ("samples", "random", "tensors", "notes")),
+        "tune": _pick(tune, ("passed", "evaluations", "budget", "low_nodes", "kept", "notes")),
+        "validation": _validation(validation),
+    }
+
+
+def _pick(section: Optional[Dict[str, Any]], keys) -> Optional[Dict[str, Any]]:
+    if not isinstance(section, dict):
+        return None
+    return {key: section.get(key) for key in keys}
+
+
+def _validation(validation: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The verdict, each output's decision, and the localization without its per-node series."""
+    if not isinstance(validation, dict):
+        return None
+    loc = validation.get("localization")
+    if isinstance(loc, dict):
+        loc = {k: v for k, v in loc.items() if k != "node_errors"}
+    return {
+        "passed": validation.get("passed"),
+        "backend": validation.get("backend_label") or validation.get("backend"),
+        "samples": validation.get("samples"),
+        "outputs": [
+            {"name": o.get("name"), "passed": o.get("passed"), "decided_by": o.get("decided_by")}
+            for o in validation.get("outputs") or [] if isinstance(o, dict)
+        ],
+        "localization": loc if isinstance(loc, dict) else None,
+    }
+
+
+def error_series(report: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Per-node error along the node order, or None when the report has none.
+
+    ``propagated``: [node index, error] from validation's localization (each
+    checked node's error on one sample, ``Localization.node_errors``).
+    ``own``: [node index, error] from the accuracy search's ranking (each LOW
+    node computed alone in LOW from exact inputs, ``tune.own_errors``).
+    ``first``/``cause``: indexes of the first diverging node and of the node
+    localization blames; ``kept``: nodes the search kept float32. Errors that
+    are not finite are sent as None (the chart draws them at the top).
+    """
+    position = {}
+    for index, node in enumerate(report.get("nodes") or []):
+        position.setdefault(node["name"], index)
+    validation = report.get("validation") if isinstance(report.get("validation"), dict) else {}
+    loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
+    tune = report.get("tune") if isinstance(report.get("tune"), dict) else {}
+    propagated = _series(loc.get("node_errors") or [], position)
+    own = _series(list((tune.get("own_errors") or {}).items()), position)
+    if not propagated and not own:
+        return None
+    cause = loc.get("cause") if isinstance(loc.get("cause"), dict) else {}
+    return {
+        "propagated": propagated,
+        "own": own,
+        "sample": loc.get("sample"),
+        "first": position.get(loc.get("node")),
+        "cause": position.get(cause.get("node")),
+        "kept": sorted(position[k["node"]] for k in tune.get("kept") or [] if k.get("node") in position),
+    }
+
+
+def _series(pairs, position: Dict[str, int]) -> List[list]:
+    """[[node index, error or None], ...] in node order, for the pairs whose node the report lists."""
+    found = []
+    for pair in pairs:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or pair[0] not in position:
+            continue
+        found.append([position[pair[0]], _finite(pair[1])])
+    found.sort(key=lambda p: p[0])
+    return found
+
+
+def _finite(value) -> Optional[float]:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
