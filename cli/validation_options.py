@@ -2,7 +2,8 @@
 
 - ``validation_options``: decorator adding the option group (``--inputs``,
   ``--rtol``, ``--atol``, ``--backend``, ``--samples``, ``--seed``,
-  ``--shape``, ``--localize``). Their parameter names are ``VALIDATION_PARAMS``.
+  ``--shape``, ``--input-range``, ``--localize``). Their parameter names are
+  ``VALIDATION_PARAMS``.
 - ``options_from_cli``: those parameters -> ``ValidateOptions``.
 - ``run_and_render``: validate, print the result, merge it into a report, and
   return the exit code (0 every output passes, 3 some output fails: the
@@ -19,10 +20,11 @@ import click
 
 from ampconv.errors import UsageError
 from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.validate.options import parse_input_range
 from ampconv.validate.render import render
 from ampconv.validate.reportfile import merge_into_report
 
-VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "localize")
+VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize")
 FORMATS = ("text", "json", "markdown")
 EXIT_OK = 0
 EXIT_DRIFT = 3
@@ -35,6 +37,20 @@ def _parse_shapes(ctx, param, values):
             parsed.append(parse_shape(text))
         except UsageError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return tuple(parsed)
+
+
+def _parse_input_ranges(ctx, param, values):
+    parsed = []
+    for text in values:
+        try:
+            parsed.append(parse_input_range(text))
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    names = [name for name, _ in parsed]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise click.BadParameter(f"input {twice[0]!r} given twice", ctx=ctx, param=param)
     return tuple(parsed)
 
 
@@ -69,6 +85,12 @@ def validation_options(func: Callable) -> Callable:
             "size of one axis of an input (x[2]:48, axis from 0; x[-1]:192 counts from the end). "
             "Dimensions declared -1 or unnamed ('?') accept any size and default to 1. Repeatable.",
         ),
+        click.option(
+            "--input-range", "input_ranges", multiple=True, metavar="NAME:LOW,HIGH", callback=_parse_input_ranges,
+            help="Value range of a random input, for models fed e.g. int16-scale audio (audio:-32768,32767) "
+            "or pixels (image:0,255): floats uniform in [LOW, HIGH), integer inputs integers in [LOW, HIGH] "
+            "(default: floats N(0, 1), integers small indices). Repeatable; not with --inputs.",
+        ),
         click.option("--localize/--no-localize", default=False, show_default=True,
                      help="On failure, name the first node whose output drifts."),
     ]
@@ -86,6 +108,7 @@ def options_from_cli(
     samples: int = 1,
     seed: int = 0,
     shapes: Sequence = (),
+    input_ranges: Sequence = (),
     localize: bool = False,
     decisions: Mapping | None = None,
     show_progress: bool = False,
@@ -98,6 +121,8 @@ def options_from_cli(
     """
     if inputs and shapes:
         raise UsageError("--shape sets the shape of random inputs; with --inputs it does nothing")
+    if inputs and input_ranges:
+        raise UsageError("--input-range sets the values of random inputs; with --inputs it does nothing")
     return ValidateOptions(
         inputs=tuple(inputs),
         rtol=rtol,
@@ -106,10 +131,33 @@ def options_from_cli(
         samples=samples,
         seed=seed,
         shapes=tuple((name, tuple(dims)) for name, dims in shapes),
+        input_ranges=tuple(input_ranges),
         localize=localize,
         decisions=decisions,
         show_progress=show_progress,
     )
+
+
+def check_input_range_names(model_path, input_ranges: Sequence) -> None:
+    """An ``--input-range`` naming no graph input of ``model_path``: a one-line usage error listing the inputs.
+
+    ``convert`` calls it before any work, so a typo does not surface only
+    after the model is written. An unreadable model is left to the conversion
+    to report in its own words.
+    """
+    if not input_ranges:
+        return
+    import onnx
+
+    try:
+        graph = onnx.load(str(model_path), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 -- protobuf or OS errors: the conversion names them
+        return
+    initializers = {t.name for t in graph.initializer}
+    names = [v.name for v in graph.input if v.name not in initializers]
+    for name, _ in input_ranges:
+        if name not in names:
+            raise UsageError(f"--input-range {name}: no input of that name (inputs: {', '.join(names) or 'none'})")
 
 
 def run_and_render(

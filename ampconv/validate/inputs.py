@@ -70,20 +70,25 @@ class SampleStream:
     """Samples read again on every iteration, one at a time, so memory never grows with their number.
 
     From files (``paths``) or, with ``random=True``, drawn from a seeded
-    generator exactly as ``random_samples`` draws them.
+    generator exactly as ``random_samples`` draws them (``ranges``: see there).
     """
 
     def __init__(self, paths: Sequence[str], specs: Sequence[InputSpec], *, random: bool = False,
                  shapes: Mapping[str, tuple[int, ...]] | None = None, count: int = 8, seed: int = 0,
-                 int_bounds: Mapping[str, int] | None = None) -> None:
+                 int_bounds: Mapping[str, int] | None = None,
+                 ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
         self.paths = tuple(paths)
         self.specs = tuple(specs)
         self.random = random
         self.notes: tuple[str, ...] = ()
         self._shapes = dict(shapes or {})
         self._count, self._seed, self._bounds = count, seed, dict(int_bounds or {})
+        self._ranges = dict(ranges or {})
         if random:
             self._resolved, self.notes = _resolve_all(self.specs, self._shapes)
+            check_ranges(self.specs, self._ranges, self._bounds)
+        elif self._ranges:
+            raise UsageError("input_ranges sets the range of random inputs; with sample files it does nothing")
         self.count = count if random else sum(1 for _ in self._sources())
 
     def _sources(self):
@@ -97,7 +102,10 @@ class SampleStream:
             return
         rng = np.random.default_rng(self._seed)
         for index in range(self._count):
-            sample = {s.name: _random_array(s, self._resolved[s.name], rng, self._bounds.get(s.name)) for s in self.specs}
+            sample = {
+                s.name: _random_array(s, self._resolved[s.name], rng, self._bounds.get(s.name), self._ranges.get(s.name))
+                for s in self.specs
+            }
             yield f"random sample {index} (seed {self._seed})", sample
 
 
@@ -337,20 +345,77 @@ def random_samples(
     count: int,
     seed: int,
     int_bounds: Mapping[str, int] | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> Samples:
     """Draw ``count`` seeded samples: floats ~ N(0, 1), ints in [0, bound), random bools.
 
     ``int_bounds`` caps integer inputs (e.g. the size of the table a Gather
-    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``. -1 and unnamed
-    dims that ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
+    indexes); otherwise they lie in ``[0, MAX_RANDOM_INT)``. ``ranges``
+    (input name -> ``(low, high)``) overrides both for the inputs it names:
+    floats uniform in ``[low, high)``, integers in ``[low, high]`` (models
+    fed int16-scale audio or 0-255 pixels). -1 and unnamed dims that
+    ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
     """
-    stream = SampleStream((), specs, random=True, shapes=shapes, count=count, seed=seed, int_bounds=int_bounds)
+    stream = SampleStream(
+        (), specs, random=True, shapes=shapes, count=count, seed=seed, int_bounds=int_bounds, ranges=ranges
+    )
     drawn = list(stream)
     return Samples(tuple(s for _, s in drawn), tuple(src for src, _ in drawn), random=True, notes=stream.notes)
 
 
-def _random_array(spec: InputSpec, shape, rng: np.random.Generator, bound: int | None) -> np.ndarray:
+def check_ranges(
+    specs: Sequence[InputSpec], ranges: Mapping[str, tuple[float, float]], int_bounds: Mapping[str, int] | None = None
+) -> None:
+    """Raise ``UsageError`` for a range naming no input or a bool input, or an integer range that cannot be fed.
+
+    An integer range needs an integer of the input's type inside it, and stays
+    inside the table the input indexes (``int_bounds``, see ``integer_bounds``):
+    the run would fail there. Run before any sample is drawn.
+    """
+    int_bounds = int_bounds or {}
+    declared = {s.name: s for s in specs}
+    for name, (low, high) in ranges.items():
+        spec = declared.get(name)
+        if spec is None:
+            raise UsageError(f"input_ranges {name!r}: no input of that name (inputs: {', '.join(declared) or 'none'})")
+        if spec.dtype == ir.DataType.BOOL or not (spec.dtype.is_floating_point() or spec.dtype.is_integer()):
+            raise UsageError(f"input_ranges {name!r}: the input is {spec.dtype.name.lower()}; a range needs a number type")
+        if spec.dtype.is_integer():
+            info = np.iinfo(spec.numpy_dtype)
+            lo, hi = _integer_range(low, high)
+            if lo > hi:
+                raise UsageError(f"input_ranges {name!r}: no integer in [{low:g}, {high:g}]")
+            if lo < info.min or hi > info.max:
+                raise UsageError(
+                    f"input_ranges {name!r}: [{low:g}, {high:g}] exceeds {spec.dtype.name.lower()} "
+                    f"[{info.min}, {info.max}]"
+                )
+            rows = int_bounds.get(name)
+            if rows is not None and (lo < -rows or hi >= rows):
+                raise UsageError(
+                    f"input_ranges {name!r}: [{low:g}, {high:g}] indexes outside the {rows} rows of the table "
+                    f"the input gathers from (valid: {-rows} to {rows - 1})"
+                )
+
+
+def _integer_range(low: float, high: float) -> tuple[int, int]:
+    """The integers of ``[low, high]`` as (first, last): both ends included (-32768..32767, 0..255)."""
+    import math
+
+    return math.ceil(low), math.floor(high)
+
+
+def _random_array(
+    spec: InputSpec, shape, rng: np.random.Generator, bound: int | None, value_range: tuple[float, float] | None = None
+) -> np.ndarray:
     dtype = spec.dtype
+    if value_range is not None:
+        low, high = value_range
+        if dtype.is_integer():
+            lo, hi = _integer_range(low, high)
+            return rng.integers(lo, hi, size=shape, endpoint=True).astype(spec.numpy_dtype)
+        # Through float32 as the N(0, 1) path (numpy casts to bfloat16 from there); rounding may land on an end.
+        return rng.uniform(low, high, size=shape).astype(np.float32).astype(spec.numpy_dtype)
     if dtype.is_floating_point():
         return rng.standard_normal(shape, dtype=np.float32).astype(spec.numpy_dtype)
     if dtype == ir.DataType.BOOL:

@@ -39,6 +39,11 @@ class ValidateOptions:
             value) or ``"input[axis]"`` (one axis of one input, one value).
             Dimensions declared -1 or unnamed default to 1.
         localize: on failure, name the first node whose output drifts.
+        input_ranges: ``(name, (low, high))`` pairs, or a dict ``{"audio":
+            (-32768, 32767)}``: random values of input ``name`` are drawn
+            uniformly from ``[low, high)`` (integer inputs: integers in
+            ``[low, high]``) instead of N(0, 1) or small indices. Only for
+            random inputs: with ``inputs`` it is an error.
         decisions: optional ``node_name -> {"precision", "rule"}`` from the
             converter, used to explain the localized node.
         show_progress: a hint for front ends (the library never draws); the
@@ -61,6 +66,7 @@ class ValidateOptions:
     progress: Callable[[int, int], None] | None = dataclasses.field(
         default=None, compare=False, repr=False
     )
+    input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -72,11 +78,10 @@ class ValidateOptions:
                 raise UsageError(f"{label} must be a number >= 0, got {value}")
         if isinstance(self.inputs, str):
             object.__setattr__(self, "inputs", (self.inputs,))
-        if isinstance(self.shapes, Mapping):
-            object.__setattr__(self, "shapes", tuple((k, tuple(v)) for k, v in self.shapes.items()))
-        for name, dims in self.shapes:
-            if not dims or any(int(d) < 0 for d in dims):
-                raise UsageError(f"bad shape for {name!r}: {dims}")
+        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
+        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
+        if self.inputs and self.input_ranges:
+            raise UsageError("input_ranges sets the range of random inputs; with inputs it does nothing")
 
     @property
     def strict(self) -> bool:
@@ -107,6 +112,73 @@ class ValidateOptions:
         else:
             source = f"given, rest default for {dtype}"
         return rtol, atol, source
+
+
+def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """``shapes`` as ``(name, dims)`` pairs: a dict or pairs; one int stands for ``(int,)``.
+
+    ``{"batch": 2, "x": (1, 3, 224, 224)}`` and ``[("batch", (2,))]`` are
+    both accepted. Raises ``UsageError`` for negative or missing dims.
+    """
+    items = shapes.items() if isinstance(shapes, Mapping) else shapes
+    pairs = []
+    for item in items:
+        try:
+            name, dims = item
+        except (TypeError, ValueError):
+            raise UsageError(f"bad shapes entry {item!r}: expected (name, dims)") from None
+        dims = (dims,) if isinstance(dims, int) else dims
+        try:
+            dims = tuple(int(d) for d in dims)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad shape for {name!r}: {dims!r} (expected integers)") from None
+        if not dims or any(d < 0 for d in dims):
+            raise UsageError(f"bad shape for {name!r}: {dims}")
+        pairs.append((str(name), dims))
+    return tuple(pairs)
+
+
+def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
+    """``input_ranges`` as ``(name, (low, high))`` pairs: a dict ``{"audio": (-32768, 32767)}`` or pairs.
+
+    Raises ``UsageError`` unless ``low < high`` are finite numbers, or for a
+    name given twice.
+    """
+    import math
+
+    items = ranges.items() if isinstance(ranges, Mapping) else ranges
+    pairs: dict[str, tuple[float, float]] = {}
+    for item in items:
+        try:
+            name, (low, high) = item
+            low, high = float(low), float(high)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad input_ranges entry {item!r}: expected (name, (low, high))") from None
+        if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
+            raise UsageError(f"input_ranges {name!r}: expected finite low < high, got ({low:g}, {high:g})")
+        if name in pairs:
+            raise UsageError(f"input_ranges {name!r}: given twice")
+        pairs[str(name)] = (low, high)
+    return tuple(pairs.items())
+
+
+def parse_input_range(text: str) -> tuple[str, tuple[float, float]]:
+    """Parse one ``NAME:LOW,HIGH`` (e.g. ``audio:-32768,32767``) into ``(name, (low, high))``.
+
+    Raises ``UsageError`` with a one-line message for any other form or for
+    ``low >= high``.
+    """
+    name, sep, bounds = text.rpartition(":")
+    low, comma, high = bounds.partition(",")
+    if not sep or not name or not comma:
+        raise UsageError(f"bad input range {text!r}: expected NAME:LOW,HIGH, e.g. audio:-32768,32767")
+    try:
+        values = (float(low), float(high))
+    except ValueError:
+        raise UsageError(f"bad input range {text!r}: LOW and HIGH must be numbers, e.g. pixels:0,255") from None
+    if not values[0] < values[1]:  # nan and inf are caught by range_pairs
+        raise UsageError(f"bad input range {text!r}: LOW must be below HIGH")
+    return range_pairs([(name, values)])[0]
 
 
 # ``NAME[AXIS]``: one axis of one input (AXIS may count from the end, -1 = last).
