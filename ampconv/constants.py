@@ -17,8 +17,9 @@ import numpy as np
 # repeated: ``range_stats`` scans those chunks through a buffer of this size, and
 # a chunk larger than the buffer would raise.
 from ampconv.chunks import CHUNK_ELEMENTS
+from ampconv.fastcast import cast_into
 
-from ampconv.lowtypes import low_type
+from ampconv.lowtypes import RangeLimits, low_type, range_limits
 
 _INF_BITS = 0x7F800000
 
@@ -35,6 +36,8 @@ class RangeStats:
     example_overflow: Optional[float] = None
     example_underflow: Optional[float] = None
     mask_fill: Optional[float] = None  # the single negative value every overflow has, if any
+    # The limits "overflow" and "underflow" were counted against (None: the LOW type's own).
+    limits: Optional[RangeLimits] = dataclasses.field(default=None, compare=False)
 
     def pins(self) -> bool:
         """Whether this constant must keep its consumer in float32 (docs/precision.md sec. 6).
@@ -52,8 +55,8 @@ class RangeStats:
         return self.size <= 16 or self.underflow > 0.01 * max(self.nonzero, 1)
 
 
-def range_stats(array, low: str, chunks=None) -> RangeStats:
-    """Scan float32 data for values the LOW type cannot hold.
+def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = None) -> RangeStats:
+    """Scan float32 data for values the LOW type cannot hold (or, with ``limits``, that lie outside them).
 
     ``chunks`` (an iterable of 1-D float32 arrays of at most ``CHUNK_ELEMENTS``,
     e.g. ``ampconv.chunks.read_chunks``) lets a memory-mapped tensor be scanned
@@ -61,7 +64,7 @@ def range_stats(array, low: str, chunks=None) -> RangeStats:
     costs one in-place mask, one max and two counts per chunk into a reused
     buffer; details are computed only for the chunks that need them.
     """
-    limits = low_type(low)
+    limits = limits or range_limits(low)
     if chunks is None:
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
         chunks = (flat[i : i + CHUNK_ELEMENTS] for i in range(0, flat.size, CHUNK_ELEMENTS))
@@ -100,23 +103,50 @@ def range_stats(array, low: str, chunks=None) -> RangeStats:
                 under = (bits > 0) & (bits <= limits.underflow_bits)
                 ex_under = float(values[int(np.argmax(under))])
     fill = ex_over if overflow and mask_like else None
-    return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill)
+    return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill, limits)
 
 
-def to_low(array: np.ndarray, low: str, clamp: bool | str = False) -> np.ndarray:
+def to_low(array: np.ndarray, low: str, clamp: bool | str = False, limits: Optional[RangeLimits] = None) -> np.ndarray:
     """Round float32 to the LOW type, nearest-even; signs, inf and nan are kept.
 
-    With ``clamp=True``, finite values beyond the LOW range become +-max instead
-    of +-inf; with ``clamp="mask"``, the mask fill values become the type's ``mask_fill``.
+    With ``clamp=True``, the values ``range_stats`` counts against ``limits``
+    (default: the LOW type's own) are brought inside them first: finite values
+    beyond ``max_finite`` become +-``max_finite`` instead of +-inf, and non-zero
+    values below the small limit become +-``min_positive`` (``clamp_small``
+    "raise") or +-0 ("flush"). With ``clamp="mask"``, the negative values beyond
+    ``max_finite`` (the mask fill) become the type's ``mask_fill``.
     """
-    array = np.asarray(array, dtype=np.float32)
+    array = _c_float32(array)
     target = low_type(low)
-    if clamp == "mask":
-        limit = np.float32(target.max)
-        array = np.where(np.isfinite(array) & (array < -limit), np.float32(target.mask_fill), array)
-    elif clamp:
-        limit = np.float32(target.max)
-        finite = np.isfinite(array)
-        array = np.where(finite, np.clip(array, -limit, limit), array)
-    with np.errstate(over="ignore"):
-        return array.astype(target.numpy)
+    if clamp:
+        array = clamp_values(array, limits or range_limits(low), mask=clamp == "mask")
+    # The plain cast's kernel (numpy's bits; float16 through onnxruntime when it
+    # can), so a clamped weight streams as fast as an unclamped one.
+    out = np.empty(array.shape, dtype=target.numpy)
+    cast_into(out.reshape(-1), array.reshape(-1), target.numpy)
+    return out
+
+
+def clamp_values(array: np.ndarray, limits: RangeLimits, mask: bool = False) -> np.ndarray:
+    """``array`` (float32) with its values outside ``limits`` replaced as ``to_low`` describes.
+
+    The tests are ``range_stats``'s, on the same bits, so a clamped tensor's
+    report counts are exactly the values changed here.
+    """
+    array = _c_float32(array)
+    bits = np.bitwise_and(array.view(np.uint32), np.uint32(0x7FFFFFFF))
+    over = (bits >= limits.overflow_bits) & (bits < _INF_BITS)
+    if mask:
+        return np.where(over & (array < 0), np.float32(limits.low.mask_fill), array)
+    out = np.where(over, np.copysign(np.float32(limits.clamp_to), array), array)
+    under = (bits > 0) & (bits <= limits.underflow_bits)
+    if under.any():
+        small = np.float32(0.0 if limits.clamp_small == "flush" else limits.raise_to)
+        out = np.where(under, np.copysign(small, array), out)
+    return out
+
+
+def _c_float32(array) -> np.ndarray:
+    """``array`` as C-contiguous float32 of the same shape (``np.ascontiguousarray`` makes a 0-d array 1-d)."""
+    array = np.asarray(array, dtype=np.float32)
+    return array if array.flags.c_contiguous else array.copy(order="C")

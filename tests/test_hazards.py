@@ -315,11 +315,14 @@ def test_h07_constants_fp16_clamped_only_when_asked(tmp_path):
     assert stored.data_type == FP16
     values = onnx.numpy_helper.to_array(stored)
     np.testing.assert_array_equal(values[:3], np.array([30000, 65504, 65504], np.float16))
-    assert values[3] == 0 and not np.signbit(values[3])  # 1e-9 -> +0
+    # 1e-9 is raised to the smallest float16 subnormal (--clamp-small raise, the default); zeros stay.
+    assert values[3] == np.float16(2.0**-24) and not np.signbit(values[3])
+    assert edge[0]["clamped"] == 1 and edge[0]["raised"] == 1 and edge[0]["flushed"] == 0
     assert values[4] == 0 and not np.signbit(values[4]) and values[5] == 0 and np.signbit(values[5])
     assert values[6] == np.inf and np.isnan(values[7])
-    # Clamping is per tensor: the tiny constant still pins its consumer.
-    assert hm.report_node(report, "add_tiny")["precision"] == "HIGH"
+    # --clamp covers too small values too: the tiny constant is raised, its consumer LOW.
+    assert hm.report_node(report, "add_tiny")["precision"] == "LOW"
+    assert onnx.numpy_helper.to_array(_stored(dst, "add_tiny"))[0] == np.float16(2.0**-24)
     ref, got = hm.run(src, _edge_feeds()), hm.run(dst, _edge_feeds())
     hm.assert_close(ref, got, names=("y_keep", "y_tiny"))
     # 7e4 was clamped to 65504: the sums near the top of the range stay finite near 65504.

@@ -144,10 +144,12 @@ def test_initializer_rounding_is_nearest_even(tmp_path):
         y = Mul (x, k)
     }""" % ", ".join(repr(float(v)) for v in values)
     report, model = convert_text(tmp_path, text, level="O3", clamp=False, keep_io_types=False)
-    # 7e4 pins the Mul (overflow) unless clamped: with clamp, the stored k is RNE + clamp.
+    # 7e4 pins the Mul (overflow) unless clamped: with clamp, the stored k is RNE + clamp
+    # (7e4 -> 65504, and 1e-9, which would round to 0, raised to the smallest subnormal).
     report, model = convert_text(tmp_path, text, level="O3", clamp=True, keep_io_types=False)
     k = [t for t in model.graph.initializer if t.name == "k"][0]
     stored = onnx.numpy_helper.to_array(k)
-    expected = np.clip(values, -65504, 65504).astype(np.float16)
+    expected = np.where(values == np.float32(1e-9), np.float32(2.0**-24), np.clip(values, -65504, 65504))
+    expected = expected.astype(np.float16)
     np.testing.assert_array_equal(stored.view(np.uint16), expected.view(np.uint16))
     assert np.signbit(stored[3])

@@ -83,6 +83,7 @@ class _Rewriter:
         self.low_dtype = LOW_DTYPES[plan.low]
         self.suffix = plan.low
         self.clamp = clamp_tensors
+        self.limits = plan.limits  # the limits clamped tensors are brought inside (max_finite, min_positive)
         self.result = ApplyResult()
         self.names: Set[str] = set()
         for graph in model.graphs():
@@ -187,14 +188,15 @@ class _Rewriter:
                 )
 
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
-        low = self.plan.low
+        low, limits = self.plan.low, self.limits
         clamp = self.clamp.get(name or "", False)
         if tensor.size <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
             # A small in-memory tensor (a bias, a scale) is converted now: the lazy
             # machinery costs more than the cast, thousands of times on big graphs.
             # Same bits: to_low is numpy's round-to-nearest-even, as the lazy cast is.
-            return ir.Tensor(to_low(tensor.numpy(), low, clamp), dtype=self.low_dtype, name=name)
-        convert = (lambda a: to_low(a, low, clamp)) if clamp else None  # None: the plain RNE cast
+            return ir.Tensor(to_low(tensor.numpy(), low, clamp, limits), dtype=self.low_dtype, name=name)
+        # Elementwise, so the streamed write clamps chunk by chunk (chunks.CastTensor).
+        convert = (lambda a: to_low(a, low, clamp, limits)) if clamp else None  # None: the plain RNE cast
         return CastTensor(tensor, self.low_dtype, convert, name)
 
     # ----------------------------------------------------------- conversions
@@ -285,7 +287,7 @@ class _Rewriter:
         if need == LOW and array is None:
             return self._cast(value, need, producer.graph)
         if need == LOW:
-            data = to_low(array, self.plan.low, self.clamp.get(value.name or "", False))
+            data = to_low(array, self.plan.low, self.clamp.get(value.name or "", False), self.limits)
             tensor = ir.Tensor(data, dtype=self.low_dtype)
             tag = self.suffix
         else:
@@ -322,7 +324,7 @@ class _Rewriter:
             array = constant_array(node.outputs[0])
             if array is None:
                 return
-            data = to_low(array, self.plan.low, self.clamp.get(node.outputs[0].name or "", False))
+            data = to_low(array, self.plan.low, self.clamp.get(node.outputs[0].name or "", False), self.limits)
             for name in ("value", "value_float", "value_floats"):
                 if name in node.attributes:
                     del node.attributes[name]

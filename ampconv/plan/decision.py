@@ -8,7 +8,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import onnx_ir as ir
 
 from ampconv.constants import RangeStats
-from ampconv.lowtypes import LOW_TYPES
+from ampconv.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.rules import RULES
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
@@ -65,6 +65,7 @@ class Plan:
     graph_output_needs: Dict[ir.Graph, Tuple[Optional[str], ...]]
     constants: List[ConstantNote]
     clamp_tensors: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    limits: Optional[RangeLimits] = None  # what clamp_tensors clamp to (None: the LOW type's own limits)
     # For the report's warnings: what the plan did against the user's request, and why.
     warnings: List[str] = dataclasses.field(default_factory=list)
 

@@ -1,13 +1,20 @@
 """Rule family ``guard``: constant inputs whose values do not fit the LOW type.
 
+"Too large" and "too small" are measured against the range limits in use
+(``ctx.ranges.limits``): the LOW type's own, or ``max_finite`` and
+``min_positive`` (docs/hazards.md, "Range thresholds").
+
 1. An attention-mask fill (one huge negative value added to scores before a
    softmax) is stored as a finite, very negative LOW value: softmax still gives
    0 and rows never turn NaN (docs/hazards.md 6). The node stays eligible.
-2. With ``--clamp``, overflowing values are clamped to the LOW range.
-3. Otherwise values beyond the range (or too many flushing to 0) keep the
-   node float32 (rule ``hard-constant``).
-4. A few flushed values below the weight's own rounding noise are stored
-   rounded and reported.
+2. With ``--clamp``, too large values are clamped to +-max_finite and too
+   small ones raised to +-min_positive or flushed to +-0 (``clamp_small``);
+   the node stays eligible.
+3. Otherwise values too large (or too many, or in a small constant, too
+   small) keep the node float32 (rule ``hard-constant``); the reason quotes
+   the limit and names the option that would store the constant LOW.
+4. A few too small values, below the weight's own rounding noise, are
+   stored rounded and reported.
 Every case is recorded as a ``ConstantNote`` for the report.
 """
 
@@ -20,6 +27,7 @@ import onnx_ir as ir
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.ranges import clamp_advice, misfit
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 
@@ -43,17 +51,14 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "mask"))
             ctx.clamp[tensor] = "mask"
             continue
-        if stats.overflow and ctx.config.clamp:  # case 2
+        if ctx.config.clamp:  # case 2
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "clamped"))
             ctx.clamp.setdefault(tensor, True)
             continue
         if stats.pins():  # case 3
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "pinned"))
-            if stats.overflow:
-                what = f"constant {stats.example_overflow:.3g} in {tensor} exceeds {ctx.low}"
-            else:
-                what = f"constant {stats.example_underflow:.3g} in {tensor} underflows to 0 in {ctx.low}"
-            return Decision(HIGH, "hard-constant", f"hard: {what} (use --clamp to clamp instead)")
+            what = misfit(stats, tensor, ctx.low)
+            return Decision(HIGH, "hard-constant", f"hard: {what}; {clamp_advice(stats, ctx.low)}")
         ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "reported"))  # case 4
     return None
 

@@ -7,20 +7,29 @@ mapped pages (RSS must not grow with the model), and remembers the answer.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import onnx_ir as ir
 
 from ampconv.chunks import read_chunks, release_mapped
 from ampconv.constants import RangeStats, range_stats
+from ampconv.lowtypes import RangeLimits, range_limits
 from ampconv.plan.values import constant_array
+
+if TYPE_CHECKING:  # decision.py is the planner's output; imported for the annotation only
+    from ampconv.plan.decision import ConstantNote
 
 
 class RangeReader:
-    """Range statistics of constant values against one LOW type, cached per value."""
+    """Range statistics of constant values against one LOW type's limits, cached per value.
 
-    def __init__(self, low: str) -> None:
+    ``limits`` are the LOW type's own, or those ``max_finite``/``min_positive``
+    set (``ampconv.lowtypes.range_limits``); every count and reason uses them.
+    """
+
+    def __init__(self, low: str, limits: Optional[RangeLimits] = None) -> None:
         self.low = low
+        self.limits = limits or range_limits(low)
         self._stats: Dict[ir.Value, Optional[RangeStats]] = {}
 
     def stats(self, value: ir.Value) -> Optional[RangeStats]:
@@ -31,14 +40,14 @@ class RangeReader:
                 self._stats[value] = self._streamed(tensor)
             else:
                 array = constant_array(value)
-                self._stats[value] = None if array is None else range_stats(array, self.low)
+                self._stats[value] = None if array is None else range_stats(array, self.low, limits=self.limits)
                 del array
                 release_mapped(tensor)
         return self._stats[value]
 
     def _streamed(self, tensor: ir.TensorProtocol) -> Optional[RangeStats]:
         try:
-            return range_stats(None, self.low, chunks=read_chunks(tensor))
+            return range_stats(None, self.low, chunks=read_chunks(tensor), limits=self.limits)
         except Exception:  # noqa: BLE001 - unreadable data is reported by the loader, not here
             return None
         finally:
@@ -46,7 +55,84 @@ class RangeReader:
 
 
 def misfit(stats: RangeStats, tensor: str, low: str) -> str:
-    """One phrase: how the values of ``tensor`` do not fit the LOW type."""
+    """One phrase: how the values of ``tensor`` do not fit the LOW type (or the limits in use), quoting the limit."""
+    limits = stats.limits or range_limits(low)
     if stats.overflow:
-        return f"constant {stats.example_overflow:.3g} in {tensor} exceeds {low} (it would become inf)"
-    return f"constant {stats.example_underflow:.3g} in {tensor} underflows to 0 in {low}"
+        return f"constant {stats.example_overflow:.3g} in {tensor} {limits.too_large()}"
+    return f"constant {stats.example_underflow:.3g} in {tensor} {limits.too_small()}"
+
+
+def clamp_advice(stats: RangeStats, low: str) -> str:
+    """The option that stores this constant LOW instead, and what it would do to the values."""
+    limits = stats.limits or range_limits(low)
+    if stats.overflow:
+        return f"use --clamp to clamp it to +-{limits.max_finite:g} instead"
+    if limits.clamp_small == "flush":
+        return "use --clamp to flush such values to 0 instead"
+    return (
+        f"use --clamp to raise such values to +-{limits.min_positive:.3g} instead, "
+        "or --clamp --clamp-small flush to flush them to 0"
+    )
+
+
+# What each guard action did, as the report's ``action`` says it (keys: ``ConstantNote.action``).
+_ACTIONS = {
+    "pinned": "consumer kept float32",
+    "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
+}
+
+
+def constant_record(note: "ConstantNote", low: str) -> Dict[str, Any]:
+    """The report's record of one ``ConstantNote``: the values that do not fit, the limits, what was done.
+
+    ``clamped``, ``flushed`` and ``raised`` count the values ``--clamp``
+    changed in the tensor (to +-max_finite, to +-0, to +-min_positive); they
+    are the scan's counts, made with the test the clamp applies.
+    """
+    s = note.stats
+    limits = s.limits or range_limits(low)
+    parts = []
+    if s.overflow:
+        where = f"above max_finite {limits.max_finite:g}" if limits.max_set else f"beyond {low} range"
+        parts.append(f"{s.overflow} value(s) {where} (e.g. {s.example_overflow:.4g})")
+    if s.underflow:
+        where = f"below min_positive {limits.min_positive:g}" if limits.min_set else f"round to 0 in {low}"
+        parts.append(f"{s.underflow} non-zero value(s) {where} (e.g. {s.example_underflow:.3g})")
+    clamped = note.action == "clamped"
+    small = s.underflow if clamped else 0
+    if note.action == "mask":
+        action = (
+            f"attention-mask fill {s.mask_fill:.4g} stored as {limits.low.mask_fill:g} "
+            "(softmax still gives 0; finite, so no NaN rows)"
+        )
+    elif clamped:
+        action = _clamp_action(s, limits, low)
+    elif note.action == "reported" and limits.min_set:
+        action = "stored rounded (few values below min_positive; below the weight's rounding noise)"
+    else:
+        action = _ACTIONS[note.action]
+    return {
+        "tensor": note.tensor,
+        "consumer": note.consumer,
+        "overflow": s.overflow,
+        "underflow": s.underflow,
+        "max_abs": s.max_abs,
+        "detail": "; ".join(parts),
+        "action": action,
+        "max_finite": limits.max_finite,
+        "min_positive": limits.min_positive,
+        "clamped": s.overflow if clamped else 0,
+        "flushed": small if limits.clamp_small == "flush" else 0,
+        "raised": small if limits.clamp_small == "raise" else 0,
+    }
+
+
+def _clamp_action(s: RangeStats, limits: RangeLimits, low: str) -> str:
+    """``action`` of a clamped constant: what happened to the large and the tiny values."""
+    done = []
+    if s.overflow:
+        done.append(f"{s.overflow} clamped to +-{limits.max_finite:g}")
+    if s.underflow:
+        verb = "flushed" if limits.clamp_small == "flush" else "raised"
+        done.append(f"{s.underflow} {verb} to {limits.small_target()}")
+    return f"clamped (--clamp: {', '.join(done)})"
