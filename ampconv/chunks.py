@@ -162,7 +162,10 @@ class CastTensor(ir.LazyTensor):
     converted chunk by chunk.
 
     ``convert`` is an elementwise function of a float32 chunk, or None for the
-    plain round-to-nearest-even cast.
+    plain round-to-nearest-even cast. ``--clamp`` passes ``constants.to_low``
+    with its limits: being elementwise, the clamp is applied chunk by chunk
+    while the weight streams to the file, and gives the bits of the whole-tensor
+    clamp.
     """
 
     def __init__(

@@ -10,6 +10,9 @@ NaNs. So a chunk holding a NaN is cast again with numpy, and the result is
 always exactly numpy's (``tests/test_fastcast.py`` checks every 1009th bit
 pattern, NaNs included, through both paths).
 
+The plain cast of a chunk (``chunks``) and the cast after ``--clamp``
+(``constants.to_low``) both come here, so a clamped weight streams as fast.
+
 When onnxruntime is not installed, or its answer on the self-check values at
 start-up is not numpy's, every cast is numpy's. bfloat16 always uses
 ``ml_dtypes`` (onnxruntime's Python API cannot return bfloat16 arrays).
