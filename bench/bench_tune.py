@@ -312,6 +312,8 @@ def run_ampconv(src, calib: str, dst, rtol: float, atol: float) -> dict:
         "evaluations": tune.get("evaluations"),
         "low_nodes": tune.get("low_nodes"),
         "kept": tune.get("kept"),
+        "margin_nodes": tune.get("margin_nodes"),
+        "lowered": tune.get("lowered"),
         "tune_seconds": tune.get("seconds"),
         "calibration": getattr(report, "calibration", None),
         "high_nodes": [{"node": n["name"], "op_type": n["op_type"], "rule": n.get("rule")}
@@ -376,8 +378,10 @@ def model_checks(entry: dict) -> list[dict]:
         if isinstance(n_low, int) and isinstance(evals, int):
             bound = eval_bound(n_low)
             add("evaluations", "ampconv model evaluations", evals, f"<= 2*ceil(log2 N)+4 = {bound} (N={n_low})",
-                evals <= bound, f"N = nodes LOW after the range guards; kept float32: "
-                f"{[k.get('node') for k in amp.get('kept') or []]}")
+                evals <= bound, f"N = nodes LOW after the range guards, {amp.get('margin_nodes') or 0} of them "
+                f"over the overflow guard only by its margin; kept float32: "
+                f"{[k.get('node') for k in amp.get('kept') or []]}; lowered again across the margin: "
+                f"{[k.get('node') for k in amp.get('lowered') or []]}")
         else:
             add("evaluations", "ampconv model evaluations", "missing", "<= 2*ceil(log2 N)+4", False,
                 f"report.tune lacks evaluations/low_nodes: {evals!r}/{n_low!r}")
