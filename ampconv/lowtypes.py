@@ -93,11 +93,6 @@ class RangeLimits:
     min_set: bool  # True when min_positive came from the user (else the LOW smallest subnormal)
     clamp_small: str = CLAMP_SMALL[0]  # "raise" (to +-min_positive) or "flush" (to +-0)
 
-    @property
-    def default(self) -> bool:
-        """Whether both limits are the LOW type's own."""
-        return not (self.max_set or self.min_set)
-
     def too_large(self) -> str:
         """How a reason says a value is too large, quoting the limit and the option that sets it."""
         if self.max_set:
