@@ -30,13 +30,27 @@ class Config:
         mixlists: policy files (Ascend ``modify_mixlist`` JSON), applied in order.
             A single path may be given as a string; so may one pattern for
             ``keep_fp32``/``force_low`` and one name for ``keep_io_types``.
+        op_info: an Ascend operator-info file (``aic-<soc>-ops-info.json``, str
+            or PathLike) read as the base lists after the preset, before
+            ``mixlists`` (docs/precision.md sec. 7). None: no such base.
         keep_io_types: True keeps every graph input/output float32, False
             converts them, a tuple names the ones to keep float32.
         keep_fp32: node-name regexes forced HIGH.
         force_low: node-name regexes forced LOW (schema constraints still win).
         block_ops: op types forced HIGH (``OpType`` or ``domain::OpType``); an
             entry may be a comma list.
-        clamp: clamp out-of-range constants instead of pinning their consumers HIGH.
+        clamp: clamp out-of-range constants instead of pinning their consumers HIGH:
+            too large values to +-max_finite, too small ones per ``clamp_small``.
+        max_finite: a constant with a finite |x| above this keeps its consumers
+            float32 (or, with ``clamp``, is clamped to +-this). None: the LOW
+            type's max (values that would round to inf). At most that max.
+        min_positive: a constant with non-zero |x| below this (too many, or in
+            a small constant) keeps its consumers float32. None: values that
+            would round to 0; with ``clamp``, the LOW smallest subnormal.
+            At least that subnormal, and below ``max_finite``.
+        clamp_small: with ``clamp``, what too small values become: ``raise``
+            (+-min_positive, the default; keeps an epsilon non-zero) or
+            ``flush`` (+-0). None: ``raise``; set without ``clamp``: an error.
         check_runtime: load the result in onnxruntime (when installed) before writing.
         overwrite: allow replacing an existing output file (never the input).
         max_workers: threads used to convert/write external data.
@@ -45,7 +59,11 @@ class Config:
             ``("random",)`` for seeded random inputs. Empty: no data guards.
         calibration_samples, calibration_seed: how many random samples, and the seed.
         shapes: ``(name, dims)`` pairs fixing symbolic dimensions of random
-            calibration inputs (the forms of ``ValidateOptions.shapes``).
+            calibration inputs (the forms of ``ValidateOptions.shapes``; a dict
+            ``{"batch": 2}`` too).
+        input_ranges: ``(name, (low, high))`` pairs or a dict ``{"audio":
+            (-32768, 32767)}``: the value range of random calibration inputs
+            (``ValidateOptions.input_ranges``); needs ``calibration_data=("random",)``.
         data_max: the data guard keeps a node float32 when a value exceeds
             this (None: half the LOW type's largest value).
         underflow_fraction: the share of non-zero values below the LOW normal
@@ -55,6 +73,11 @@ class Config:
             keep float32 the fewest nodes that make the check pass.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
             validator's default criteria for the LOW type).
+        opset: upgrade the model to this default-domain opset with onnx's
+            version converter before converting (None: keep its opset). Many
+            ops accept bfloat16 only from opset 22.
+        annotate: stamp each node's precision and rule into its
+            ``metadata_props`` (``ampconv.precision``, ``ampconv.rule``).
         progress: optional callback(bytes_done, bytes_total) while writing weights.
     """
 
@@ -63,11 +86,15 @@ class Config:
     target: Optional[str] = None
     preset: str = "default"
     mixlists: Tuple[str, ...] = ()
+    op_info: Optional[str] = None
     keep_io_types: Union[bool, Tuple[str, ...]] = True
     keep_fp32: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()
     clamp: bool = False
+    max_finite: Optional[float] = None
+    min_positive: Optional[float] = None
+    clamp_small: Optional[str] = None
     check_runtime: bool = True
     overwrite: bool = False
     max_workers: int = 2
@@ -75,11 +102,14 @@ class Config:
     calibration_samples: int = 8
     calibration_seed: int = 0
     shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    input_ranges: Tuple[Tuple[str, Tuple[float, float]], ...] = ()
     data_max: Optional[float] = None
     underflow_fraction: Optional[float] = None
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    opset: Optional[int] = None
+    annotate: bool = False
     progress: Optional[Callable[[int, int], None]] = dataclasses.field(
         default=None, compare=False, repr=False
     )
@@ -91,6 +121,8 @@ class Config:
             if isinstance(value, (str, os.PathLike)):
                 value = (value,)
             object.__setattr__(self, name, tuple(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value))
+        if isinstance(self.op_info, os.PathLike):
+            object.__setattr__(self, "op_info", os.fspath(self.op_info))
         if isinstance(self.keep_io_types, str):
             object.__setattr__(self, "keep_io_types", (self.keep_io_types,))
         level = _LEVEL_NAMES.get(str(self.level).lower(), self.level)
@@ -105,12 +137,29 @@ class Config:
         for pattern in self.keep_fp32 + self.force_low:
             _check_regex(pattern)
         self._check_data_options()
+        self._check_range_limits()
+        if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
+                                       or self.opset < 1):
+            raise UsageError(f"opset must be a positive integer, got {self.opset!r}")
+
+    def _check_range_limits(self) -> None:
+        if self.clamp_small is not None and not self.clamp:
+            raise UsageError("clamp_small sets what clamp does to tiny values; without clamp it does nothing")
+        if self.max_finite is not None or self.min_positive is not None or self.clamp_small is not None:
+            from ampconv.lowtypes import check_limits  # numpy: only when limits are given
+
+            check_limits(self.dtype, self.max_finite, self.min_positive, self.clamp_small)
 
     def _check_data_options(self) -> None:
-        if isinstance(self.shapes, dict):
-            object.__setattr__(self, "shapes", tuple((k, tuple(v)) for k, v in self.shapes.items()))
+        from ampconv.validate.options import range_pairs, shape_pairs  # light: no numpy
+
+        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
+        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
+        if self.input_ranges and tuple(self.calibration_data) != ("random",):
+            raise UsageError("input_ranges sets the range of random calibration inputs; "
+                             "it needs calibration_data=('random',)")
         if self.tune and not self.calibration_data:
-            raise UsageError("tune needs calibration data (calibration_data / --calibration-data)")
+            raise UsageError("tune needs calibration_data")
         if not self.tune and (self.rtol is not None or self.atol is not None):
             raise UsageError("rtol/atol set the tolerance of tune; without tune they do nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:

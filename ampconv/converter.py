@@ -24,17 +24,20 @@ from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult, tune_model
-from ampconv.errors import ConversionError, ModelLoadError, UnsupportedModelError
+from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UnsupportedModelError
 from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.loadcheck import check_written
 from ampconv.lowtypes import low_type
+from ampconv.opset_upgrade import schema_opset_warning, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
+from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
+from ampconv.plan.ranges import constant_record
 from ampconv.probe import Probe, build_probe, expand
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
@@ -56,6 +59,8 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if config.opset is not None:
+            return _convert_upgraded(Path(src), dst, config, dry_run=dry_run)
         return _convert(src, dst, config, dry_run=dry_run)
     finally:
         if was_enabled:
@@ -71,6 +76,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
         level=config.level,
         block_ops=config.block_ops,
         target=config.target,
+        op_info=config.op_info,
     )
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
@@ -96,6 +102,28 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
             return report
         model = load_model(src, infer_types=infer_at_load)  # a pin was added: plan again from the original
     raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
+
+
+def _convert_upgraded(src: Path, dst, config: Config, *, dry_run: bool) -> Report:
+    """``config.opset``: convert a copy of ``src`` upgraded by onnx's version converter.
+
+    The output is checked against the user's own input first (the copy lives
+    in a private folder); the report and any error name ``src``.
+    """
+    dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
+    if not dry_run:
+        check_output_path(src, dst, load_model(src), config.overwrite)
+    with upgraded_copy(src, config.opset) as (path, note):
+        try:
+            report = _convert(path, dst, config, dry_run=dry_run)
+        except AmpconvError as exc:
+            if path != src:
+                exc.args = (str(exc).replace(str(path), str(src)),)
+            raise
+    report.source = str(src)
+    if note:
+        report.notes.insert(0, note)
+    return report
 
 
 @dataclasses.dataclass
@@ -182,6 +210,7 @@ def _convert_once(
     report.notes.extend(repairs)
     if policy.level_note:
         report.notes.append(policy.level_note)
+    report.notes.extend(policy.notes)  # framework names read as ONNX ops, an operator-info base
     report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
 
     plan: Optional[Plan] = None
@@ -191,6 +220,9 @@ def _convert_once(
             model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
         ).run()
         _fill_plan(report, plan, model)
+        opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
+        if opset_warning:
+            report.warnings.append(opset_warning)
         # A dry run rewrites too (in memory; converted weights are lazy, so no
         # weight is computed) so that its casts and weights predict the real run.
         # The rewrite checks Loop/Scan state types after it (ConversionError);
@@ -198,6 +230,8 @@ def _convert_once(
         rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
         run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
         applied = rewrite.result
+        if config.annotate:
+            run_passes(model, AnnotatePass(plan))
         report.notes.extend(opset.notes)
         report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
@@ -293,35 +327,7 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
             }
         )
     for note in plan.constants:
-        s = note.stats
-        parts = []
-        if s.overflow:
-            parts.append(f"{s.overflow} value(s) beyond {plan.low} range (e.g. {s.example_overflow:.4g})")
-        if s.underflow:
-            parts.append(f"{s.underflow} non-zero value(s) round to 0 in {plan.low} (e.g. {s.example_underflow:.3g})")
-        detail = "; ".join(parts)
-        if note.action == "mask":
-            action = (
-                f"attention-mask fill {s.mask_fill:.4g} stored as {low_type(plan.low).mask_fill:g} "
-                "(softmax still gives 0; finite, so no NaN rows)"
-            )
-        else:
-            action = {
-                "pinned": "consumer kept float32",
-                "clamped": f"clamped to the {plan.low} range (--clamp)",
-                "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
-            }[note.action]
-        report.constants.append(
-            {
-                "tensor": note.tensor,
-                "consumer": note.consumer,
-                "overflow": s.overflow,
-                "underflow": s.underflow,
-                "max_abs": s.max_abs,
-                "detail": detail,
-                "action": action,
-            }
-        )
+        report.constants.append(constant_record(note, plan.low))
 
 
 def _count_casts(model: ir.Model) -> int:

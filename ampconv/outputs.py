@@ -127,9 +127,9 @@ def check_model_output(
     if data.is_dir():
         raise OutputError(f"{dst}: its data file name {data} is taken by a directory")
     if dst.exists() and not overwrite:
-        raise OutputError(f"{dst}: already exists; pass --overwrite to replace it")
+        raise OutputError(f"{dst}: already exists; pass overwrite=True to replace it")
     if writes_data and data.exists() and not overwrite:
-        raise OutputError(f"{dst}: its data file {data} already exists; pass --overwrite to replace it")
+        raise OutputError(f"{dst}: its data file {data} already exists; pass overwrite=True to replace it")
 
 
 def check_report_path(
@@ -151,21 +151,21 @@ def check_report_path(
     path = Path(path)
     for what, other in inputs:
         if same_file(path, other):
-            raise OutputError(f"{path}: --report would overwrite {what} {other}; choose another path")
+            raise OutputError(f"{path}: the report would overwrite {what} {other}; choose another path")
     for what, other in outputs:
         if same_file(path, other):
-            raise OutputError(f"{path}: --report is also the path of {what} {other}; choose another path")
+            raise OutputError(f"{path}: the report path is also the path of {what} {other}; choose another path")
     _check_folder(path, f"{path}: cannot write the report: folder")
     if path.is_dir():
         raise OutputError(f"{path}: cannot write the report: is a directory")
     if not path.exists() or overwrite:
         return
     if not merge:
-        raise OutputError(f"{path}: the report file already exists; pass --overwrite to replace it")
+        raise OutputError(f"{path}: the report file already exists; pass overwrite=True to replace it")
     if not is_report(path):
         raise OutputError(
             f"{path}: exists and is not an ampconv JSON report, so the validation result "
-            "cannot be merged into it; pass --overwrite to replace it"
+            "cannot be merged into it; pass overwrite=True to replace it"
         )
 
 
@@ -300,6 +300,16 @@ def publish(staged: Path, dst: Path, what: str = "the converted model") -> None:
     record_written(what, dst)
 
 
+def match_mode(path: os.PathLike | str, like: os.PathLike | str) -> None:
+    """Give ``path`` the permission bits of ``like`` (nothing when either is missing).
+
+    For a file written through code that cannot take ``mode_like`` (the
+    validation report's merge): a new report then ends with its model's mode.
+    """
+    with contextlib.suppress(OSError):
+        _keep_mode(Path(path), Path(like))
+
+
 def _keep_mode(new: Path, old: Path) -> None:
     """Give ``new`` the permission bits of ``old`` when ``old`` exists."""
     try:
@@ -309,11 +319,14 @@ def _keep_mode(new: Path, old: Path) -> None:
     os.chmod(new, mode)
 
 
-def write_json_atomic(path: os.PathLike | str, data, what: str = "the report") -> None:
+def write_json_atomic(
+    path: os.PathLike | str, data, what: str = "the report", mode_like: os.PathLike | str | None = None
+) -> None:
     """Write ``data`` as indented JSON to ``path`` through a temporary file beside it.
 
     The temporary file is created like ``open()`` would (mode 0666 less the
-    umask), takes the replaced file's mode when there is one, and is renamed
+    umask), takes the replaced file's mode when there is one, else the mode
+    of ``mode_like`` when given (a report takes its model's mode), and is renamed
     over ``path`` only once complete; on any failure, Ctrl-C included, it is
     removed. OS errors become ``OutputError`` ("cannot write the report").
     The file is noted in the current ``RunRecord`` as ``what``.
@@ -327,6 +340,8 @@ def write_json_atomic(path: os.PathLike | str, data, what: str = "the report") -
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2)
             fh.write("\n")
+        if mode_like is not None and not path.exists():
+            _keep_mode(tmp, Path(mode_like))
         _keep_mode(tmp, path)
         os.replace(tmp, path)
     except BaseException as exc:
@@ -334,6 +349,52 @@ def write_json_atomic(path: os.PathLike | str, data, what: str = "the report") -
             os.unlink(tmp)
         if isinstance(exc, OSError):
             raise OutputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
+        raise
+    record_written(what, path)
+
+
+def check_single_output(
+    path: os.PathLike | str, what: str, *, inputs: Sequence[Named] = (), overwrite: bool = False
+) -> None:
+    """Refuse a one-file output (``what``, e.g. "the HTML page") that would destroy user data.
+
+    Never one of ``inputs`` (resolved path or inode), the folder must exist and
+    be writable, and an existing file needs ``overwrite``. Raises
+    ``OutputError`` whose message starts with the path.
+    """
+    path = Path(path)
+    for input_what, other in inputs:
+        if same_file(path, other):
+            raise OutputError(f"{path}: {what} would overwrite {input_what} {other}; choose another path")
+    _check_folder(path, f"{path}: cannot write {what}: folder")
+    if path.is_dir():
+        raise OutputError(f"{path}: cannot write {what}: is a directory")
+    if path.exists() and not overwrite:
+        raise OutputError(f"{path}: already exists; pass overwrite=True to replace it")
+
+
+def write_text_atomic(path: os.PathLike | str, text: str, what: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` like ``write_json_atomic``: temporary file beside it, then rename.
+
+    On any failure the temporary file is removed and an existing ``path`` is
+    left as it was; OS errors become ``OutputError``. Noted in the current
+    ``RunRecord`` as ``what``.
+    """
+    path = Path(path)
+    try:
+        fd, tmp = _create_beside(path)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        _keep_mode(tmp, path)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
         raise
     record_written(what, path)
 

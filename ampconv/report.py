@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections import Counter, defaultdict
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclasses.dataclass
@@ -52,6 +53,10 @@ class Report:
         }
         return data
 
+    def summary(self, verbose: bool = False) -> str:
+        """The human summary the CLI prints (``verbose``: every node's decision too)."""
+        return render_text(self, verbose=verbose)
+
     def to_json(self) -> str:
         """Deterministic, indented JSON."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
@@ -78,6 +83,82 @@ class Report:
 
 def _mib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
+
+
+# The default summary must fit a screen: a kind of line (a constant's action,
+# a note's wording) that repeats more than GROUP_OVER times is shown as a
+# count and EXAMPLES examples. ``verbose`` lists every line; the report file
+# always holds every entry.
+GROUP_OVER = 3
+EXAMPLES = 2
+FULL_LIST_HINT = "-v lists every one; --report FILE keeps them all"
+# What varies between two lines of the same kind: quoted names and numbers.
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", re.IGNORECASE)
+
+
+def line_kind(text: str) -> str:
+    """``text`` with its quoted names and numbers blanked: lines of one kind share it."""
+    return _NUMBER.sub("#", _QUOTED.sub("'_'", text))
+
+
+def _grouped(items: List[Tuple[str, str]], verbose: bool, indent: str = "  ") -> List[str]:
+    """``(kind, line)`` pairs as lines, a kind repeated more than ``GROUP_OVER`` times cut to examples.
+
+    Kinds keep the order of their first line; with ``verbose`` every line is kept.
+    """
+    by_kind: Dict[str, List[str]] = {}
+    for kind, line in items:
+        by_kind.setdefault(kind, []).append(line)
+    lines: List[str] = []
+    for group in by_kind.values():
+        if verbose or len(group) <= GROUP_OVER:
+            lines.extend(group)
+            continue
+        lines.extend(group[:EXAMPLES])
+        lines.append(f"{indent}... and {len(group) - EXAMPLES} more like these ({FULL_LIST_HINT})")
+    return lines
+
+
+def _consumers(names: List[str], verbose: bool) -> str:
+    if verbose or len(names) <= EXAMPLES:
+        return ", ".join(names)
+    return f"{len(names)} nodes, e.g. {', '.join(names[:EXAMPLES])}"
+
+
+def _constant_lines(report: Report, verbose: bool) -> List[str]:
+    """One line per constant (its consumers joined), grouped by what was done to it.
+
+    A group larger than ``GROUP_OVER`` gets a header with the count and the
+    values involved in all, then ``EXAMPLES`` examples (every one with ``verbose``).
+    """
+    merged: Dict[Tuple[str, str, str], List[str]] = {}
+    entries: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+    for c in report.constants:
+        key = (c["tensor"], c["detail"], c["action"])
+        merged.setdefault(key, []).append(c["consumer"])
+        entries.setdefault(key, c)
+    by_action: Dict[str, List[Tuple[str, str, str]]] = {}
+    for key in merged:
+        by_action.setdefault(key[2], []).append(key)
+    lines: List[str] = []
+    for action, keys in by_action.items():
+        def line(key, prefix="  constant "):
+            tensor, detail, _ = key
+            return f"{prefix}{tensor} (used by {_consumers(merged[key], verbose)}): {detail}"
+
+        if verbose or len(keys) <= GROUP_OVER:
+            lines.extend(f"{line(k)} -> {action}" for k in keys)
+            continue
+        overflow = sum(entries[k].get("overflow", 0) for k in keys)
+        underflow = sum(entries[k].get("underflow", 0) for k in keys)
+        counts = [f"{overflow} value(s) beyond the {report.dtype} range"] if overflow else []
+        counts += [f"{underflow} non-zero value(s) round to 0 in {report.dtype}"] if underflow else []
+        in_all = f" ({' and '.join(counts)} in all)" if counts else ""
+        lines.append(f"  {len(keys)} constants{in_all} -> {action}, e.g.:")
+        lines.extend(line(k, "    ") for k in keys[:EXAMPLES])
+        lines.append(f"    ... and {len(keys) - EXAMPLES} more ({FULL_LIST_HINT})")
+    return lines
 
 
 def render_text(report: Report, verbose: bool = False) -> str:
@@ -108,33 +189,47 @@ def render_text(report: Report, verbose: bool = False) -> str:
         lines.append(
             f"  weights: {_mib(report.weight_bytes_before)} -> {_mib(report.weight_bytes_after)} ({ratio:.0%})"
         )
-    for c in report.constants:
-        lines.append(f"  constant {c['tensor']} (used by {c['consumer']}): {c['detail']} -> {c['action']}")
-    for pin in report.runtime_pins:
-        lines.append(f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
-    lines.extend(_data_lines(report))
+    lines.extend(_constant_lines(report, verbose))
+    lines.extend(_grouped(
+        [(line_kind(pin["reason"]), f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
+         for pin in report.runtime_pins],
+        verbose,
+    ))
+    lines.extend(_data_lines(report, verbose))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH"):
                 lines.append(f"  {n['precision']:4s} {n['name']} ({n['op_type']}): {n['reason']}")
-    for note in report.notes:
-        lines.append(f"  note: {note}")
+    lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.notes], verbose))
+    # Warnings are never grouped: each may need its own action.
     for warning in report.warnings:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
-def _data_lines(report: Report) -> List[str]:
-    """What calibration data and the accuracy search decided: every data-rule node with its evidence."""
+def render_warnings(report: Report) -> str:
+    """Only the warnings, one ``ampconv: warning:`` line each: what ``-q`` still prints ("" when none)."""
+    return "\n".join(f"ampconv: warning: {warning}" for warning in report.warnings)
+
+
+def _data_lines(report: Report, verbose: bool = False) -> List[str]:
+    """What calibration data and the accuracy search decided: the data-rule nodes with their evidence.
+
+    Guards are grouped by rule and notes by wording (``_grouped``); ``verbose`` lists every one.
+    """
     if report.calibration is None:
         return []
     cal = report.calibration
     kind = "random (seeded)" if cal["random"] else "from files"
     lines = [f"  calibration: {cal['samples']} sample(s) {kind}, {cal['tensors']} tensors observed"]
-    for n in report.nodes:
-        if n["rule"].startswith("data-") and n["rule"] != "data-tune":
-            lines.append(f"  data guard: {n['name']} ({n['op_type']}) kept float32: {n['reason']}")
-    lines.extend(f"  calibration note: {note}" for note in cal.get("notes", ()))
+    lines.extend(_grouped(
+        [(n["rule"], f"  data guard: {n['name']} ({n['op_type']}) kept float32: {n['reason']}")
+         for n in report.nodes if n["rule"].startswith("data-") and n["rule"] != "data-tune"],
+        verbose,
+    ))
+    lines.extend(_grouped(
+        [(line_kind(note), f"  calibration note: {note}") for note in cal.get("notes", ())], verbose
+    ))
     tune = report.tune
     if tune is not None:
         verdict = "passes" if tune["passed"] else "could not pass"
@@ -142,9 +237,13 @@ def _data_lines(report: Report) -> List[str]:
             f"  tune: {verdict} after {tune['evaluations']} evaluation(s) (budget {tune['budget']}, "
             f"{tune['low_nodes']} LOW nodes after the guards), {len(tune['kept'])} node(s) kept float32"
         )
-        for kept in tune["kept"]:
-            lines.append(f"  tune: {kept['node']} ({kept['op_type'] or '?'}) kept float32: {kept['evidence']}")
-        lines.extend(f"  tune note: {note}" for note in tune.get("notes", ()))
+        lines.extend(_grouped(
+            [(line_kind(kept["evidence"]),
+              f"  tune: {kept['node']} ({kept['op_type'] or '?'}) kept float32: {kept['evidence']}")
+             for kept in tune["kept"]],
+            verbose,
+        ))
+        lines.extend(_grouped([(line_kind(note), f"  tune note: {note}") for note in tune.get("notes", ())], verbose))
     return lines
 
 

@@ -10,13 +10,21 @@ import ampconv
 from ampconv import outputs
 from ampconv.config import Config
 from ampconv.outputs import default_output_path
-from ampconv.report import render_plan, render_text
+from ampconv.report import render_plan, render_text, render_warnings
 from ampconv_cli.errors import handle_errors
-from ampconv_cli.options import conversion_options, data_options, keep_io_value, model_argument, policy_options
+from ampconv_cli.options import (
+    conversion_options,
+    data_options,
+    keep_io_value,
+    model_argument,
+    model_options,
+    policy_options,
+)
 from ampconv_cli.progress import make_progress
 from ampconv_cli.validation_options import (
     FORMATS,
     VALIDATION_PARAMS,
+    check_input_range_names,
     options_from_cli,
     run_and_render,
     validation_options,
@@ -29,23 +37,24 @@ from ampconv_cli.validation_options import (
               help="Output path (default: <stem>.<dtype>.onnx beside the input).")
 @policy_options
 @conversion_options
+@model_options
 @data_options
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Write the conversion report (every node, rule, initializer) as JSON.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write no model.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input).")
 @click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output.")
-@click.option("-v", "--verbose", is_flag=True, help="List every node's decision in the summary.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary, no progress bar (errors still print).")
+@click.option("-v", "--verbose", is_flag=True, help="List every node's decision, and every line the summary groups.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary, no progress bar (errors and warnings still print).")
 @click.option("--validate", "do_validate", is_flag=True, help="Validate the output against the input.")
 @click.option("--fail-on-drift", is_flag=True, help="With --validate: exit 3 when over tolerance.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="Format of the validation result.")
 @validation_options
 @handle_errors
-def command(model, output, level, preset, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
-            keep_fp32, force_low, clamp, calibration_data, calibration_samples, calibration_seed, data_max,
-            underflow_fraction, tune, report_path, dry_run, overwrite, no_runtime_check, verbose,
+def command(model, output, level, preset, op_info, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
+            keep_fp32, force_low, clamp, max_finite, min_positive, clamp_small, opset, annotate, calibration_data, calibration_samples, calibration_seed,
+            data_max, underflow_fraction, tune, report_path, dry_run, overwrite, no_runtime_check, verbose,
             quiet, do_validate, fail_on_drift, fmt, **validation):
     """Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision.
 
@@ -65,10 +74,11 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
                                                                              "samples", "seed", "localize"))):
             if name in given and name not in tune_reads:
                 raise click.UsageError(f"{flag} needs --validate")
-        if "shapes" in given and tuple(calibration_data) != ("random",):
-            raise click.UsageError("--shape needs --validate or --calibration-data random")
+    _check_random_input_flags(given, validation, calibration_data, do_validate)
     if fail_on_drift and not do_validate:
         raise click.UsageError("--fail-on-drift needs --validate")
+    if clamp_small is not None and not clamp:
+        raise click.UsageError("--clamp-small sets what --clamp does to tiny values; it needs --clamp")
     if dry_run and do_validate:
         raise click.UsageError("--dry-run writes no model to validate")
     # Before any work: a bad output path fails with nothing written (the model's
@@ -77,15 +87,19 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
         p for p in calibration_data if p != "random"
     )
     check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples)
+    check_input_range_names(model, validation["input_ranges"])
     with make_progress(quiet) as progress:
         config = Config(
-            level=level, dtype=dtype, target=target, preset=preset, mixlists=tuple(mixlists),
+            level=level, dtype=dtype, target=target, preset=preset, op_info=op_info, mixlists=tuple(mixlists),
             keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
             force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
+            max_finite=max_finite, min_positive=min_positive, clamp_small=clamp_small,
             check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
             calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
             calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
+            input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
             data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
+            opset=opset, annotate=annotate,
             rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
         )
         report = ampconv.convert(model, output, config, dry_run=dry_run)
@@ -93,10 +107,15 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
         click.echo(render_plan(report))
     elif not quiet:
         click.echo(render_text(report, verbose=verbose), err=True)
+    elif report.warnings:  # -q silences the summary, never a warning
+        click.echo(render_warnings(report), err=True)
     if report_path:
-        outputs.write_json_atomic(report_path, report_data(report))
+        # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
+        outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
     if not do_validate:
         return
+    if validation["inputs"]:  # --shape/--input-range were for the random calibration samples only
+        validation = {**validation, "shapes": (), "input_ranges": ()}
     options = options_from_cli(
         decisions=report.decisions_by_node(), show_progress=not quiet,
         **{k: validation[k] for k in VALIDATION_PARAMS},
@@ -108,6 +127,24 @@ def command(model, output, level, preset, mixlists, block_ops, target, dtype, ke
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
         click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+
+
+def _check_random_input_flags(given, validation, calibration_data, do_validate) -> None:
+    """--shape and --input-range shape random inputs: usage errors where no random input is drawn.
+
+    Random inputs are drawn by --validate without --inputs and by
+    --calibration-data random.
+    """
+    random_validation = do_validate and not validation["inputs"]
+    if random_validation or tuple(calibration_data) == ("random",):
+        return
+    for name, flag in (("shapes", "--shape"), ("input_ranges", "--input-range")):
+        if name not in given:
+            continue
+        if do_validate:
+            raise click.UsageError(f"{flag} sets random inputs; with --inputs (and no --calibration-data random) "
+                                   "it does nothing")
+        raise click.UsageError(f"{flag} needs --validate or --calibration-data random")
 
 
 def _check_data_flags(given, calibration_data, tune, do_validate) -> None:

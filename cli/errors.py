@@ -26,6 +26,7 @@ PARAMETER_FLAGS = (
     ("tune needs calibration_data", "--tune needs --calibration-data"),
     ("backend='emulate'", "--backend emulate"),
     ("opset=", "--opset "),
+    ("input_ranges ", "--input-range "),
 )
 
 

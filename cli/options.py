@@ -17,7 +17,7 @@ def _stack(func: Callable, decorators) -> Callable:
 
 
 def policy_options(func: Callable) -> Callable:
-    """--level, --preset, --mixlist, --block-op, --target."""
+    """--level, --preset, --op-info, --mixlist, --block-op, --target."""
     return _stack(
         func,
         [
@@ -26,6 +26,9 @@ def policy_options(func: Callable) -> Callable:
                          "O3 everything LOW, auto by --target."),
             click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
                          help="Built-in op lists."),
+            click.option("--op-info", "op_info", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                         help="Ascend operator-info JSON (aic-<soc>-ops-info.json): precision_reduce true -> "
+                         "white, false -> black, absent -> gray; applied after --preset, before --mixlist."),
             click.option("--mixlist", "mixlists", multiple=True, type=click.Path(dir_okay=False),
                          metavar="FILE", help="Ascend modify_mixlist JSON; repeatable, applied left to right."),
             click.option("--block-op", "block_ops", multiple=True, metavar="OP",
@@ -37,7 +40,7 @@ def policy_options(func: Callable) -> Callable:
 
 
 def conversion_options(func: Callable) -> Callable:
-    """--dtype, keep-io, regex overrides, --clamp."""
+    """--dtype, keep-io, regex overrides, --clamp and its range limits."""
     return _stack(
         func,
         [
@@ -56,6 +59,30 @@ def conversion_options(func: Callable) -> Callable:
             click.option("--clamp", is_flag=True,
                          help="Clamp out-of-range constants to the low type's range instead of keeping "
                          "their consumers float32."),
+            click.option("--max-finite", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
+                         help="Constants with |x| above X keep their consumers float32 (--clamp: clamped to "
+                         "+-X). Default: the low type's max, 65504 for fp16."),
+            click.option("--min-positive", type=click.FloatRange(min=0, min_open=True), default=None, metavar="Y",
+                         help="Non-zero constants with |x| below Y count as too small (default: those that "
+                         "round to 0; --clamp raises them to the smallest subnormal, 5.96e-08 for fp16)."),
+            click.option("--clamp-small", type=click.Choice(("raise", "flush")), default=None,
+                         help="With --clamp: raise too small values to +-min positive (default) or flush "
+                         "them to 0."),
+        ],
+    )
+
+
+def model_options(func: Callable) -> Callable:
+    """What happens to the model around the conversion: --opset upgrade first, --annotate stamps after."""
+    return _stack(
+        func,
+        [
+            click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                         help="Upgrade the model to default-domain opset N with onnx's version converter before "
+                         "converting (bf16 needs opset 22 for Conv and many other ops)."),
+            click.option("--annotate", is_flag=True,
+                         help="Stamp each node's precision and rule into its metadata_props "
+                         "(ampconv.precision, ampconv.rule), visible in model viewers."),
         ],
     )
 

@@ -14,6 +14,7 @@ from ampconv import outputs
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.validation_options import (
     FORMATS,
+    check_input_range_names,
     options_from_cli,
     run_and_render,
     validation_options,
@@ -43,7 +44,11 @@ def command(reference, converted, fmt, report_path, overwrite, quiet, **validati
     if report_path:  # before validation runs: a bad --report path fails with nothing done
         check_report(reference, converted, report_path, overwrite, validation["inputs"])
     options = options_from_cli(show_progress=not quiet, **validation)
+    check_input_range_names(reference, validation["input_ranges"])
+    new_report = bool(report_path) and not Path(report_path).exists()
     code = run_and_render(reference, converted, options, fmt, report_path, overwrite=overwrite)
+    if new_report:  # as convert --report: a new report takes the mode of the model it describes
+        outputs.match_mode(report_path, converted)
     if code:
         raise SystemExit(code)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
@@ -94,3 +95,234 @@ def test_shape_with_inputs_is_an_error(model, tmp_path):
 def test_defaults_given_explicitly_with_validate_are_fine(model, tmp_path):
     result = _run("convert", model, "-o", tmp_path / "o.onnx", "-q", "--validate", "--format", "json")
     assert result.exit_code in (0, 3), result.output
+
+
+def test_shape_with_inputs_on_convert_validate_is_an_error_before_any_work(model, tmp_path):
+    import numpy as np
+
+    npz = tmp_path / "x.npz"
+    np.savez(npz, x=np.ones((2, 4), np.float32))
+    result = _run("convert", model, "-o", tmp_path / "o.onnx", "--validate", "--inputs", npz, "--shape", "x:2x4")
+    assert result.exit_code == 2 and "--shape sets random inputs; with --inputs" in result.output
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_shape_with_inputs_and_random_calibration_shapes_the_calibration(model, tmp_path):
+    import numpy as np
+
+    npz = tmp_path / "x.npz"
+    np.savez(npz, x=np.ones((2, 4), np.float32))
+    result = _run("convert", model, "-o", tmp_path / "o.onnx", "--validate", "--inputs", npz, "--shape", "x:2x4",
+                  "--calibration-data", "random", "-q")
+    assert result.exit_code == 0, result.output
+
+
+# --- file modes -------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask_027():
+    import os
+
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path):
+    import os
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_new_report_has_the_mode_of_the_new_model(model, tmp_path, umask_027):
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    result = _run("convert", model, "-o", out, "--report", report, "-q")
+    assert result.exit_code == 0, result.output
+    assert _mode(out) == _mode(report) == 0o640
+
+
+def test_a_new_report_takes_the_mode_the_replaced_model_kept(model, tmp_path, umask_027):
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    out.write_bytes(b"old")
+    out.chmod(0o600)
+    result = _run("convert", model, "-o", out, "--report", report, "--overwrite", "-q")
+    assert result.exit_code == 0, result.output
+    assert _mode(out) == _mode(report) == 0o600
+
+
+def test_a_replaced_report_keeps_its_own_mode(model, tmp_path, umask_027):
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    assert _run("convert", model, "-o", out, "--report", report, "-q").exit_code == 0
+    report.chmod(0o604)
+    result = _run("convert", model, "-o", out, "--report", report, "--overwrite", "-q")
+    assert result.exit_code == 0, result.output
+    assert _mode(report) == 0o604 and _mode(out) == 0o640
+
+
+def test_validate_report_takes_the_converted_models_mode(model, tmp_path, umask_027):
+    out, report = tmp_path / "o.onnx", tmp_path / "v.json"
+    assert _run("convert", model, "-o", out, "-q").exit_code == 0
+    out.chmod(0o600)
+    result = _run("validate", model, out, "--report", report)
+    assert result.exit_code == 0, result.output
+    assert _mode(report) == 0o600
+
+
+# --- --input-range ------------------------------------------------------------------
+
+RANGED = """
+<ir_version: 8, opset_import: ["" : 17]>
+ranged (float[1,64] audio, int64[1,64] pixels) => (float[1,64] y, float[1,64] z) {
+  y = Mul(audio, audio)
+  z = Cast<to = 1>(pixels)
+}
+"""
+
+
+@pytest.fixture
+def ranged(tmp_path):
+    from helpers import model_from_text, save
+
+    return save(model_from_text(RANGED), tmp_path / "ranged.onnx")
+
+
+def _specs(path):
+    import onnx_ir as ir
+
+    from ampconv.validate import modelio
+
+    return modelio.declared_inputs(ir.load(str(path)))
+
+
+def test_random_inputs_fall_in_the_given_ranges(ranged):
+    from ampconv.validate.inputs import random_samples
+
+    drawn = random_samples(_specs(ranged), {}, 8, 0, ranges={"audio": (-32768, 32767), "pixels": (0, 255)})
+    audio = np.concatenate([s["audio"] for s in drawn.samples])
+    pixels = np.concatenate([s["pixels"] for s in drawn.samples])
+    assert audio.dtype == np.float32 and audio.min() >= -32768 and audio.max() <= 32767
+    assert np.abs(audio).max() > 1000  # int16 scale, not N(0, 1)
+    assert pixels.dtype == np.int64 and pixels.min() >= 0 and pixels.max() <= 255 and pixels.max() > 200
+
+
+def test_without_a_range_random_inputs_keep_their_defaults(ranged):
+    from ampconv.validate.inputs import MAX_RANDOM_INT, random_samples
+
+    drawn = random_samples(_specs(ranged), {}, 4, 0)
+    assert np.abs(drawn.samples[0]["audio"]).max() < 10
+    assert drawn.samples[0]["pixels"].max() < MAX_RANDOM_INT
+
+
+def test_an_integer_range_with_no_room_in_the_type_is_refused(ranged):
+    from ampconv.errors import UsageError
+    from ampconv.validate.inputs import random_samples
+
+    with pytest.raises(UsageError, match="no integer in"):
+        random_samples(_specs(ranged), {}, 1, 0, ranges={"pixels": (0.2, 0.8)})
+
+
+def test_an_unknown_range_name_lists_the_inputs(ranged):
+    from ampconv.errors import UsageError
+    from ampconv.validate.inputs import random_samples
+
+    with pytest.raises(UsageError, match=r"input_ranges 'audi0': no input of that name \(inputs: audio, pixels\)"):
+        random_samples(_specs(ranged), {}, 1, 0, ranges={"audi0": (0, 1)})
+
+
+def test_library_options_take_ranges_and_shapes_as_dicts():
+    from ampconv.config import Config
+    from ampconv.errors import UsageError
+    from ampconv.validate import ValidateOptions
+
+    options = ValidateOptions(shapes={"batch": 2}, input_ranges={"audio": (-32768, 32767)})
+    assert options.shapes == (("batch", (2,)),) and options.input_ranges == (("audio", (-32768.0, 32767.0)),)
+    assert ValidateOptions(input_ranges=[("a", (0, 1))]).input_ranges == (("a", (0.0, 1.0)),)
+    config = Config(calibration_data="random", shapes={"batch": 2}, input_ranges={"audio": (0, 1)})
+    assert config.shapes == (("batch", (2,)),) and config.input_ranges == (("audio", (0.0, 1.0)),)
+    for bad in ({"a": (1, 0)}, {"a": (0, float("inf"))}, [("a", 1)]):
+        with pytest.raises(UsageError, match="input_ranges"):
+            ValidateOptions(input_ranges=bad)
+    with pytest.raises(UsageError, match="with inputs it does nothing"):
+        ValidateOptions(inputs=("x.npz",), input_ranges={"a": (0, 1)})
+    with pytest.raises(UsageError, match="needs calibration_data"):
+        Config(input_ranges={"a": (0, 1)})
+
+
+def test_calibration_samples_use_the_ranges(ranged):
+    import onnx_ir as ir
+
+    from ampconv.config import Config
+    from ampconv.data.samples import calibration_samples
+
+    config = Config(calibration_data="random", calibration_samples=3, input_ranges={"pixels": (100, 200)})
+    stream = calibration_samples(ir.load(str(ranged)), config)
+    pixels = np.concatenate([s["pixels"] for _, s in stream])
+    assert pixels.min() >= 100 and pixels.max() <= 200
+
+
+def test_validate_cli_takes_input_ranges(ranged, tmp_path):
+    out = tmp_path / "o.onnx"
+    assert _run("convert", ranged, "-o", out, "-q").exit_code == 0
+    result = _run("validate", ranged, out, "--input-range", "audio:-32768,32767", "--input-range", "pixels:0,255",
+                  "--format", "json")
+    assert result.exit_code in (0, 3), result.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--input-range", "audi0:0,1"], "--input-range audi0: no input of that name (inputs: audio, pixels)"),
+        (["--input-range", "audio:1,0"], "LOW must be below HIGH"),
+        (["--input-range", "audio:0"], "expected NAME:LOW,HIGH"),
+        (["--input-range", "audio:0,1", "--input-range", "audio:0,2"], "given twice"),
+        (["--input-range", "audio:0,1", "--inputs", "SAMPLE"], "with --inputs it does nothing"),
+    ],
+)
+def test_validate_cli_refuses_bad_input_ranges(ranged, tmp_path, args, message):
+    out = tmp_path / "o.onnx"
+    assert _run("convert", ranged, "-o", out, "-q").exit_code == 0
+    npz = tmp_path / "s.npz"
+    np.savez(npz, audio=np.ones((1, 64), np.float32), pixels=np.ones((1, 64), np.int64))
+    result = _run("validate", ranged, out, *[npz if a == "SAMPLE" else a for a in args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len([line for line in result.output.splitlines() if "error" in line.lower()]) == 1
+
+
+def test_convert_takes_input_ranges_for_validation_and_calibration(ranged, tmp_path):
+    result = _run("convert", ranged, "-o", tmp_path / "o.onnx", "--validate", "--calibration-data", "random",
+                  "--input-range", "pixels:0,255", "-q", "--format", "json")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--input-range", "pixels:0,255"], "--input-range needs --validate or --calibration-data random"),
+        (["--validate", "--input-range", "pixel:0,255"], "no input of that name (inputs: audio, pixels)"),
+        (["--validate", "--inputs", "SAMPLE", "--input-range", "pixels:0,255"], "with --inputs"),
+        (["--calibration-data", "SAMPLE", "--input-range", "pixels:0,255"], "--input-range needs --validate"),
+    ],
+)
+def test_convert_refuses_input_ranges_that_do_nothing_before_any_work(ranged, tmp_path, args, message):
+    npz = tmp_path / "s.npz"
+    np.savez(npz, audio=np.ones((1, 64), np.float32), pixels=np.ones((1, 64), np.int64))
+    result = _run("convert", ranged, "-o", tmp_path / "o.onnx", *[npz if a == "SAMPLE" else a for a in args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_an_integer_range_beyond_the_gathered_table_is_refused(tmp_path):
+    from helpers import build_tiny_gpt
+
+    gpt = build_tiny_gpt(tmp_path)  # vocab 500
+    out = tmp_path / "o.onnx"
+    assert _run("convert", gpt, "-o", out, "-q").exit_code == 0
+    shape = ["--shape", "batch:1", "--shape", "seq:8"]
+    inside = _run("validate", gpt, out, *shape, "--input-range", "input_ids:0,499")
+    assert inside.exit_code == 0, inside.output
+    beyond = _run("validate", gpt, out, *shape, "--input-range", "input_ids:0,600")
+    assert beyond.exit_code == 2 and "outside the 500 rows" in beyond.output

@@ -91,7 +91,7 @@ def test_bf16_native_on_cpu_is_a_clear_error(tmp_path):
     from ampconv.errors import AmpconvError
 
     ref, conv = vm.mlp_pair(tmp_path, "bf16")
-    with pytest.raises(AmpconvError, match="try --backend emulate"):
+    with pytest.raises(AmpconvError, match="try backend=.emulate."):
         validate(ref, conv, ValidateOptions(shapes=(("batch", (3,)),), backend="native"))
 
 

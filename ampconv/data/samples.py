@@ -14,8 +14,8 @@ def calibration_samples(model: ir.Model, config: Config) -> inputs.SampleStream:
     """A re-iterable stream of ``(label, sample)`` for ``model`` (the float32 input) from ``config``.
 
     ``calibration_data == ("random",)`` draws ``calibration_samples`` seeded
-    samples (``shapes`` fixes symbolic dimensions); otherwise the paths are
-    read one sample at a time. Raises ``UsageError`` for unreadable or
+    samples (``shapes`` fixes symbolic dimensions, ``input_ranges`` the
+    inputs' value ranges); otherwise the paths are read one sample at a time. Raises ``UsageError`` for unreadable or
     mismatched samples before any work.
     """
     specs = modelio.declared_inputs(model)
@@ -23,6 +23,7 @@ def calibration_samples(model: ir.Model, config: Config) -> inputs.SampleStream:
         return inputs.SampleStream(
             (), specs, random=True, shapes=dict(config.shapes), count=config.calibration_samples,
             seed=config.calibration_seed, int_bounds=inputs.integer_bounds(model),
+            ranges=dict(config.input_ranges),
         )
     stream = inputs.SampleStream(config.calibration_data, specs)
     for _source, _sample in stream:  # check every sample up front: a bad one fails before any conversion work

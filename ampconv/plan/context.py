@@ -13,7 +13,7 @@ from ampconv.data.stats import Calibration, Thresholds
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
-from ampconv.lowtypes import LowType, low_type
+from ampconv.lowtypes import LowType, low_type, range_limits
 from ampconv.schema import normalize_domain
 
 
@@ -62,7 +62,9 @@ class PlanContext:
             keep_fp32=tuple(re.compile(p) for p in config.keep_fp32),
             force_low=tuple(re.compile(p) for p in config.force_low),
             blocked=policy.blocked,
-            ranges=RangeReader(config.dtype),
+            ranges=RangeReader(
+                config.dtype, range_limits(config.dtype, config.max_finite, config.min_positive, config.clamp_small)
+            ),
             calibration=calibration,
             thresholds=Thresholds.default(record, config.data_max, config.underflow_fraction),
             tune_pins=dict(tune_pins or {}),

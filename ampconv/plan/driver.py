@@ -84,6 +84,7 @@ class Planner:
             graph_output_needs=self.graph_output_needs,
             constants=self.ctx.constants,
             clamp_tensors=dict(self.ctx.clamp),
+            limits=self.ctx.ranges.limits,
             warnings=list(self.warnings),
         )
 
@@ -249,7 +250,7 @@ class Planner:
             return set()
         unknown = sorted(set(keep) - names)
         if unknown:
-            raise UsageError(f"--keep-io-types names {', '.join(unknown)}: not a graph input or output")
+            raise UsageError(f"keep_io_types names {', '.join(unknown)}: not a graph input or output")
         return set(keep)
 
     # ------------------------------------------------------------- structural
