@@ -27,6 +27,8 @@ PARAMETER_FLAGS = (
     ("backend='emulate'", "--backend emulate"),
     ("opset=", "--opset "),
     ("input_ranges ", "--input-range "),
+    ("shapes entry ", "--shape "),
+    ("pass sample files (inputs)", "pass --inputs"),
 )
 
 

@@ -45,3 +45,9 @@ def test_tune_without_data_names_the_parameter():
 def test_in_flags_leaves_other_words_alone():
     assert in_flags("x.onnx: not an ONNX model") == "x.onnx: not an ONNX model"
     assert in_flags("a: opset=13 is below the model's opset 17") == "a: --opset 13 is below the model's opset 17"
+
+
+def test_shape_errors_name_the_parameter_in_python_and_the_flag_at_the_cli():
+    assert in_flags("shapes entry bogus: no input or dimension of that name") == (
+        "--shape bogus: no input or dimension of that name"
+    )

@@ -91,12 +91,12 @@ def test_whole_input_shape_and_symbol_forms():
 
 
 def test_unknown_symbolic_dimension_is_named(multi):
-    with pytest.raises(UsageError, match=r"input 'x' dimension 0 \('batch'\) is unknown.*--shape x:1x3"):
+    with pytest.raises(UsageError, match=r"input 'x' dimension 0 \('batch'\) is unknown.*shapes entry x:1x3"):
         validate(*multi)
 
 
 def test_unknown_shape_name(multi):
-    with pytest.raises(UsageError, match="--shape bogus: no input or dimension"):
+    with pytest.raises(UsageError, match="shapes entry bogus: no input or dimension"):
         validate(*multi, ValidateOptions(shapes=(("batch", (1,)), ("bogus", (1,)))))
 
 

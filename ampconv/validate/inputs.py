@@ -239,15 +239,15 @@ def _axis_bindings(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> di
         name, axis = split
         if spec.dims is None:
             raise UsageError(
-                f"--shape {key}: input {name!r} has no declared shape: pass its whole shape, "
-                f"--shape {name}:DIMxDIM..."
+                f"shapes entry {key}: input {name!r} has no declared shape: pass its whole shape, "
+                f"shapes entry {name}:DIMxDIM..."
             )
         rank = len(spec.dims)
         if not -rank <= axis < rank:
-            raise UsageError(f"--shape {key}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
+            raise UsageError(f"shapes entry {key}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
         values = tuple(values)
         if len(values) != 1:
-            raise UsageError(f"--shape {key}: one axis takes one size, got {len(values)}")
+            raise UsageError(f"shapes entry {key}: one axis takes one size, got {len(values)}")
         bound[axis % rank] = int(values[0])
     return bound
 
@@ -267,31 +267,31 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
     if spec.name in shapes:
         if axes:
             raise UsageError(
-                f"--shape {spec.name}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
+                f"shapes entry {spec.name}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
             )
         given = tuple(shapes[spec.name])
         if spec.dims is not None:
             if len(given) != len(spec.dims):
                 raise UsageError(
-                    f"--shape {spec.name}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
+                    f"shapes entry {spec.name}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
                     f"({_dims_text(spec.dims)})"
                 )
             for axis, (want, got) in enumerate(zip(spec.dims, given)):
                 if _is_fixed(want) and want != got:
                     raise UsageError(
-                        f"--shape {spec.name}: axis {axis} is {got}, the model fixes it to {want}"
+                        f"shapes entry {spec.name}: axis {axis} is {got}, the model fixes it to {want}"
                     )
         return given, ()
     if spec.dims is None:
         raise UsageError(
-            f"input {spec.name!r} has no declared shape: pass --shape {spec.name}:DIMxDIM..."
+            f"input {spec.name!r} has no declared shape: pass shapes entry {spec.name}:DIMxDIM..."
         )
     resolved, unbound = [], []
     for axis, dim in enumerate(spec.dims):
         if _is_fixed(dim):
             if axis in axes and axes[axis] != dim:
                 raise UsageError(
-                    f"--shape {spec.name}[{axis}]: {axes[axis]} given, the model fixes axis {axis} to {dim}"
+                    f"shapes entry {spec.name}[{axis}]: {axes[axis]} given, the model fixes axis {axis} to {dim}"
                 )
             resolved.append(dim)
         elif axis in axes:
@@ -300,15 +300,15 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
         elif isinstance(dim, str) and dim in shapes:
             bound = tuple(shapes[dim])
             if len(bound) != 1:
-                raise UsageError(f"--shape {dim}: a dimension symbol takes one value, got {len(bound)}")
+                raise UsageError(f"shapes entry {dim}: a dimension symbol takes one value, got {len(bound)}")
             resolved.append(bound[0])
         elif _is_unnamed(dim):
             resolved.append(1)
             unbound.append(axis)
         else:
             raise UsageError(
-                f"input {spec.name!r} dimension {axis} ({dim!r}) is unknown: pass e.g. --shape "
-                f"{spec.name}:{_example(spec.dims)} or --shape {dim}:1"
+                f"input {spec.name!r} dimension {axis} ({dim!r}) is unknown: pass e.g. shapes entry "
+                f"{spec.name}:{_example(spec.dims)} or shapes entry {dim}:1"
             )
     return tuple(resolved), tuple(unbound)
 
@@ -322,7 +322,7 @@ def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...
         if name in known or name in symbols or (split is not None and split[0] in known):
             continue
         raise UsageError(
-            f"--shape {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
+            f"shapes entry {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
         )
     resolved, notes = {}, []
     for spec in specs:
@@ -424,7 +424,7 @@ def _random_array(
         high = max(1, min(MAX_RANDOM_INT, bound or MAX_RANDOM_INT))
         return rng.integers(0, high, size=shape).astype(spec.numpy_dtype)
     raise UsageError(
-        f"cannot make random data for input {spec.name!r} of type {dtype.name.lower()}: pass --inputs"
+        f"cannot make random data for input {spec.name!r} of type {dtype.name.lower()}: pass sample files (inputs)"
     )
 
 
