@@ -34,7 +34,9 @@ class PlanContext:
     ranges: RangeReader
     calibration: Optional[Calibration]  # activation statistics from --calibration-data (None: no data)
     thresholds: Thresholds  # when the data guards keep a node float32
-    tune_pins: Mapping[str, str]  # node name -> why the accuracy search kept it float32
+    # node name -> why the accuracy search kept it float32; a ``data.margin.Lowered``
+    # value instead releases a node the overflow guard kept only by its margin.
+    tune_pins: Mapping[str, str]
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
