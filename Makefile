@@ -95,7 +95,7 @@ fuzz: install-test
 
 lint: install-test
 	$(PIP) install -q ruff
-	$(VENV)/bin/ruff check ampconv cli tests sample_models bench scripts
+	$(VENV)/bin/ruff check ampconv ampconv_cli tests sample_models bench scripts
 
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(SAMPLES) build dist *.egg-info

@@ -1068,7 +1068,7 @@ def _runner():
         return CliRunner()
 
 
-_OUR_CODE = ("/ampconv/", "/cli/", "ampconv_cli")
+_OUR_CODE = ("/ampconv/", "/ampconv_cli/")
 
 
 def traceback_signature(exc_info) -> str:

@@ -15,10 +15,11 @@ def _listed() -> set:
 
 
 def _on_disk() -> set:
-    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ampconv").rglob("__init__.py")}
-    if (ROOT / "cli" / "__init__.py").exists():
-        found.add("ampconv_cli")  # package_dir maps ampconv_cli to cli/
-    return found
+    return {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("ampconv", "ampconv_cli")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
 
 
 def test_every_package_is_listed_in_setup_cfg():
