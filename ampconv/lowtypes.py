@@ -122,8 +122,8 @@ def range_limits(
     check_limits(key, max_finite, min_positive, clamp_small)
     overflow_bits, top = record.overflow_bits, np.float32(record.max)
     if max_finite is not None:
-        top = _float32_at_most(max_finite)
-        overflow_bits = int(top.view(np.uint32)) + 1  # |x| > max_finite
+        overflow_bits = int(_float32_at_most(max_finite).view(np.uint32)) + 1  # |x| > max_finite
+        top = _low_at_most(record, max_finite)  # what clamping writes
     underflow_bits, bottom = record.underflow_bits, np.float32(record.smallest_subnormal)
     if min_positive is not None:
         bottom = _float32_at_least(min_positive)
@@ -174,6 +174,18 @@ def _float32_at_most(value: float) -> np.float32:
     """The largest float32 <= ``value`` (a float32 beyond it is then "> value" exactly)."""
     near = np.float32(value)
     return near if float(near) <= value else np.nextafter(near, np.float32(0))
+
+
+def _low_at_most(record: "LowType", value: float) -> np.float32:
+    """The largest value of the LOW type <= ``value``, as float32: a value clamped to it stays <= ``value``.
+
+    The largest float32 <= ``value`` is not enough: the cast to the LOW type
+    rounds to nearest and may land above ``value`` (1000.3 -> 1000.5 in fp16).
+    """
+    near = _float32_at_most(value).astype(record.numpy)
+    if float(near) > value:
+        near = np.nextafter(near, near.dtype.type(0))
+    return np.float32(near)
 
 
 def _float32_at_least(value: float) -> np.float32:

@@ -138,24 +138,41 @@ def _constant_lines(report: Report, verbose: bool) -> List[str]:
         key = (c["tensor"], c["detail"], c["action"])
         merged.setdefault(key, []).append(c["consumer"])
         entries.setdefault(key, c)
-    by_action: Dict[str, List[Tuple[str, str, str]]] = {}
+    # Grouped by the kind of action: a clamp's action quotes its own counts,
+    # so equal strings would leave every clamped constant on a line of its own.
+    by_kind: Dict[str, List[Tuple[str, str, str]]] = {}
     for key in merged:
-        by_action.setdefault(key[2], []).append(key)
+        by_kind.setdefault(line_kind(key[2]), []).append(key)
     lines: List[str] = []
-    for action, keys in by_action.items():
-        def line(key, prefix="  constant "):
-            tensor, detail, _ = key
-            return f"{prefix}{tensor} (used by {_consumers(merged[key], verbose)}): {detail}"
+    for keys in by_kind.values():
+        actions = {k[2] for k in keys}
+        shared = next(iter(actions)) if len(actions) == 1 else None
+
+        def line(key, prefix="  constant ", shared=shared):
+            tensor, detail, action = key
+            text = f"{prefix}{tensor} (used by {_consumers(merged[key], verbose)}): {detail}"
+            # Examples under a header that states the shared action do not repeat it.
+            return text if prefix != "  constant " and shared else f"{text} -> {action}"
 
         if verbose or len(keys) <= GROUP_OVER:
-            lines.extend(f"{line(k)} -> {action}" for k in keys)
+            lines.extend(line(k) for k in keys)
             continue
         overflow = sum(entries[k].get("overflow", 0) for k in keys)
         underflow = sum(entries[k].get("underflow", 0) for k in keys)
-        counts = [f"{overflow} value(s) beyond the {report.dtype} range"] if overflow else []
-        counts += [f"{underflow} non-zero value(s) round to 0 in {report.dtype}"] if underflow else []
+        from ampconv.lowtypes import LOW_TYPES  # numpy: only for a grouped summary
+
+        record = LOW_TYPES.get(report.dtype)
+        defaults = {record.max, record.smallest_subnormal} if record else set()
+        # A limit the user set is named; the type's own limits read as its range.
+        max_set = {entries[k].get("max_finite") for k in keys} - {None} - defaults
+        min_set = {entries[k].get("min_positive") for k in keys} - {None} - defaults
+        beyond = f"above max_finite {max_set.pop():g}" if len(max_set) == 1 else f"beyond the {report.dtype} range"
+        small = f"below min_positive {min_set.pop():g}" if len(min_set) == 1 else f"round to 0 in {report.dtype}"
+        counts = [f"{overflow} value(s) {beyond}"] if overflow else []
+        counts += [f"{underflow} non-zero value(s) {small}"] if underflow else []
         in_all = f" ({' and '.join(counts)} in all)" if counts else ""
-        lines.append(f"  {len(keys)} constants{in_all} -> {action}, e.g.:")
+        what = shared or "each as its line says"
+        lines.append(f"  {len(keys)} constants{in_all} -> {what}, e.g.:")
         lines.extend(line(k, "    ") for k in keys[:EXAMPLES])
         lines.append(f"    ... and {len(keys) - EXAMPLES} more ({FULL_LIST_HINT})")
     return lines

@@ -29,6 +29,7 @@ PARAMETER_FLAGS = (
     ("input_ranges ", "--input-range "),
     ("shapes entry ", "--shape "),
     ("pass sample files (inputs)", "pass --inputs"),
+    ("give it in mixlists", "give it with --mixlist"),
 )
 
 

@@ -394,3 +394,21 @@ def test_no_stray_files_in_the_source_tree():
     assert sorted(p.suffix for p in folder.iterdir() if p.is_file()) == [".py"] * len(
         [p for p in folder.iterdir() if p.is_file()])
     assert os.path.exists(folder / "__init__.py")
+
+
+def test_a_hand_edited_section_is_a_one_line_error_and_a_lone_surrogate_is_replaced(cli_runner, tmp_path):
+    report = converted_report(cli_runner, tmp_path)
+    data = json.loads(report.read_text())
+    broken = dict(data, tune={"kept": ["x"], "own_errors": {data["nodes"][0]["name"]: 0.1}})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(broken))
+    result = invoke(cli_runner, "report", bad, "-o", tmp_path / "bad.html")
+    assert result.exit_code == 1 and "malformed section" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "bad.html").exists()
+    data["nodes"][0]["name"] = "\ud800odd"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(data))  # json escapes the surrogate as \ud800
+    result = invoke(cli_runner, "report", odd, "-o", tmp_path / "odd.html")
+    assert result.exit_code == 0, result.output
+    assert "?odd" in (tmp_path / "odd.html").read_text(encoding="utf-8")

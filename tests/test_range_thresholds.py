@@ -334,3 +334,40 @@ def test_cli_max_finite_min_positive_and_clamp_small_reach_the_report(tmp_path):
     stored = _stored(onnx.load(str(tmp_path / "o.onnx")), "k").reshape(-1)
     np.testing.assert_array_equal(stored, np.array([1000, 0, 1], np.float16))
     assert "clamped to +-1000" in result.stderr and "flushed to +-0" in result.stderr
+
+
+def _mask_model(fill: float, path: Path) -> Path:
+    """scores = x + M; y = Softmax(scores): M holds ``fill`` above the diagonal (an attention mask)."""
+    mask = np.triu(np.full((3, 3), fill, np.float32), k=1)
+    graph = h.make_graph(
+        [h.make_node("Add", ["x", "M"], ["s"], name="add"), h.make_node("Softmax", ["s"], ["y"], name="softmax")],
+        "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [3, 3])],
+        [h.make_tensor_value_info("y", T.FLOAT, [3, 3])],
+        [nh.from_array(mask, "M")],
+    )
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_mask_fill_the_low_type_stores_is_not_rewritten_under_a_stricter_max_finite(tmp_path):
+    src = _mask_model(-1e4, tmp_path / "m.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(level="O3", max_finite=5000.0))
+    assert decisions(report)["add"]["precision"] == "HIGH"  # -1e4 is over the user's limit: pinned
+    assert not [c for c in report.constants if "attention-mask" in c["action"]]
+    stored = nh.to_array(onnx.load(str(tmp_path / "o.onnx")).graph.initializer[0])
+    assert stored.min() == -1e4  # untouched, not moved to -32768
+
+
+def test_a_real_mask_fill_is_still_stored_as_the_low_mask_fill(tmp_path):
+    src = _mask_model(-1e9, tmp_path / "m.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(level="O3"))
+    assert decisions(report)["add"]["precision"] == "LOW"
+    assert [c for c in report.constants if "attention-mask" in c["action"]]
+
+
+def test_clamping_never_lands_above_max_finite():
+    limits = range_limits("fp16", 1000.3)
+    out = to_low(np.array([5000.0, -5000.0, 1000.2], np.float32), "fp16", True, limits)
+    assert float(np.abs(out.astype(np.float32)).max()) <= 1000.3
+    assert float(out[0]) == 1000.0  # the largest float16 <= 1000.3 (1000.5 would be above it)

@@ -195,3 +195,50 @@ def test_no_collision_note_when_one_rule_matches(model, tmp_path):
     result = _run("convert", model, "-o", tmp_path / "o.onnx", "--keep-fp32", "^mm$", "--force-low", "^add$")
     assert result.exit_code == 0 and "match both" not in result.output
 
+
+
+def test_input_range_draws_uint64_beyond_int64_and_refuses_a_float_range_beyond_the_type():
+    import numpy as np
+    import onnx_ir as ir
+
+    from ampconv.errors import UsageError
+    from ampconv.validate.inputs import InputSpec, check_ranges, random_samples
+
+    big = InputSpec("x", ir.DataType.UINT64, (64,))
+    (sample,) = random_samples([big], {}, 1, 0, None, {"x": (0, 1.8e19)}).samples
+    assert sample["x"].dtype == np.uint64 and int(sample["x"].max()) > 2**63
+    half = InputSpec("h", ir.DataType.FLOAT16, (4,))
+    with pytest.raises(UsageError, match="exceeds the finite range of float16"):
+        check_ranges([half], {"h": (-1e6, 1e6)})
+    check_ranges([half], {"h": (-1e4, 1e4)})  # within fp16: accepted
+
+
+def _many_constants(path):
+    """Ten Adds, each reading a constant with 1..10 values beyond fp16."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits, nodes, prev = [], [], "x"
+    for i in range(10):
+        a = np.ones(32, np.float32)
+        a[: i + 1] = 70000.0
+        inits.append(numpy_helper.from_array(a, f"K{i}"))
+        nodes.append(helper.make_node("Add", [prev, f"K{i}"], [f"a{i}"], name=f"add{i}"))
+        prev = f"a{i}"
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32])],
+                              [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [32])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("extra, header", [
+    (("--clamp",), "10 constants (55 value(s) beyond the fp16 range in all) -> each as its line says"),
+    ((), "10 constants (55 value(s) beyond the fp16 range in all) -> consumer kept float32"),
+    (("--max-finite", "100"), "10 constants (55 value(s) above max_finite 100 in all)"),
+])
+def test_constants_group_by_kind_of_action_and_name_the_limit_in_use(tmp_path, extra, header):
+    src = _many_constants(tmp_path / "m.onnx")
+    result = CliRunner().invoke(cli, ["convert", str(src), "-o", str(tmp_path / "o.onnx"), *extra])
+    assert result.exit_code == 0, result.output
+    assert header in result.output
+    assert result.output.count("(used by add") == 2  # two examples, the rest counted

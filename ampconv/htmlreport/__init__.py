@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ampconv import outputs
+from ampconv.errors import AmpconvError
 
 
 def default_page_path(report: os.PathLike | str) -> Path:
@@ -40,6 +41,14 @@ def write_page(report: os.PathLike | str, page: os.PathLike | str | None = None,
 
     page = Path(page) if page is not None else default_page_path(report)
     check_page_path(report, page, overwrite)
-    text = render_page(page_data(read_report_file(report)))
+    data = read_report_file(report)
+    try:
+        text = render_page(page_data(data))
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        # read_report_file checks the keys every page needs; a section edited
+        # by hand into another shape still gets a one-line error, not a traceback.
+        raise AmpconvError(f"{report}: a malformed section in the report ({type(exc).__name__}: {exc})") from None
+    # A lone surrogate in a name (JSON allows "\ud800") cannot be encoded: write a replacement character.
+    text = text.encode("utf-8", errors="replace").decode("utf-8")
     outputs.write_text_atomic(page, text, "the HTML page")
     return page

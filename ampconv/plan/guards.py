@@ -24,6 +24,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
+from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
 from ampconv.plan.facts import NodeFacts
@@ -47,7 +48,11 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
         if stats is None or not (stats.overflow or stats.underflow):
             continue
         tensor = value.name or "?"
-        if stats.mask_fill is not None and not stats.underflow and feeds_softmax(node):  # case 1
+        # A fill the LOW type can store as it is (-1e4 in fp16) is no mask hazard, even
+        # when a stricter max_finite flags it: rewriting it to the type's mask fill
+        # would move it further past the user's own limit.
+        real_fill = stats.mask_fill is not None and abs(stats.mask_fill) > low_type(ctx.low).max
+        if real_fill and not stats.underflow and feeds_softmax(node):  # case 1
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "mask"))
             ctx.clamp[tensor] = "mask"
             continue

@@ -25,6 +25,8 @@ def load_json(path: str | Path, what: str = "policy file") -> Any:
         raise PolicyError(f"{where}: JSON nested too deeply to be a {what}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise PolicyError(f"{where}: not a usable JSON file ({exc})") from None
+    except OSError as exc:  # unreadable: permissions, a device error
+        raise PolicyError(f"{where}: cannot read the {what}: {exc.strerror or exc}") from None
 
 
 def is_name(op: str) -> bool:

@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
@@ -380,6 +381,13 @@ def check_ranges(
             raise UsageError(f"input_ranges {name!r}: no input of that name (inputs: {', '.join(declared) or 'none'})")
         if spec.dtype == ir.DataType.BOOL or not (spec.dtype.is_floating_point() or spec.dtype.is_integer()):
             raise UsageError(f"input_ranges {name!r}: the input is {spec.dtype.name.lower()}; a range needs a number type")
+        if spec.dtype.is_floating_point():
+            top = float(ml_dtypes.finfo(spec.numpy_dtype).max)
+            if max(abs(low), abs(high)) > top:
+                raise UsageError(
+                    f"input_ranges {name!r}: [{low:g}, {high:g}] exceeds the finite range of "
+                    f"{spec.dtype.name.lower()} (+-{top:g})"
+                )
         if spec.dtype.is_integer():
             info = np.iinfo(spec.numpy_dtype)
             lo, hi = _integer_range(low, high)
@@ -413,9 +421,13 @@ def _random_array(
         low, high = value_range
         if dtype.is_integer():
             lo, hi = _integer_range(low, high)
-            return rng.integers(lo, hi, size=shape, endpoint=True).astype(spec.numpy_dtype)
+            # Drawn in the input's own type: uint64 ranges exceed int64, numpy's default.
+            return rng.integers(lo, hi, size=shape, endpoint=True, dtype=spec.numpy_dtype)
+        values = rng.uniform(low, high, size=shape)
+        if spec.numpy_dtype == np.float64:
+            return values
         # Through float32 as the N(0, 1) path (numpy casts to bfloat16 from there); rounding may land on an end.
-        return rng.uniform(low, high, size=shape).astype(np.float32).astype(spec.numpy_dtype)
+        return values.astype(np.float32).astype(spec.numpy_dtype)
     if dtype.is_floating_point():
         return rng.standard_normal(shape, dtype=np.float32).astype(spec.numpy_dtype)
     if dtype == ir.DataType.BOOL:
