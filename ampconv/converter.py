@@ -28,7 +28,7 @@ from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, Unsupp
 from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.loadcheck import check_written
 from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import schema_opset_warning, upgraded_copy
+from ampconv.opset_upgrade import default_opset, schema_opset_warning, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
@@ -166,7 +166,7 @@ def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, c
 def _check_opset(src: Path, model: ir.Model) -> None:
     """Refuse a model whose default opset the installed onnx does not know."""
     supported = onnx.defs.onnx_opset_version()
-    default = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    default = default_opset(model)
     if default is not None and default > supported:
         raise UnsupportedModelError(
             f"{src}: opset {default} is newer than the installed onnx supports ({supported}); upgrade onnx"

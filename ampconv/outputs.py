@@ -331,26 +331,11 @@ def write_json_atomic(
     removed. OS errors become ``OutputError`` ("cannot write the report").
     The file is noted in the current ``RunRecord`` as ``what``.
     """
-    path = Path(path)
-    try:
-        fd, tmp = _create_beside(path)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-        if mode_like is not None and not path.exists():
-            _keep_mode(tmp, Path(mode_like))
-        _keep_mode(tmp, path)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"{path}: cannot write the report: {exc.strerror or exc}") from None
-        raise
-    record_written(what, path)
+    def dump(fh) -> None:
+        json.dump(data, fh, indent=2)
+        fh.write("\n")
+
+    _write_atomic(Path(path), dump, "the report", what, mode_like)
 
 
 def check_single_output(
@@ -380,21 +365,34 @@ def write_text_atomic(path: os.PathLike | str, text: str, what: str) -> None:
     left as it was; OS errors become ``OutputError``. Noted in the current
     ``RunRecord`` as ``what``.
     """
-    path = Path(path)
+    _write_atomic(Path(path), lambda fh: fh.write(text), what, what)
+
+
+def _write_atomic(path: Path, write, label: str, what: str, mode_like: Optional[os.PathLike | str] = None) -> None:
+    """The atomic write behind ``write_json_atomic`` and ``write_text_atomic``.
+
+    ``write(fh)`` fills a temporary file beside ``path`` (UTF-8 text), which
+    takes the replaced file's mode, else ``mode_like``'s, and is renamed over
+    ``path`` once complete; on any failure, Ctrl-C included, it is removed. OS
+    errors become ``OutputError`` ("cannot write ``label``"); the file is noted
+    in the current ``RunRecord`` as ``what``.
+    """
     try:
         fd, tmp = _create_beside(path)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+        raise OutputError(f"{path}: cannot write {label}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            write(fh)
+        if mode_like is not None and not path.exists():
+            _keep_mode(tmp, Path(mode_like))
         _keep_mode(tmp, path)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise OutputError(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
+            raise OutputError(f"{path}: cannot write {label}: {exc.strerror or exc}") from None
         raise
     record_written(what, path)
 

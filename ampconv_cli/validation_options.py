@@ -30,23 +30,20 @@ EXIT_OK = 0
 EXIT_DRIFT = 3
 
 
+def _parse_each(ctx, param, values, parse) -> list:
+    """``parse`` applied to every value of a repeatable option; its ``UsageError`` becomes click's."""
+    try:
+        return [parse(text) for text in values]
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
 def _parse_shapes(ctx, param, values):
-    parsed = []
-    for text in values:
-        try:
-            parsed.append(parse_shape(text))
-        except UsageError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return tuple(parsed)
+    return tuple(_parse_each(ctx, param, values, parse_shape))
 
 
 def _parse_input_ranges(ctx, param, values):
-    parsed = []
-    for text in values:
-        try:
-            parsed.append(parse_input_range(text))
-        except UsageError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    parsed = _parse_each(ctx, param, values, parse_input_range)
     names = [name for name, _ in parsed]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
