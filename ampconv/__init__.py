@@ -13,8 +13,13 @@ Public API (the library never prints, never exits, never imports click):
 
 from __future__ import annotations
 
-from ampconv.config import Config
-from ampconv.errors import (
+from ampconv.deferred_imports import defer_all
+
+defer_all()  # before anything imports onnx_ir (see the module)
+
+# The imports below come after defer_all on purpose (E402).
+from ampconv.config import Config  # noqa: E402
+from ampconv.errors import (  # noqa: E402
     AmpconvError,
     ConversionError,
     ModelLoadError,
@@ -35,7 +40,7 @@ from ampconv.errors import (
 # contents are reached with ``from ampconv.validate import ...`` (note that
 # ``import ampconv.validate as v`` yields the function too, as attribute
 # lookup comes first).
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validate import ValidateOptions, validate  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -45,6 +45,7 @@ from ampconv.repair import accept_input, input_refusal, repair
 from ampconv.report import Report
 from ampconv.verdict import ACCEPT, PIN, judge
 from ampconv.writer import write_model
+from ampconv.graphs import all_graphs
 
 MAX_RUNTIME_RETRIES = 8
 
@@ -293,7 +294,7 @@ def _check(
     """
     report.load_check = {
         "runtime": runtime,
-        "nodes": sum(len(g) for g in model.graphs()),
+        "nodes": sum(len(g) for g in all_graphs(model)),
         "probe_nodes": probe.nodes if probe is not None else None,
     }
     if not runtime or probe is None:
@@ -311,7 +312,7 @@ def _check(
 def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     report.warnings.extend(plan.warnings)
     graph_names = {}
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")
     for node, node_plan in plan.nodes.items():
         d = node_plan.decision
@@ -331,7 +332,7 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
 
 
 def _count_casts(model: ir.Model) -> int:
-    return sum(1 for g in model.graphs() for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
+    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
 
 
 __all__ = ["convert"]

@@ -28,6 +28,7 @@ from ampconv.config import Config
 from ampconv.errors import AmpconvError, UsageError
 from ampconv.load import weight_bytes
 from ampconv.report import Report
+from ampconv.graphs import all_graphs
 
 # How the report and error messages name a model that has no path.
 IN_MEMORY = "<in-memory model>"
@@ -126,7 +127,7 @@ def _needs_data_file(model: ir.Model) -> bool:
     # An external tensor keeps its relative location when saved as it is,
     # which would not resolve from the temporary folder.
     return any(
-        isinstance(v.const_value, ir.ExternalTensor) for g in model.graphs() for v in g.initializers.values()
+        isinstance(v.const_value, ir.ExternalTensor) for g in all_graphs(model) for v in g.initializers.values()
     )
 
 

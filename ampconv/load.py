@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from ampconv.errors import ModelLoadError
 from ampconv.loadcheck import first_line
+from ampconv.graphs import all_graphs
 
 
 # Meta key set on a model whose types onnx shape inference filled at load.
@@ -186,7 +187,7 @@ def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
 
 def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
     """Yield every initializer tensor of every graph that lives in external data."""
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         for value in graph.initializers.values():
             if isinstance(value.const_value, ir.ExternalTensor):
                 yield value.const_value
@@ -263,7 +264,7 @@ def weight_bytes(model: ir.Model) -> int:
     nodes), so both count, or a model would report its weights unchanged.
     """
     total = 0
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         for value in graph.initializers.values():
             if value.const_value is not None:
                 total += value.const_value.nbytes

@@ -24,6 +24,7 @@ from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.load import INFERRED_META_KEY
 from ampconv.schema import normalize_domain, op_info
+from ampconv.graphs import all_graphs
 
 _ONNX_TYPES = {
     "tensor(float)": ir.DataType.FLOAT,
@@ -43,10 +44,10 @@ class NameNodesPass(InPlacePass):
         self.named = 0
 
     def call(self, model: ir.Model) -> PassResult:
-        taken = {n.name for g in model.graphs() for n in g if n.name}
+        taken = {n.name for g in all_graphs(model) for n in g if n.name}
         counter = 0
         named = 0
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             for node in graph:
                 if node.name:
                     continue
@@ -79,7 +80,7 @@ class InferTypesPass(InPlacePass):
             except Exception:  # inference is best effort: the fill-in below still runs
                 pass
         opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             for node in graph:
                 self.filled += _fill_outputs(node, opsets)
         return PassResult(model, modified=self.filled > before)
@@ -94,7 +95,7 @@ class InferTypesPass(InPlacePass):
             onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
         )
         del proto
-        for graph, inferred_graph in zip(model.graphs(), inferred.graphs()):
+        for graph, inferred_graph in zip(all_graphs(model), all_graphs(inferred)):
             known = ir.convenience.create_value_mapping(inferred_graph)
             for name, value in ir.convenience.create_value_mapping(graph).items():
                 found = known.get(name)

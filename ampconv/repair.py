@@ -30,6 +30,7 @@ import onnx_ir as ir
 from ampconv.errors import ModelLoadError
 from ampconv.load import INFERRED_META_KEY
 from ampconv.loadcheck import checker_error, first_line, runtime_available, runtime_refusal
+from ampconv.graphs import all_graphs
 
 
 def accept_input(src: Path) -> Optional[str]:
@@ -79,7 +80,7 @@ def repair(model: ir.Model) -> List[str]:
     if (model.ir_version or 0) < 4:
         loose = [
             name
-            for graph in model.graphs()
+            for graph in all_graphs(model)
             for name in graph.initializers
             if name not in {v.name for v in graph.inputs}
         ]
@@ -92,7 +93,7 @@ def repair(model: ir.Model) -> List[str]:
                 f"{len(loose)} are not (e.g. {loose[0]}): IR version raised to 4"
             )
             model.ir_version = 4
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         if not is_topologically_sorted(graph):
             graph.sort()
             notes.append(f"graph {graph.name or 'main'}: nodes put in topological order")

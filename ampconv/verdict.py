@@ -23,6 +23,7 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.errors import ConversionError
+from ampconv.graphs import all_graphs
 
 ACCEPT, PIN, FAIL = "accept", "pin", "fail"
 
@@ -76,7 +77,7 @@ def checker_pins(message: str, model: ir.Model) -> Dict[str, str]:
     words = lines[0] if lines else "rejected"
     names = {m.group(1).strip() for m in re.finditer(r"node name: ([^)]+)\)", message)}
     names |= {m.group(1) for m in re.finditer(r"Name: (\S+) OpType:", message)}
-    known = {n.name for g in model.graphs() for n in g if n.name}
+    known = {n.name for g in all_graphs(model) for n in g if n.name}
     words = re.sub(r"^\[\w+\] Inference error\(s\): ", "", words)
     return {name: f"onnx.checker: {words[:200]}" for name in sorted(names & known)}
 
@@ -106,10 +107,10 @@ def runtime_pins(message: str, model: ir.Model) -> Dict[str, str]:
     reason = f"onnxruntime: {kind} in its expanded function body"
     inlined = re.match(r"_inlfunc_([A-Za-z0-9]+)_", name)
     if inlined is not None:
-        return {n.name: reason for g in model.graphs() for n in g if n.op_type == inlined.group(1) and n.name}
+        return {n.name: reason for g in all_graphs(model) for n in g if n.op_type == inlined.group(1) and n.name}
     touching = [
         node
-        for graph in model.graphs()
+        for graph in all_graphs(model)
         for node in graph
         # Casts are the converter's own; the function node is what to pin.
         if node.op_type != "Cast" and node.name

@@ -33,6 +33,7 @@ from ampconv.chunks import release_mapped, tensor_sources
 from ampconv.errors import OutputError
 from ampconv.load import weight_bytes
 from ampconv.outputs import data_file_name
+from ampconv.graphs import all_graphs
 
 # The protobuf limit. Anything whose serialized form could reach it must use
 # external data; we switch with a margin for the graph itself.
@@ -165,7 +166,7 @@ class _WriteTracker:
 
     def __init__(self, model: ir.Model, threshold: int, progress: Optional[ProgressCallback]) -> None:
         self._values: List[Tuple[ir.Value, ir.TensorProtocol]] = []
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             for value in graph.initializers.values():
                 tensor = value.const_value
                 if tensor is not None and tensor.nbytes > threshold:

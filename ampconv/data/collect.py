@@ -26,6 +26,7 @@ from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, 
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
 from ampconv.validate import localize, modelio, runners
+from ampconv.graphs import all_graphs
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
 PRODUCT_BOUND_MAX_MACS = 2 * 10**8
@@ -62,7 +63,7 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
     }
     constants = _ConstantArrays(model)
     watched = [node for node in model.graph if node.name in accumulations]
-    hidden = sum(1 for graph in model.graphs() if graph is not model.graph for _ in graph)
+    hidden = sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
     names = list(observed)
     localize.expose(model, names)
     sources = []

@@ -34,6 +34,7 @@ from ampconv.data.collect import run_copy
 from ampconv.lowtypes import LowType
 from ampconv.validate import modelio
 from ampconv.validate.emulate import NameMaker, round_trip
+from ampconv.graphs import all_graphs
 
 FLOAT = ir.DataType.FLOAT
 _TWIN = "__ampconv_own"
@@ -272,7 +273,7 @@ def low_consumers(model: ir.Model, names: Iterable[str]) -> Dict[str, list]:
     """For each node named in ``names`` (subgraphs included), the nodes of ``names`` that read one of its outputs."""
     wanted = set(names)
     found: Dict[str, list] = {}
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         for node in graph:
             if node.name not in wanted:
                 continue
@@ -284,7 +285,7 @@ def low_consumers(model: ir.Model, names: Iterable[str]) -> Dict[str, list]:
 def op_types(model: ir.Model, names: Iterable[str]) -> Dict[str, str]:
     """The op type of each node named in ``names``, subgraphs included."""
     wanted = set(names)
-    return {node.name: node.op_type for graph in model.graphs() for node in graph if node.name in wanted}
+    return {node.name: node.op_type for graph in all_graphs(model) for node in graph if node.name in wanted}
 
 
 def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dict[str, float]:
@@ -300,7 +301,7 @@ def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dic
 
     wanted = set(names) if names is not None else None
     weights: Dict[str, float] = {}
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         for node in graph:
             if wanted is not None and node.name not in wanted:
                 continue

@@ -15,6 +15,7 @@ from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.lowtypes import low_type
 from ampconv.plan import Plan
+from ampconv.graphs import all_graphs
 
 PRECISION_KEY = "ampconv.precision"
 RULE_KEY = "ampconv.rule"
@@ -30,7 +31,7 @@ class AnnotatePass(InPlacePass):
     def call(self, model: ir.Model) -> PassResult:
         """Stamp every node of every graph; nodes the plan never saw were inserted by the rewrite."""
         names = {"LOW": low_type(self.plan.low).name, "HIGH": "float32", "NONE": "none"}
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             for node in graph:
                 node_plan = self.plan.nodes.get(node)
                 if node_plan is None:

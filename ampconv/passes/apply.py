@@ -38,6 +38,7 @@ from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
+from ampconv.graphs import all_graphs
 
 
 @dataclasses.dataclass
@@ -86,7 +87,7 @@ class _Rewriter:
         self.limits = plan.limits  # the limits clamped tensors are brought inside (max_finite, min_positive)
         self.result = ApplyResult()
         self.names: Set[str] = set()
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             self.names.update(v.name for v in graph.inputs if v.name)
             self.names.update(v.name for v in graph.initializers.values() if v.name)
             for node in graph:
@@ -94,7 +95,7 @@ class _Rewriter:
                     self.names.add(node.name)
                 self.names.update(v.name for v in node.outputs if v.name)
         self.parent: Dict[int, ir.Graph] = {}
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             for node in graph:
                 for attr in node.attributes.values():
                     if attr.type == ir.AttributeType.GRAPH:
@@ -163,7 +164,7 @@ class _Rewriter:
                 # A kept output initializer stays float32; one keep_io_types leaves
                 # free is planned LOW when its values fit (hazard 10).
                 needs.setdefault(value, set()).add(need)
-        for graph in self.model.graphs():
+        for graph in all_graphs(self.model):
             for value in list(graph.initializers.values()):
                 if not is_float(value) or value.const_value is None:
                     continue

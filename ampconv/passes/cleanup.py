@@ -24,6 +24,7 @@ import dataclasses
 from typing import Dict, Optional, Tuple
 
 import onnx_ir as ir
+from ampconv.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassManager, PassResult
 
 WIDE = ir.DataType.FLOAT
@@ -149,7 +150,7 @@ class CleanupPass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:
         changed = False
-        for graph in list(model.graphs()):
+        for graph in list(all_graphs(model)):
             changed |= cleanup_graph(graph, self.result)
         return PassResult(model, modified=changed)
 

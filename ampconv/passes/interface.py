@@ -16,6 +16,7 @@ interface, typed as the user asked.
 from __future__ import annotations
 
 import onnx_ir as ir
+from ampconv.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassResult
 
 
@@ -27,7 +28,7 @@ class UntypeShapelessSubgraphIOPass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:
         before = self.untyped
-        for graph in model.graphs():
+        for graph in all_graphs(model):
             if graph is model.graph:
                 continue
             for value in list(graph.inputs) + list(graph.outputs):

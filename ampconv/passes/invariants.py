@@ -15,6 +15,7 @@ import onnx_ir as ir
 
 from ampconv.errors import ConversionError
 from ampconv.schema import loop_slots
+from ampconv.graphs import all_graphs
 
 
 def loop_state_pairs(node: ir.Node, opset: int) -> Iterator[Tuple[Optional[ir.Value], ir.Value, ir.Value]]:
@@ -31,7 +32,7 @@ def check_loop_state_types(model: ir.Model) -> None:
     """Raise ``ConversionError`` when a Loop/Scan state changes type across an iteration."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     problems: List[str] = []
-    for graph in model.graphs():
+    for graph in all_graphs(model):
         for node in graph:
             if node.domain not in ("", "ai.onnx") or node.op_type not in ("Loop", "Scan"):
                 continue

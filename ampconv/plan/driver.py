@@ -35,6 +35,7 @@ from ampconv.plan.values import is_constant, is_float
 from ampconv.policy import HIGH, LOW, Policy
 from ampconv.policy.lists import STRUCTURAL, behaviour_kind
 from ampconv.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
+from ampconv.graphs import all_graphs
 
 
 class Planner:
@@ -145,7 +146,7 @@ class Planner:
         read the LOW copy instead and have its (small) output cast up: same bits,
         and the weight is stored once.
         """
-        for graph in self.ctx.model.graphs():
+        for graph in all_graphs(self.ctx.model):
             for value in graph.initializers.values():
                 if not is_float(value):
                     continue
