@@ -62,9 +62,12 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     bad = _first_non_utf8_name(proto)
     if bad is not None:
         raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
-    inferred = False
-    if infer_types:
-        proto, inferred = _with_inferred_types(proto)
+    inferred = _infer(proto) if infer_types else None
+    types: Optional[Dict[str, onnx.TypeProto]] = None
+    if inferred is not None:
+        types = _flat_graph_types(inferred)
+        if types is None:  # control flow: read the inferred model whole (types and shapes)
+            proto = inferred
     try:
         # onnx-ir logs (and warns about) what it finds wrong in a graph, a
         # dangling input for example; the checks that follow turn those into
@@ -74,7 +77,10 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     except Exception as exc:
         raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
     del proto
-    if inferred:
+    if inferred is not None:
+        del inferred
+        if types is not None:
+            _merge_types(model.graph, types)
         model.meta[INFERRED_META_KEY] = True
     # An absolute base dir keeps tensor paths valid if the process changes folder.
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
@@ -82,15 +88,54 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     return model
 
 
-def _with_inferred_types(proto: onnx.ModelProto):
-    """(proto with inferred types, True), or (proto, False) when its weights are large or inference fails."""
+def _infer(proto: onnx.ModelProto) -> Optional[onnx.ModelProto]:
+    """``proto`` with onnx's inferred value_info; None when its weights are large or inference fails.
+
+    Large inline weights are left to ``prepare.InferTypesPass``, which infers
+    on a weight-free copy (inference copies the whole proto).
+    """
     inline = sum(t.ByteSize() for t in proto.graph.initializer)
     if inline > INFER_AT_LOAD_MAX_BYTES:
-        return proto, False
+        return None
     try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False), True
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
     except Exception:  # noqa: BLE001 - inference is best effort; InferTypesPass tries again
-        return proto, False
+        return None
+
+
+def _flat_graph_types(inferred: onnx.ModelProto) -> Optional[Dict[str, onnx.TypeProto]]:
+    """The inferred type of each main-graph value, when no node holds a subgraph; else None."""
+    for node in inferred.graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g") or len(attribute.graphs):
+                return None
+    return {info.name: info.type for info in inferred.graph.value_info}
+
+
+def _merge_types(graph: ir.Graph, types: Dict[str, onnx.TypeProto]) -> None:
+    """Give each untyped node output of ``graph`` the whole type inference found for it.
+
+    Types only, for graphs without control flow: the element types are what
+    planning needs, and deserializing every inferred shape costs a third of
+    reading a big graph (and would write into the output value_info shapes
+    the input never declared). A model with If/Loop/Scan is read whole from
+    the inferred proto instead: a body output without a shape is written
+    untyped (``passes.interface``), so body types and shapes must stay exact.
+    """
+    for node in graph:
+        for value in node.outputs:
+            if value.type is None:
+                found = types.get(value.name)
+                if found is not None:
+                    value.type = _ir_type(found)
+
+
+def _ir_type(proto: onnx.TypeProto) -> Optional[ir.TypeProtocol]:
+    """A fresh IR type for ``proto`` (each value owns its type: the rewrite changes dtypes in place)."""
+    if proto.WhichOneof("value") == "tensor_type":
+        elem = proto.tensor_type.elem_type
+        return ir.TensorType(ir.DataType(elem)) if elem else None
+    return ir.serde.deserialize_type_proto_for_type(proto)
 
 
 @contextlib.contextmanager

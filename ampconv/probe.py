@@ -63,7 +63,9 @@ def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
         else:
             constant = small_constant(value)
             content = None if constant is None else (constant.dtype, tuple(constant.shape.numpy()), constant.tobytes())
-            inputs.append((repr(value.type), None if value.shape is None else len(value.shape), content))
+            # No shape or rank: kernels are chosen by type, shapes are onnx.checker's to
+            # judge, and intermediate values carry no inferred shape (ampconv.load).
+            inputs.append((repr(value.type), content))
     outputs = tuple(
         None if (not v.name) else (repr(v.type) if v.type is not None else "?") for v in node.outputs
     )

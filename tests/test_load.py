@@ -6,6 +6,7 @@ import pathlib
 import sys
 
 import onnx
+import onnx_ir as ir
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,3 +87,47 @@ def test_not_onnx_and_empty_files(tmp_path):
         load_model(junk)
     with pytest.raises(ModelLoadError, match="no such file"):
         load_model(tmp_path / "absent.onnx")
+
+
+def test_inferred_types_of_a_flat_graph_come_without_shapes(tmp_path):
+    """Types are what planning reads; inferred shapes are not added (nor written to the output's value_info)."""
+    from ampconv.load import INFERRED_META_KEY
+    from helpers import model_from_text, save
+
+    src = save(model_from_text("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 4] x) => (float[2, 4] y) { h = Relu(x) y = Sigmoid(h) }
+    """), tmp_path / "flat.onnx")
+    model = load_model(src, infer_types=True)
+    hidden = next(iter(model.graph)).outputs[0]
+    assert model.meta.get(INFERRED_META_KEY) is True
+    assert hidden.dtype == ir.DataType.FLOAT and hidden.shape is None
+
+
+def test_a_graph_with_control_flow_keeps_inferred_shapes(tmp_path):
+    """If/Loop/Scan: the inferred model is read whole, so body and loop values keep exact types and shapes."""
+    from helpers import model_from_text, save
+
+    src = save(model_from_text("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 4] x, bool c) => (float[2, 4] y) {
+            h = Relu(x)
+            y = If (c) <then_branch = t () => (float[2, 4] a) { a = Sigmoid(h) },
+                        else_branch = e () => (float[2, 4] b) { b = Tanh(h) }>
+        }
+    """), tmp_path / "cf.onnx")
+    model = load_model(src, infer_types=True)
+    hidden = next(iter(model.graph)).outputs[0]
+    assert hidden.dtype == ir.DataType.FLOAT and hidden.shape is not None and list(hidden.shape) == [2, 4]
+
+
+def test_no_inference_means_no_types_are_claimed(tmp_path):
+    from ampconv.load import INFERRED_META_KEY
+    from helpers import model_from_text, save
+
+    src = save(model_from_text("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 4] x) => (float[2, 4] y) { h = Relu(x) y = Sigmoid(h) }
+    """), tmp_path / "plain.onnx")
+    model = load_model(src)
+    assert INFERRED_META_KEY not in model.meta and next(iter(model.graph)).outputs[0].type is None
