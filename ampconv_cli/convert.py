@@ -11,6 +11,7 @@ from ampconv import outputs
 from ampconv.config import Config
 from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
+from ampconv_cli import collection
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import (
     conversion_options,
@@ -88,32 +89,35 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
     )
     check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples)
     check_input_range_names(model, validation["input_ranges"])
-    with make_progress(quiet) as progress:
-        config = Config(
-            level=level, dtype=dtype, target=target, preset=preset, op_info=op_info, mixlists=tuple(mixlists),
-            keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
-            force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
-            max_finite=max_finite, min_positive=min_positive, clamp_small=clamp_small,
-            check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
-            calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
-            calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
-            input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
-            data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
-            opset=opset, annotate=annotate,
-            rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
-        )
-        report = ampconv.convert(model, output, config, dry_run=dry_run)
-    if dry_run:
-        click.echo(render_plan(report))
-    elif not quiet:
-        click.echo(render_text(report, verbose=verbose), err=True)
-    elif report.warnings:  # -q silences the summary, never a warning
-        click.echo(render_warnings(report), err=True)
-    if report_path:
-        # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
-        outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
+    # The model is cyclic garbage once converted: see ampconv_cli.collection.
+    with collection.deferred():
+        with make_progress(quiet) as progress:
+            config = Config(
+                level=level, dtype=dtype, target=target, preset=preset, op_info=op_info, mixlists=tuple(mixlists),
+                keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
+                force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
+                max_finite=max_finite, min_positive=min_positive, clamp_small=clamp_small,
+                check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
+                calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
+                calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
+                input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
+                data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
+                opset=opset, annotate=annotate,
+                rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
+            )
+            report = ampconv.convert(model, output, config, dry_run=dry_run)
+        if dry_run:
+            click.echo(render_plan(report))
+        elif not quiet:
+            click.echo(render_text(report, verbose=verbose), err=True)
+        elif report.warnings:  # -q silences the summary, never a warning
+            click.echo(render_warnings(report), err=True)
+        if report_path:
+            # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
+            outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
     if not do_validate:
         return
+    collection.resume()
     if validation["inputs"]:  # --shape/--input-range were for the random calibration samples only
         validation = {**validation, "shapes": (), "input_ranges": ()}
     options = options_from_cli(

@@ -86,4 +86,7 @@ def cli() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from ampconv_cli import collection
+
+    collection.mark_process_ends()
     cli()
