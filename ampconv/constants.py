@@ -67,6 +67,10 @@ def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = No
     limits = limits or range_limits(low)
     if chunks is None:
         flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+        if flat.size <= SMALL_ELEMENTS:
+            fits = _all_in_range(flat, limits)
+            if fits is not None:
+                return fits
         chunks = (flat[i : i + CHUNK_ELEMENTS] for i in range(0, flat.size, CHUNK_ELEMENTS))
     overflow = underflow = nonzero = size = 0
     mask_like = True
@@ -104,6 +108,26 @@ def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = No
                 ex_under = float(values[int(np.argmax(under))])
     fill = ex_over if overflow and mask_like else None
     return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill, limits)
+
+
+# Up to this many elements, a tensor is first checked in one step (``_all_in_range``):
+# big graphs hold thousands of small biases and scales, nearly all in range, and
+# the general scan's per-call set-up cost more than the data.
+SMALL_ELEMENTS = 4096
+
+
+def _all_in_range(flat: np.ndarray, limits: RangeLimits) -> Optional[RangeStats]:
+    """The stats of a small float32 vector when no value lies outside ``limits``; None when any does."""
+    bits = flat.view(np.uint32) & np.uint32(0x7FFFFFFF)
+    if flat.size == 0:
+        return RangeStats(0, 0, 0, 0, 0.0, limits=limits)
+    top = int(bits.max())
+    if top >= limits.overflow_bits:
+        return None  # overflow, inf or nan: the general scan says which
+    nonzero = int(np.count_nonzero(bits))
+    if int(np.count_nonzero(bits <= limits.underflow_bits)) != flat.size - nonzero:
+        return None  # tiny non-zero values: the general scan counts them
+    return RangeStats(flat.size, nonzero, 0, 0, float(np.uint32(top).view(np.float32)), limits=limits)
 
 
 def to_low(array: np.ndarray, low: str, clamp: bool | str = False, limits: Optional[RangeLimits] = None) -> np.ndarray:

@@ -254,7 +254,8 @@ def _convert_once(
     with staging_dir(dst) as stage:
         staged = stage / dst.name
         written_note = write_model(
-            model, staged, external=external, progress=config.progress, max_workers=config.max_workers
+            model, staged, external=external, progress=config.progress, max_workers=config.max_workers,
+            weights=report.weight_bytes_after,
         )
         if written_note:
             report.notes.append(written_note)

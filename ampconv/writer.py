@@ -62,6 +62,7 @@ def write_model(
     external: bool,
     progress: Optional[ProgressCallback] = None,
     max_workers: int = 2,
+    weights: Optional[int] = None,
 ) -> Optional[str]:
     """Serialize ``model`` to ``path`` (inside a staging folder); return a note or None.
 
@@ -75,10 +76,13 @@ def write_model(
     ``progress(done, total)`` is called with weight bytes: once with ``done=0``
     before writing, after each tensor is written, and with ``done == total`` at
     the end. The model is unchanged afterwards (its tensors are restored).
+
+    ``weights`` is the model's ``load.weight_bytes`` when the caller has
+    measured it already (a walk over every graph saved).
     """
     path = Path(path)
     note = None
-    if not external and weight_bytes(model) > INLINE_WEIGHT_LIMIT:
+    if not external and (weights if weights is not None else weight_bytes(model)) > INLINE_WEIGHT_LIMIT:
         external = True
         note = (
             f"weights exceed the 2 GB protobuf limit inline: written with external data "

@@ -36,7 +36,7 @@ class RangeReader:
         """The range facts of constant ``value``; None when its data cannot be read."""
         if value not in self._stats:
             tensor = value.const_value
-            if tensor is not None and tensor.dtype == ir.DataType.FLOAT:
+            if tensor is not None and tensor.dtype == ir.DataType.FLOAT and isinstance(tensor, ir.ExternalTensor):
                 self._stats[value] = self._streamed(tensor)
             else:
                 array = constant_array(value)
