@@ -34,12 +34,17 @@ class _Deferred(types.ModuleType):
     """A module whose code runs on the first lookup of an attribute it does not have yet."""
 
     def __getattr__(self, attr: str):
-        # Only called for attributes not set yet: the import metadata is set,
-        # so the import statement reads it without loading anything.
-        if attr.startswith("__") and attr.endswith("__"):
+        # Only called for attributes not set yet. The import statement reads the
+        # import metadata (set, or for a plain module absent: __path__) without
+        # loading anything; any other name, __all__ and __version__ included, loads.
+        if attr in _IMPORT_METADATA:
             raise AttributeError(attr)
         _load(self)
         return getattr(self, attr)
+
+
+# What the import system may look up on a module without using it.
+_IMPORT_METADATA = frozenset({"__path__", "__spec__", "__loader__", "__package__", "__file__", "__cached__"})
 
 
 def _load(module: types.ModuleType) -> None:

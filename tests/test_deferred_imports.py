@@ -45,6 +45,17 @@ def test_symbolic_arithmetic_loads_the_real_modules():
     assert out == ["False", "N", "+", "1", "True", "2*x", "onnx_ir._symbolic_shapes"]
 
 
+def test_star_import_and_version_load_the_real_module():
+    out = _run("""
+        import ampconv.converter
+        import sympy
+        version = sympy.__version__
+        from sympy import *  # noqa: F403
+        print(bool(version), Symbol('z') + 1)
+    """)
+    assert out == ["True", "z", "+", "1"]
+
+
 def test_a_module_already_loaded_or_missing_is_left_alone():
     assert deferred_imports.defer("json") is False  # already imported by pytest
     assert deferred_imports.defer("no_such_module_ampconv_test") is False
