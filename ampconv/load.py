@@ -4,7 +4,9 @@ onnx-ir keeps external data memory-mapped; nothing is read until a tensor's
 bytes are needed. Before any work starts we check that every name is valid
 UTF-8 and that every external data file exists, stays inside the model's
 folder and is long enough, so a missing or truncated file is an error that
-names the tensor and the file, and nothing is written. The metadata helpers
+names the tensor and the file, and nothing is written. With ``infer_types``
+the values get the element types onnx shape inference finds (see
+``_merge_types`` for why shapes are left out). The metadata helpers
 here (``external_tensors``, ``external_data_files``, ``weight_bytes``) read
 no weights.
 """
@@ -133,8 +135,10 @@ def _merge_types(graph: ir.Graph, types: Dict[str, onnx.TypeProto]) -> None:
 def _ir_type(proto: onnx.TypeProto) -> Optional[ir.TypeProtocol]:
     """A fresh IR type for ``proto`` (each value owns its type: the rewrite changes dtypes in place)."""
     if proto.WhichOneof("value") == "tensor_type":
-        elem = proto.tensor_type.elem_type
-        return ir.TensorType(ir.DataType(elem)) if elem else None
+        try:
+            return ir.TensorType(ir.DataType(proto.tensor_type.elem_type)) if proto.tensor_type.elem_type else None
+        except ValueError:  # an element type this onnx_ir does not know: leave it to InferTypesPass
+            return None
     return ir.serde.deserialize_type_proto_for_type(proto)
 
 
