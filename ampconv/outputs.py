@@ -149,15 +149,7 @@ def check_report_path(
     starts with the path and says "cannot write the report" for folder problems.
     """
     path = Path(path)
-    for what, other in inputs:
-        if same_file(path, other):
-            raise OutputError(f"{path}: the report would overwrite {what} {other}; choose another path")
-    for what, other in outputs:
-        if same_file(path, other):
-            raise OutputError(f"{path}: the report path is also the path of {what} {other}; choose another path")
-    _check_folder(path, f"{path}: cannot write the report: folder")
-    if path.is_dir():
-        raise OutputError(f"{path}: cannot write the report: is a directory")
+    _refuse_unwritable(path, "the report", inputs, outputs)
     if not path.exists() or overwrite:
         return
     if not merge:
@@ -167,6 +159,19 @@ def check_report_path(
             f"{path}: exists and is not an ampconv JSON report, so the validation result "
             "cannot be merged into it; pass overwrite=True to replace it"
         )
+
+
+def _refuse_unwritable(path: Path, what: str, inputs: Sequence[Named], outputs: Sequence[Named] = ()) -> None:
+    """The checks every one-file output shares: none of ``inputs`` or ``outputs``, a writable folder, not a folder."""
+    for input_what, other in inputs:
+        if same_file(path, other):
+            raise OutputError(f"{path}: {what} would overwrite {input_what} {other}; choose another path")
+    for output_what, other in outputs:
+        if same_file(path, other):
+            raise OutputError(f"{path}: {what} path is also the path of {output_what} {other}; choose another path")
+    _check_folder(path, f"{path}: cannot write {what}: folder")
+    if path.is_dir():
+        raise OutputError(f"{path}: cannot write {what}: is a directory")
 
 
 def _check_folder(path: Path, prefix: str) -> None:
@@ -348,12 +353,7 @@ def check_single_output(
     ``OutputError`` whose message starts with the path.
     """
     path = Path(path)
-    for input_what, other in inputs:
-        if same_file(path, other):
-            raise OutputError(f"{path}: {what} would overwrite {input_what} {other}; choose another path")
-    _check_folder(path, f"{path}: cannot write {what}: folder")
-    if path.is_dir():
-        raise OutputError(f"{path}: cannot write {what}: is a directory")
+    _refuse_unwritable(path, what, inputs)
     if path.exists() and not overwrite:
         raise OutputError(f"{path}: already exists; pass overwrite=True to replace it")
 
