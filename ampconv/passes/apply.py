@@ -38,7 +38,7 @@ from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
-from ampconv.graphs import all_graphs
+from ampconv.graphs import all_graphs, subgraphs_of
 
 
 @dataclasses.dataclass
@@ -97,12 +97,8 @@ class _Rewriter:
         self.parent: Dict[int, ir.Graph] = {}
         for graph in all_graphs(model):
             for node in graph:
-                for attr in node.attributes.values():
-                    if attr.type == ir.AttributeType.GRAPH:
-                        self.parent[id(attr.value)] = graph
-                    elif attr.type == ir.AttributeType.GRAPHS:
-                        for sub in attr.value:
-                            self.parent[id(sub)] = graph
+                for sub in subgraphs_of(node):
+                    self.parent[id(sub)] = graph
         self.actual: Dict[ir.Value, str] = {}
         self.cast_cache: Dict[Tuple[ir.Value, str, int], ir.Value] = {}
         self.const_cache: Dict[Tuple[ir.Value, str], ir.Value] = {}

@@ -34,7 +34,8 @@ import itertools
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.validate.modelio import LOW_TYPES, ensure_types, graphs, untyped_values
+from ampconv.graphs import all_graphs
+from ampconv.validate.modelio import LOW_TYPES, ensure_types, untyped_values
 
 FLOAT = ir.DataType.FLOAT
 _DTYPE_ATTRS = ("to", "dtype")
@@ -63,15 +64,15 @@ def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
     stats = EmulationStats(untyped=untyped_values(model))
     names = NameMaker()
     replaced: dict[ir.Value, ir.Value] = {}
-    all_graphs = list(graphs(model))
-    for graph in all_graphs:
+    graphs = all_graphs(model)
+    for graph in graphs:
         _widen_initializers(graph, stats)
         _round_graph_inputs(graph, names, replaced, stats)
         for node in list(graph):
             _retype_attributes(node, stats)
             for value in node.outputs:
                 _round_output(node, value, names, replaced, stats)
-    _redirect_graph_outputs(all_graphs, replaced)
+    _redirect_graph_outputs(graphs, replaced)
     return stats
 
 
@@ -205,8 +206,8 @@ def _retype_container(value: ir.Value) -> bool:
     return True
 
 
-def _redirect_graph_outputs(all_graphs, replaced) -> None:
-    for graph in all_graphs:
+def _redirect_graph_outputs(graphs, replaced) -> None:
+    for graph in graphs:
         for index, value in enumerate(graph.outputs):
             if value in replaced:
                 graph.outputs[index] = replaced[value]

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.graphs import all_graphs
+
 from ampconv.errors import ModelLoadError
 
 LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
@@ -79,27 +81,11 @@ def _dim(d) -> Dim:
 
 def iter_values(model: ir.Model):
     """Every value of every graph (subgraphs included): inputs, initializers, node outputs."""
-    for graph in _graphs(model.graph):
+    for graph in all_graphs(model):
         yield from graph.inputs
         yield from graph.initializers.values()
         for node in graph:
             yield from node.outputs
-
-
-def _graphs(graph: ir.Graph):
-    yield graph
-    for node in graph:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                yield from _graphs(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    yield from _graphs(sub)
-
-
-def graphs(model: ir.Model):
-    """The main graph and every subgraph, outer before inner."""
-    return _graphs(model.graph)
 
 
 def low_dtype(model: ir.Model) -> str | None:
@@ -108,7 +94,7 @@ def low_dtype(model: ir.Model) -> str | None:
     for value in iter_values(model):
         if value.dtype in LOW_TYPES:
             found.add(LOW_TYPES[value.dtype])
-    for graph in graphs(model):
+    for graph in all_graphs(model):
         for node in graph:
             for attr in node.attributes.values():
                 is_dtype = attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype")
@@ -121,7 +107,7 @@ def low_dtype(model: ir.Model) -> str | None:
 
 def has_external_data(model: ir.Model) -> bool:
     """True when any initializer still lives in an external file."""
-    for graph in graphs(model):
+    for graph in all_graphs(model):
         for value in graph.initializers.values():
             if isinstance(value.const_value, ir.ExternalTensor):
                 return True
@@ -131,7 +117,7 @@ def has_external_data(model: ir.Model) -> bool:
 def estimated_float32_bytes(model: ir.Model) -> int:
     """Upper bound of the derived copy's weights once LOW tensors are widened."""
     total = 0
-    for graph in graphs(model):
+    for graph in all_graphs(model):
         for value in graph.initializers.values():
             tensor = value.const_value
             if tensor is None:
@@ -177,4 +163,4 @@ def ensure_types(model: ir.Model) -> None:
 
 def untyped_values(model: ir.Model) -> int:
     """How many node outputs still have no known element type."""
-    return sum(1 for graph in graphs(model) for node in graph for v in node.outputs if v.dtype is None and v.type is None)
+    return sum(1 for graph in all_graphs(model) for node in graph for v in node.outputs if v.dtype is None and v.type is None)
