@@ -45,7 +45,7 @@ from ampconv.repair import accept_input, input_refusal, repair
 from ampconv.report import Report
 from ampconv.verdict import ACCEPT, PIN, judge
 from ampconv.writer import write_model
-from ampconv.graphs import all_graphs
+from ampconv.graphs import all_graphs, fixed_graph_list
 
 MAX_RUNTIME_RETRIES = 8
 
@@ -187,7 +187,28 @@ def _convert_once(
     *,
     write: bool = True,
 ) -> Tuple[Report, ir.Model]:
-    """Plan and rewrite ``model``; then (``write``, not ``dry_run``) write, check and publish it to ``dst``."""
+    """Plan and rewrite ``model``; then (``write``, not ``dry_run``) write, check and publish it to ``dst``.
+
+    No step adds or removes a node that holds a subgraph, so the model's graph
+    list is walked once for the whole conversion (``fixed_graph_list``).
+    """
+    with fixed_graph_list(model):
+        return _plan_rewrite_write(src, dst, model, policy, config, runtime_pins, dry_run, repairs, data, write)
+
+
+def _plan_rewrite_write(
+    src: Path,
+    dst: Path,
+    model: ir.Model,
+    policy: Policy,
+    config: Config,
+    runtime_pins: Dict[str, str],
+    dry_run: bool,
+    repairs: List[str],
+    data: Optional[DataFindings],
+    write: bool,
+) -> Tuple[Report, ir.Model]:
+    """The body of ``_convert_once``."""
     data = data or DataFindings()
     run_passes(model, NameNodesPass(), InferTypesPass())
     casts_before = _count_casts(model)
@@ -234,7 +255,7 @@ def _convert_once(
         if config.annotate:
             run_passes(model, AnnotatePass(plan))
         report.notes.extend(opset.notes)
-        report.initializers = [dataclasses.asdict(f) for f in applied.initializers]
+        report.initializers = [f.record() for f in applied.initializers]
     report.casts_inserted = applied.casts_inserted
     report.casts_after = _count_casts(model)
     # Derived, so the counts add up: a cast the cleanup bypasses and then drops

@@ -6,23 +6,60 @@ conversion asks for the graph list about twenty times. This walk reads each
 node's attribute table directly (most nodes have none) and returns the same
 graphs in the same order (depth first, each subgraph right after the node that
 holds it), as a list that the caller may reuse while no graph is added.
+
+Inside ``fixed_graph_list(model)`` the list is walked once, on entry, and
+every ``all_graphs(model)`` returns (a copy of) it. The converter holds that
+scope over a whole conversion: its passes insert and remove casts and
+constants but never a node that holds a graph, so the list cannot change.
 """
 
 from __future__ import annotations
 
-from typing import List
+import contextlib
+from typing import Dict, Iterator, List, Tuple
 
 import onnx_ir as ir
 
 _GRAPH = ir.AttributeType.GRAPH
 _GRAPHS = ir.AttributeType.GRAPHS
 
+# id(model) -> (model, its graph list) for the models inside ``fixed_graph_list``.
+# The model is kept beside its id so a recycled id can never match another model.
+_FIXED: Dict[int, Tuple[ir.Model, List[ir.Graph]]] = {}
+
 
 def all_graphs(model: ir.Model) -> List[ir.Graph]:
     """The main graph of ``model`` and all its subgraphs, in ``ir.Model.graphs()`` order."""
+    fixed = _FIXED.get(id(model))
+    if fixed is not None and fixed[0] is model:
+        return list(fixed[1])
+    return walk_graphs(model)
+
+
+def walk_graphs(model: ir.Model) -> List[ir.Graph]:
+    """``all_graphs`` without the scope's saved list: always walks the model."""
     found: List[ir.Graph] = []
     _collect(model.graph, found)
     return found
+
+
+@contextlib.contextmanager
+def fixed_graph_list(model: ir.Model) -> Iterator[None]:
+    """Walk ``model`` once; inside the block ``all_graphs(model)`` returns that walk's list.
+
+    Only for code that adds and removes no node holding a subgraph (If, Loop,
+    Scan) while the block runs. Nested scopes over one model share the outer
+    walk.
+    """
+    key = id(model)
+    if key in _FIXED and _FIXED[key][0] is model:
+        yield
+        return
+    _FIXED[key] = (model, walk_graphs(model))
+    try:
+        yield
+    finally:
+        _FIXED.pop(key, None)
 
 
 def subgraphs_of(node: ir.Node) -> List[ir.Graph]:
@@ -45,4 +82,4 @@ def _collect(graph: ir.Graph, found: List[ir.Graph]) -> None:
                 _collect(held, found)
 
 
-__all__ = ["all_graphs", "subgraphs_of"]
+__all__ = ["all_graphs", "fixed_graph_list", "subgraphs_of", "walk_graphs"]

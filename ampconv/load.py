@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from ampconv.errors import ModelLoadError
 from ampconv.loadcheck import first_line
+from ampconv import tensorsize
 from ampconv.graphs import all_graphs
 
 
@@ -316,10 +317,10 @@ def weight_bytes(model: ir.Model) -> int:
     for graph in all_graphs(model):
         for value in graph.initializers.values():
             if value.const_value is not None:
-                total += value.const_value.nbytes
+                total += tensorsize.nbytes(value.const_value)
         for node in graph:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 attr = node.attributes.get("value")
                 if attr is not None and attr.type == ir.AttributeType.TENSOR:
-                    total += attr.value.nbytes
+                    total += tensorsize.nbytes(attr.value)
     return total

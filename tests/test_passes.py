@@ -153,3 +153,13 @@ def test_initializer_rounding_is_nearest_even(tmp_path):
     expected = expected.astype(np.float16)
     np.testing.assert_array_equal(stored.view(np.uint16), expected.view(np.uint16))
     assert np.signbit(stored[3])
+
+
+def test_initializer_fate_record_is_its_asdict():
+    import dataclasses
+
+    from ampconv.passes.apply import InitializerFate
+
+    fate = InitializerFate("w", "main", (3, 4), 48, "LOW", 24)
+    assert fate.record() == dataclasses.asdict(fate)
+    assert [f.name for f in dataclasses.fields(fate)] == list(fate.record())  # a new field must join the record

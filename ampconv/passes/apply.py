@@ -38,6 +38,7 @@ from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
+from ampconv import tensorsize
 from ampconv.graphs import all_graphs, subgraphs_of
 
 
@@ -51,6 +52,11 @@ class InitializerFate:
     bytes_before: int
     fate: str  # "LOW", "HIGH", "duplicated"
     bytes_after: int
+
+    def record(self) -> Dict[str, object]:
+        """The report's entry: ``dataclasses.asdict`` without its deep copy (thousands per big graph)."""
+        return {"name": self.name, "graph": self.graph, "shape": self.shape, "bytes_before": self.bytes_before,
+                "fate": self.fate, "bytes_after": self.bytes_after}
 
 
 @dataclasses.dataclass
@@ -165,8 +171,8 @@ class _Rewriter:
                 if not is_float(value) or value.const_value is None:
                     continue
                 wanted = needs.get(value, set())
-                before = value.const_value.nbytes
-                shape = tuple(d if isinstance(d, int) else -1 for d in value.const_value.shape)
+                before = tensorsize.nbytes(value.const_value)
+                shape = tensorsize.dims(value.const_value)
                 if value.is_graph_input():
                     wanted = wanted | {HIGH}
                 if wanted == {LOW}:
@@ -187,7 +193,7 @@ class _Rewriter:
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
         low, limits = self.plan.low, self.limits
         clamp = self.clamp.get(name or "", False)
-        if tensor.size <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
+        if tensorsize.size(tensor) <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
             # A small in-memory tensor (a bias, a scale) is converted now: the lazy
             # machinery costs more than the cast, thousands of times on big graphs.
             # Same bits: to_low is numpy's round-to-nearest-even, as the lazy cast is.
