@@ -8,7 +8,7 @@ temporaries.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -128,6 +128,32 @@ def _all_in_range(flat: np.ndarray, limits: RangeLimits) -> Optional[RangeStats]
     if int(np.count_nonzero(bits <= limits.underflow_bits)) != flat.size - nonzero:
         return None  # tiny non-zero values: the general scan counts them
     return RangeStats(flat.size, nonzero, 0, 0, float(np.uint32(top).view(np.float32)), limits=limits)
+
+
+def batch_in_range(raws: Sequence[bytes], limits: RangeLimits) -> List[Optional[RangeStats]]:
+    """``_all_in_range`` for many small float32 tensors at once, given their little-endian bytes.
+
+    Big graphs hold thousands of small biases and scales; one vectorized pass
+    over their concatenated bits replaces a scan per tensor. Each tensor gets
+    its stats when every value fits ``limits``, or None when any does not (the
+    general scan then says which). Every entry of ``raws`` must be non-empty.
+    """
+    if not raws:
+        return []
+    sizes = np.fromiter((len(raw) // 4 for raw in raws), dtype=np.int64, count=len(raws))
+    bits = np.frombuffer(b"".join(raws), dtype="<u4") & np.uint32(0x7FFFFFFF)
+    starts = np.zeros(len(raws), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    top = np.maximum.reduceat(bits, starts)
+    nonzero_mask = bits != 0
+    nonzero = np.add.reduceat(nonzero_mask, starts, dtype=np.int64)
+    tiny = np.add.reduceat(nonzero_mask & (bits <= limits.underflow_bits), starts, dtype=np.int64)
+    fits = (top < limits.overflow_bits) & (tiny == 0)
+    max_abs = top.astype(np.uint32).view(np.float32)
+    return [
+        RangeStats(int(size), int(nz), 0, 0, float(peak), limits=limits) if ok else None
+        for size, nz, peak, ok in zip(sizes.tolist(), nonzero.tolist(), max_abs.tolist(), fits.tolist())
+    ]
 
 
 def to_low(array: np.ndarray, low: str, clamp: bool | str = False, limits: Optional[RangeLimits] = None) -> np.ndarray:

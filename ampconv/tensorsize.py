@@ -11,8 +11,9 @@ proto; every other tensor answers through its own properties. The figures are
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
+import onnx
 import onnx_ir as ir
 
 _PROTO_TENSOR = ir.serde.TensorProtoTensor
@@ -39,4 +40,25 @@ def nbytes(tensor: ir.TensorProtocol) -> int:
     return tensor.nbytes
 
 
-__all__ = ["dims", "nbytes", "size"]
+def proto_float32_bytes(tensor: Optional[ir.TensorProtocol]) -> Optional[bytes]:
+    """The little-endian bytes of a non-empty float32 tensor stored inline in its proto; else None.
+
+    Batched scans and casts of many small tensors join these bytes instead of
+    building an array per tensor. External, typed-field (``float_data``) and
+    in-memory tensors answer None.
+    """
+    if type(tensor) is not _PROTO_TENSOR:
+        return None
+    proto = tensor.raw
+    if proto.data_type != _FLOAT or proto.data_location == _EXTERNAL or not proto.HasField("raw_data"):
+        return None
+    raw = proto.raw_data
+    if not raw or len(raw) != 4 * math.prod(proto.dims):
+        return None
+    return raw
+
+
+_FLOAT = onnx.TensorProto.FLOAT
+_EXTERNAL = onnx.TensorProto.EXTERNAL
+
+__all__ = ["dims", "nbytes", "proto_float32_bytes", "size"]

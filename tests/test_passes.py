@@ -3,6 +3,7 @@
 import numpy as np
 import onnx
 import onnx_ir as ir
+import pytest
 
 import ampconv
 from ampconv.passes.cleanup import cleanup
@@ -163,3 +164,37 @@ def test_initializer_fate_record_is_its_asdict():
     fate = InitializerFate("w", "main", (3, 4), 48, "LOW", 24)
     assert fate.record() == dataclasses.asdict(fate)
     assert [f.name for f in dataclasses.fields(fate)] == list(fate.record())  # a new field must join the record
+
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_small_initializers_cast_together_have_the_bits_of_one_by_one_casts(tmp_path, dtype):
+    """The batched cast of small inline weights equals ``to_low`` tensor by tensor, typed-field ones included."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    import ampconv
+    from ampconv.constants import to_low
+
+    rng = np.random.default_rng(3)
+    weights = {f"w{i}": (rng.standard_normal(shape) * 10).astype(np.float32)
+               for i, shape in enumerate([(4,), (3, 5), (1,), (2, 2, 2), (64,)])}
+    inits = [numpy_helper.from_array(a, name) for name, a in weights.items()]
+    weights["typed"] = rng.standard_normal(6).astype(np.float32)
+    inits.append(helper.make_tensor("typed", onnx.TensorProto.FLOAT, [6], weights["typed"].tolist()))  # float_data
+    # Each weight multiplies the input on its own, so the shapes need not broadcast together.
+    nodes = [helper.make_node("Mul", ["x", name], [f"m_{name}"]) for name in weights]
+    outputs = [helper.make_tensor_value_info(f"m_{name}", onnx.TensorProto.FLOAT, None) for name in weights]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                              outputs, inits)
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    dst = tmp_path / "out.onnx"
+    ampconv.convert(src, dst, ampconv.Config(level="O3", dtype=dtype, overwrite=True))
+    written = {t.name: t for t in onnx.load(str(dst)).graph.initializer}
+    for name, array in weights.items():
+        expected = to_low(array, dtype)
+        got = numpy_helper.to_array(written[name])
+        assert got.shape == array.shape, name
+        assert got.view(np.uint16).tolist() == expected.view(np.uint16).tolist(), name

@@ -41,3 +41,40 @@ def test_a_tensor_above_the_small_size_is_scanned_in_chunks():
 
 def test_an_empty_tensor():
     assert range_stats(np.zeros(0, np.float32), "fp16").size == 0
+
+
+@pytest.mark.parametrize("low,max_finite", [("fp16", None), ("bf16", None), ("fp16", 1000.0)])
+def test_batch_in_range_agrees_with_the_one_tensor_check(low, max_finite):
+    from ampconv.constants import batch_in_range
+    limits = range_limits(low, max_finite=max_finite)
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(n).astype(np.float32) for n in (1, 7, 300, SMALL_ELEMENTS)]
+    arrays += [np.zeros(5, np.float32), np.array([0.5, 1e6], np.float32), np.array([np.nan], np.float32),
+               np.array([1.0, -1e-9, 0.0], np.float32), np.array([-np.inf, 2.0], np.float32),
+               np.array([3000.0], np.float32)]
+    batched = batch_in_range([a.astype("<f4").tobytes() for a in arrays], limits)
+    assert batched == [_all_in_range(a, limits) for a in arrays]
+    assert batched[6] is None and batched[8] is None  # nan, inf: left to the general scan in every type
+    assert batch_in_range([], limits) == []
+
+
+def test_prefetch_fills_the_planner_cache_only_for_small_in_range_proto_tensors():
+    import onnx
+    import onnx_ir as ir
+
+    from ampconv.plan.ranges import RangeReader
+
+    def value(name, array):
+        tensor = ir.serde.deserialize_tensor(onnx.numpy_helper.from_array(array, name=name))
+        return ir.Value(name=name, const_value=tensor)
+
+    small = value("small", np.linspace(-1, 1, 64, dtype=np.float32))
+    big = value("big", np.ones(SMALL_ELEMENTS + 1, np.float32))
+    wild = value("wild", np.array([1.0, 1e9], np.float32))
+    ints = value("ints", np.arange(4, dtype=np.int64))
+    in_memory = ir.Value(name="mem", const_value=ir.Tensor(np.ones(3, np.float32)))
+    reader = RangeReader("fp16")
+    reader.prefetch([small, big, wild, ints, in_memory])
+    assert set(reader._stats) == {small}
+    assert reader.stats(small) == range_stats(small.const_value.numpy(), "fp16")
+    assert reader.stats(wild).overflow == 1  # left to the general scan, which counts it

@@ -26,7 +26,7 @@ is the Loop/Scan state invariant (``invariants.check_loop_state_types``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import onnx_ir as ir
@@ -166,6 +166,7 @@ class _Rewriter:
                 # A kept output initializer stays float32; one keep_io_types leaves
                 # free is planned LOW when its values fit (hazard 10).
                 needs.setdefault(value, set()).add(need)
+        batch: List[Tuple[ir.Value, bytes]] = []  # small plain casts, made together below
         for graph in all_graphs(self.model):
             for value in list(graph.initializers.values()):
                 if not is_float(value) or value.const_value is None:
@@ -176,7 +177,11 @@ class _Rewriter:
                 if value.is_graph_input():
                     wanted = wanted | {HIGH}
                 if wanted == {LOW}:
-                    value.const_value = self._lazy_low(value.const_value, value.name)
+                    raw = self._batchable(value)
+                    if raw is not None:
+                        batch.append((value, raw))
+                    else:
+                        value.const_value = self._lazy_low(value.const_value, value.name)
                     value.dtype = self.low_dtype
                     self.actual[value] = LOW
                     fate, after = "LOW", before // 2
@@ -189,6 +194,31 @@ class _Rewriter:
                 self.result.initializers.append(
                     InitializerFate(value.name or "", graph.name or "main", shape, before, fate, after)
                 )
+        self._cast_batch(batch)
+
+    def _batchable(self, value: ir.Value) -> Optional[bytes]:
+        """The float32 bytes of a small initializer held in the proto and cast without clamping; else None."""
+        if self.clamp.get(value.name or ""):
+            return None
+        raw = tensorsize.proto_float32_bytes(value.const_value)
+        return raw if raw is not None and len(raw) <= 4 * EAGER_MAX_ELEMENTS else None
+
+    def _cast_batch(self, batch: Sequence[Tuple[ir.Value, bytes]]) -> None:
+        """Convert small initializers with one cast over their joined bytes (a bias or scale each, thousands).
+
+        Each gets a view of the shared LOW buffer: the same bits as ``to_low``
+        one by one (round to nearest even), without its per-call set-up.
+        """
+        if not batch:
+            return
+        low = to_low(np.frombuffer(b"".join(raw for _, raw in batch), dtype="<f4"), self.plan.low)
+        offset = 0
+        for value, raw in batch:
+            count = len(raw) // 4
+            dims = tensorsize.dims(value.const_value)
+            value.const_value = ir.Tensor(low[offset : offset + count].reshape(dims), dtype=self.low_dtype,
+                                          name=value.name)
+            offset += count
 
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
         low, limits = self.plan.low, self.limits

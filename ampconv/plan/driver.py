@@ -68,6 +68,7 @@ class Planner:
                 self.values[value] = HIGH if value.name in keep else LOW
         needs = tuple((HIGH if v.name in keep else None) if is_float(v) else None for v in graph.outputs)
         self.graph_output_needs[graph] = needs
+        self.ctx.ranges.prefetch(v for g in all_graphs(self.ctx.model) for v in g.initializers.values())
         self._plan_graph(graph)
         self._share_low_initializers()
         self._check_name_patterns()

@@ -7,12 +7,13 @@ mapped pages (RSS must not grow with the model), and remembers the answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
 import onnx_ir as ir
 
+from ampconv import tensorsize
 from ampconv.chunks import read_chunks, release_mapped
-from ampconv.constants import RangeStats, range_stats
+from ampconv.constants import SMALL_ELEMENTS, RangeStats, batch_in_range, range_stats
 from ampconv.lowtypes import RangeLimits, range_limits
 from ampconv.plan.values import constant_array
 
@@ -45,6 +46,27 @@ class RangeReader:
                 release_mapped(tensor)
         return self._stats[value]
 
+    def prefetch(self, values: Iterable[ir.Value]) -> None:
+        """Scan the small float32 initializers among ``values`` in one vectorized pass, ahead of ``stats``.
+
+        Only tensors still held as raw bytes in the model's proto, of at most
+        ``SMALL_ELEMENTS`` values, are batched (``batch_in_range``); a tensor
+        with any value out of range is left to ``stats``, which counts the
+        details the report needs.
+        """
+        picked: List[ir.Value] = []
+        raws: List[bytes] = []
+        for value in values:
+            if value in self._stats:
+                continue
+            raw = _small_float32_bytes(value.const_value)
+            if raw is not None:
+                picked.append(value)
+                raws.append(raw)
+        for value, stats in zip(picked, batch_in_range(raws, self.limits)):
+            if stats is not None:
+                self._stats[value] = stats
+
     def _streamed(self, tensor: ir.TensorProtocol) -> Optional[RangeStats]:
         try:
             return range_stats(None, self.low, chunks=read_chunks(tensor), limits=self.limits)
@@ -52,6 +74,12 @@ class RangeReader:
             return None
         finally:
             release_mapped(tensor)
+
+
+def _small_float32_bytes(tensor: Optional[ir.TensorProtocol]) -> Optional[bytes]:
+    """The raw bytes of a float32 tensor of at most ``SMALL_ELEMENTS`` held in the model's proto; else None."""
+    raw = tensorsize.proto_float32_bytes(tensor)
+    return raw if raw is not None and len(raw) <= 4 * SMALL_ELEMENTS else None
 
 
 def misfit(stats: RangeStats, tensor: str, low: str) -> str:
