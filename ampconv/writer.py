@@ -29,6 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import onnx_ir as ir
 
+from ampconv import tensorsize
 from ampconv.chunks import release_mapped, tensor_sources
 from ampconv.errors import OutputError
 from ampconv.load import weight_bytes
@@ -73,9 +74,10 @@ def write_model(
     whose weights would bring it near the 2 GB protobuf limit is written with
     external data anyway, and the returned note says so.
 
-    ``progress(done, total)`` is called with weight bytes: once with ``done=0``
-    before writing, after each tensor is written, and with ``done == total`` at
-    the end. The model is unchanged afterwards (its tensors are restored).
+    ``progress(done, total)`` is called with weight bytes (of the tensors over
+    ``INLINE_TENSOR_MAX_BYTES``, and of small ones read from mapped files when
+    saved inline): once with ``done=0`` before writing, after each of them is
+    written, and with ``done == total`` at the end. The model is unchanged afterwards (its tensors are restored).
 
     ``weights`` is the model's ``load.weight_bytes`` when the caller has
     measured it already (a walk over every graph saved).
@@ -88,8 +90,7 @@ def write_model(
             f"weights exceed the 2 GB protobuf limit inline: written with external data "
             f"{data_file_name(path)}"
         )
-    threshold = INLINE_TENSOR_MAX_BYTES if external else -1
-    tracker = _WriteTracker(model, threshold, progress)
+    tracker = _WriteTracker(model, external, progress)
     try:
         tracker.install()
         tracker.start()
@@ -159,6 +160,9 @@ def _identity(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
     return tensor
 
 
+_MAPPED = (ir.ExternalTensor, ir.LazyTensor)  # tensors that may read a memory-mapped source
+
+
 class _WriteTracker:
     """Swap initializers for ``_Tracked`` stand-ins for one save, and undo it.
 
@@ -168,21 +172,29 @@ class _WriteTracker:
     ``ExternalTensor`` at once race in its lazy mmap.
     """
 
-    def __init__(self, model: ir.Model, threshold: int, progress: Optional[ProgressCallback]) -> None:
-        self._values: List[Tuple[ir.Value, ir.TensorProtocol]] = []
+    def __init__(self, model: ir.Model, external: bool, progress: Optional[ProgressCallback]) -> None:
+        # Tracked: every tensor above INLINE_TENSOR_MAX_BYTES (with external data,
+        # exactly those that go to the data file), and in an inline save also every
+        # small tensor that reads a mapped source, so that source is released. The
+        # thousands of small in-memory tensors of a big graph are left as they are:
+        # a stand-in each cost more than writing them.
+        self._values: List[Tuple[ir.Value, ir.TensorProtocol, int]] = []
         for graph in all_graphs(model):
             for value in graph.initializers.values():
                 tensor = value.const_value
-                if tensor is not None and tensor.nbytes > threshold:
-                    self._values.append((value, tensor))
+                if tensor is None:
+                    continue
+                size = tensorsize.nbytes(tensor)
+                if size > INLINE_TENSOR_MAX_BYTES or (not external and isinstance(tensor, _MAPPED)):
+                    self._values.append((value, tensor, size))
         self._progress = progress
-        self.total = sum(t.nbytes for _, t in self._values)
+        self.total = sum(size for _, _, size in self._values)
         self._done = 0
         self._lock = threading.Lock()
         self._sources: Dict[int, List[ir.ExternalTensor]] = {}
         self._users: Dict[int, int] = {}
         self._source_locks: Dict[int, threading.Lock] = {}
-        for _, tensor in self._values:
+        for _, tensor, _ in self._values:
             sources = tensor_sources(tensor)
             self._sources[id(tensor)] = sources
             for src in sources:
@@ -191,12 +203,12 @@ class _WriteTracker:
 
     def install(self) -> None:
         """Replace each initializer by its stand-in."""
-        for value, tensor in self._values:
+        for value, tensor, _ in self._values:
             value.const_value = _Tracked(tensor, self)
 
     def uninstall(self) -> None:
         """Put the original tensors back and release every source still mapped."""
-        for value, tensor in self._values:
+        for value, tensor, _ in self._values:
             value.const_value = tensor
         for sources in self._sources.values():
             for src in sources:
@@ -229,7 +241,7 @@ class _WriteTracker:
                 self._users[id(src)] -= 1
                 if self._users[id(src)] == 0:
                     to_release.append(src)
-            self._done += tensor.nbytes
+            self._done += tensorsize.nbytes(tensor)
             # Reported under the lock: workers finish in any order, and a
             # progress bar must never see ``done`` go backwards.
             if self._progress is not None:

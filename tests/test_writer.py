@@ -193,3 +193,27 @@ def test_check_written_rejects_broken_model(tmp_path):
     onnx.save(bad, str(path))
     with pytest.raises(ConversionError):
         check_written(path, runtime=True)
+
+
+def test_inline_save_tracks_big_and_mapped_tensors_only(tmp_path):
+    """Small in-memory tensors get no stand-in (thousands of them on big graphs); the rest keep the tracking."""
+    small = ir.Value(name="small", const_value=ir.Tensor(np.ones(8, np.float32), name="small"))
+    big = ir.Value(name="big", const_value=ir.Tensor(np.ones(4096, np.float32), name="big"))
+    raw = tmp_path / "w.bin"
+    raw.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    mapped_tensor = ir.ExternalTensor("w.bin", 0, 16, ir.DataType.FLOAT, shape=ir.Shape([4]), name="mapped",
+                                      base_dir=str(tmp_path))
+    mapped = ir.Value(name="mapped", const_value=mapped_tensor)
+    graph = ir.Graph([], [small, big, mapped], nodes=[], initializers=[small, big, mapped],
+                     opset_imports={"": 17}, name="g")
+    model = ir.Model(graph, ir_version=8)
+    inline = writer._WriteTracker(model, external=False, progress=None)
+    assert [v.name for v, _, _ in inline._values] == ["big", "mapped"]
+    external = writer._WriteTracker(model, external=True, progress=None)
+    assert [v.name for v, _, _ in external._values] == ["big"]  # exactly what goes to the data file
+    calls = []
+    write_model(model, tmp_path / "o.onnx", external=False, progress=lambda d, t: calls.append((d, t)))
+    assert calls[0] == (0, 4096 * 4 + 16) and calls[-1] == (4096 * 4 + 16, 4096 * 4 + 16)
+    written = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "o.onnx")).graph.initializer}
+    assert written["small"].tolist() == [1.0] * 8 and written["mapped"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert model.graph.initializers["big"].const_value is big.const_value  # restored after the save
