@@ -256,6 +256,8 @@ def _plan_rewrite_write(
             run_passes(model, AnnotatePass(plan))
         report.notes.extend(opset.notes)
         report.initializers = [f.record() for f in applied.initializers]
+    elif config.annotate:
+        report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
     report.casts_inserted = applied.casts_inserted
     report.casts_after = _count_casts(model)
     # Derived, so the counts add up: a cast the cleanup bypasses and then drops

@@ -311,7 +311,8 @@ def weight_bytes(model: ir.Model) -> int:
     """Total bytes of all weights, from metadata only: initializers and Constant nodes' tensors (all graphs).
 
     Exporters store weights either way (PyTorch's exporter often as Constant
-    nodes), so both count, or a model would report its weights unchanged.
+    nodes), so both count, or a model would report its weights unchanged. A
+    Constant's ``value_float(s)``/``value_int(s)`` count as float32/int64.
     """
     total = 0
     for graph in all_graphs(model):
@@ -320,7 +321,20 @@ def weight_bytes(model: ir.Model) -> int:
                 total += tensorsize.nbytes(value.const_value)
         for node in graph:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                attr = node.attributes.get("value")
-                if attr is not None and attr.type == ir.AttributeType.TENSOR:
-                    total += tensorsize.nbytes(attr.value)
+                total += _constant_bytes(node)
     return total
+
+
+# Bytes per element of a Constant's list and scalar attributes (float32, int64).
+_ATTRIBUTE_ITEM_BYTES = {"value_float": 4, "value_floats": 4, "value_int": 8, "value_ints": 8}
+
+
+def _constant_bytes(node: ir.Node) -> int:
+    """The data bytes of one Constant node, whichever of its attributes holds the value."""
+    for name, attr in node.attributes.items():
+        if name == "value" and attr.type == ir.AttributeType.TENSOR:
+            return tensorsize.nbytes(attr.value)
+        if name in _ATTRIBUTE_ITEM_BYTES:
+            count = len(attr.value) if isinstance(attr.value, (list, tuple)) else 1
+            return _ATTRIBUTE_ITEM_BYTES[name] * count
+    return 0

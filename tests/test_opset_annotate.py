@@ -145,3 +145,11 @@ def test_cli_annotate(tmp_path):
     result = CliRunner().invoke(cli, ["convert", str(src), "--annotate", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert any(p.key == "ampconv.rule" for n in onnx.load(str(out)).graph.node for p in n.metadata_props)
+
+
+def test_annotate_at_o0_warns_that_nothing_was_stamped(tmp_path):
+    report, model = convert_text(tmp_path, MATMUL, level="O0", annotate=True)
+    assert all(not n.metadata_props for n in model.graph.node)
+    assert any("annotate" in w and "O0" in w for w in report.warnings)
+    plain, _ = convert_text(tmp_path, MATMUL, level="O0")
+    assert not any("annotate" in w for w in plain.warnings)  # no flag, no warning

@@ -10,9 +10,16 @@ import onnx_ir as ir
 from ampconv.schema import normalize_domain
 
 
+_TENSOR_TYPE = ir.TensorType
+_FLOAT = ir.DataType.FLOAT
+
+
 def is_float(value: Optional[ir.Value]) -> bool:
     """Only tensor(float) is ever a conversion candidate (docs/precision.md, preamble)."""
-    return value is not None and isinstance(value.type, ir.TensorType) and value.dtype == ir.DataType.FLOAT
+    if value is None:
+        return False
+    kind = value.type  # asked for every input and output of every node: one property read, no isinstance
+    return type(kind) is _TENSOR_TYPE and kind.dtype == _FLOAT
 
 
 def is_constant(value: ir.Value) -> bool:
