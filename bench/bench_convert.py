@@ -144,7 +144,7 @@ def linear_time(res: Results, work: pathlib.Path, sizes: Sequence[int], repeats:
 
 def _time_chains(res: Results, work: pathlib.Path, paths: dict[int, pathlib.Path], sizes: Sequence[int],
                  repeats: int, suffix: str, options: dict[str, object]) -> float:
-    """Time the small chain (best of ``repeats``) and the big one (once); record 3 checks.
+    """Time both chains (best of ``repeats`` each, so the ratio compares like with like); record 3 checks.
 
     Returns the small chain's time. Outputs are ``chain_<n>.O2.fp16<suffix>.onnx``.
     """
@@ -156,11 +156,11 @@ def _time_chains(res: Results, work: pathlib.Path, paths: dict[int, pathlib.Path
         return work / f"chain_{n}.O2.fp16{'.' + suffix.strip('_') if suffix else ''}.onnx"
 
     small = min(_convert(paths[small_n], out(small_n), "O2", **options) for _ in range(repeats))
-    big = _convert(paths[big_n], out(big_n), "O2", **options)
+    big = min(_convert(paths[big_n], out(big_n), "O2", **options) for _ in range(repeats))
     res.check(f"chain_{small_n}_seconds{suffix}",
               f"O2 fp16 conversion of a {small_n}-node chain{how}, best of {repeats}",
               round(small, 4), f"< {CHAIN_SECONDS_TARGET} s", small < CHAIN_SECONDS_TARGET, "s")
-    res.check(f"chain_{big_n}_seconds{suffix}", f"O2 fp16 conversion of a {big_n}-node chain{how}, 1 run",
+    res.check(f"chain_{big_n}_seconds{suffix}", f"O2 fp16 conversion of a {big_n}-node chain{how}, best of {repeats}",
               round(big, 4), f"< {CHAIN_RATIO_TARGET:g} x {small_n}-chain time = "
               f"{CHAIN_RATIO_TARGET * small:.3f} s", big < CHAIN_RATIO_TARGET * small, "s")
     ratio = big / small
