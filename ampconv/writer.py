@@ -77,7 +77,8 @@ def write_model(
     ``progress(done, total)`` is called with weight bytes (of the tensors over
     ``INLINE_TENSOR_MAX_BYTES``, and of small ones read from mapped files when
     saved inline): once with ``done=0`` before writing, after each of them is
-    written, and with ``done == total`` at the end. The model is unchanged afterwards (its tensors are restored).
+    written, and with ``done == total`` at the end. The model is unchanged
+    afterwards (its tensors are restored).
 
     ``weights`` is the model's ``load.weight_bytes`` when the caller has
     measured it already (a walk over every graph saved).
