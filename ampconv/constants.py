@@ -118,16 +118,9 @@ SMALL_ELEMENTS = 4096
 
 def _all_in_range(flat: np.ndarray, limits: RangeLimits) -> Optional[RangeStats]:
     """The stats of a small float32 vector when no value lies outside ``limits``; None when any does."""
-    bits = flat.view(np.uint32) & np.uint32(0x7FFFFFFF)
     if flat.size == 0:
         return RangeStats(0, 0, 0, 0, 0.0, limits=limits)
-    top = int(bits.max())
-    if top >= limits.overflow_bits:
-        return None  # overflow, inf or nan: the general scan says which
-    nonzero = int(np.count_nonzero(bits))
-    if int(np.count_nonzero(bits <= limits.underflow_bits)) != flat.size - nonzero:
-        return None  # tiny non-zero values: the general scan counts them
-    return RangeStats(flat.size, nonzero, 0, 0, float(np.uint32(top).view(np.float32)), limits=limits)
+    return batch_in_range([flat.astype("<f4", copy=False).tobytes()], limits)[0]
 
 
 def batch_in_range(raws: Sequence[bytes], limits: RangeLimits) -> List[Optional[RangeStats]]:

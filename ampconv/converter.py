@@ -193,118 +193,102 @@ def _convert_once(
     list is walked once for the whole conversion (``fixed_graph_list``).
     """
     with fixed_graph_list(model):
-        return _plan_rewrite_write(src, dst, model, policy, config, runtime_pins, dry_run, repairs, data, write)
-
-
-def _plan_rewrite_write(
-    src: Path,
-    dst: Path,
-    model: ir.Model,
-    policy: Policy,
-    config: Config,
-    runtime_pins: Dict[str, str],
-    dry_run: bool,
-    repairs: List[str],
-    data: Optional[DataFindings],
-    write: bool,
-) -> Tuple[Report, ir.Model]:
-    """The body of ``_convert_once``."""
-    data = data or DataFindings()
-    run_passes(model, NameNodesPass(), InferTypesPass())
-    casts_before = _count_casts(model)
-    weights_before = weight_bytes(model)
-    # Decided before the rewrite: converted initializers become lazy tensors
-    # that no longer say they came from external data (hazard 11).
-    external = bool(external_data_files(model))
-    report = Report(
-        source=str(src),
-        output=None,
-        dtype=config.dtype,
-        level=policy.level,
-        requested_level=config.level,
-        preset=policy.preset,
-        policy_sources=list(policy.sources),
-        dry_run=dry_run,
-        casts_before=casts_before,
-        weight_bytes_before=weights_before,
-        warnings=list(policy.warnings),
-    )
-    report.notes.extend(repairs)
-    if policy.level_note:
-        report.notes.append(policy.level_note)
-    report.notes.extend(policy.notes)  # framework names read as ONNX ops, an operator-info base
-    report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
-
-    plan: Optional[Plan] = None
-    applied = ApplyResult()
-    if policy.level != "O0":
-        plan = Planner(
-            model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
-        ).run()
-        _fill_plan(report, plan, model)
-        opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
-        if opset_warning:
-            report.warnings.append(opset_warning)
-        # A dry run rewrites too (in memory; converted weights are lazy, so no
-        # weight is computed) so that its casts and weights predict the real run.
-        # The rewrite checks Loop/Scan state types after it (ConversionError);
-        # cleanup repeats its sweep until nothing changes.
-        rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
-        run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
-        applied = rewrite.result
-        if config.annotate:
-            run_passes(model, AnnotatePass(plan))
-        report.notes.extend(opset.notes)
-        report.initializers = [f.record() for f in applied.initializers]
-    elif config.annotate:
-        report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
-    report.casts_inserted = applied.casts_inserted
-    report.casts_after = _count_casts(model)
-    # Derived, so the counts add up: a cast the cleanup bypasses and then drops
-    # as dead would otherwise be counted twice.
-    report.casts_removed = casts_before + applied.casts_inserted - report.casts_after
-    # Measured on the rewritten model (converted tensors are lazy: their size is metadata).
-    report.weight_bytes_after = weight_bytes(model)
-    low_nodes = plan.count("LOW") if plan is not None else 0
-    report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
-    if data.calibration is not None:
-        report.calibration = data.calibration.summary()
-    if data.tune is not None:
-        report.tune = data.tune.summary()
-    if dry_run or not write:
-        return report, model
-
-    with staging_dir(dst) as stage:
-        staged = stage / dst.name
-        written_note = write_model(
-            model, staged, external=external, progress=config.progress, max_workers=config.max_workers,
-            weights=report.weight_bytes_after,
+        data = data or DataFindings()
+        run_passes(model, NameNodesPass(), InferTypesPass())
+        casts_before = _count_casts(model)
+        weights_before = weight_bytes(model)
+        # Decided before the rewrite: converted initializers become lazy tensors
+        # that no longer say they came from external data (hazard 11).
+        external = bool(external_data_files(model))
+        report = Report(
+            source=str(src),
+            output=None,
+            dtype=config.dtype,
+            level=policy.level,
+            requested_level=config.level,
+            preset=policy.preset,
+            policy_sources=list(policy.sources),
+            dry_run=dry_run,
+            casts_before=casts_before,
+            weight_bytes_before=weights_before,
+            warnings=list(policy.warnings),
         )
-        if written_note:
-            report.notes.append(written_note)
-        probe = build_probe(model) if config.check_runtime else None
-        try:
-            note = _check(model, staged, src, config.check_runtime, probe, report)
-        except ConversionError as exc:
-            # A rejection of a probe node stands for every node of its signature.
-            judged = probe.model if probe is not None and exc.tool == ConversionError.RUNTIME else model
-            verdict = judge(exc, judged, config.dtype)
-            pins = expand(dict(verdict.pins), probe) if judged is not model else dict(verdict.pins)
-            if verdict.kind == ACCEPT:
-                note = verdict.note
-            elif verdict.kind == PIN and not set(pins) <= set(runtime_pins):
-                runtime_pins.update(pins)
-                return report, model  # output None: the caller plans again
-            else:
-                refusal = input_refusal(src) if exc.tool == ConversionError.RUNTIME else None
-                if refusal is not None:
-                    raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
-                raise  # nothing new to pin: planning again would give the same model
-        if note:
-            report.notes.append(note)
-        publish(stage, dst)
-    report.output = str(dst)
-    return report, model
+        report.notes.extend(repairs)
+        if policy.level_note:
+            report.notes.append(policy.level_note)
+        report.notes.extend(policy.notes)  # framework names read as ONNX ops, an operator-info base
+        report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
+
+        plan: Optional[Plan] = None
+        applied = ApplyResult()
+        if policy.level != "O0":
+            plan = Planner(
+                model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
+            ).run()
+            _fill_plan(report, plan, model)
+            opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
+            if opset_warning:
+                report.warnings.append(opset_warning)
+            # A dry run rewrites too (in memory; converted weights are lazy, so no
+            # weight is computed) so that its casts and weights predict the real run.
+            # The rewrite checks Loop/Scan state types after it (ConversionError);
+            # cleanup repeats its sweep until nothing changes.
+            rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
+            run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
+            applied = rewrite.result
+            if config.annotate:
+                run_passes(model, AnnotatePass(plan))
+            report.notes.extend(opset.notes)
+            report.initializers = [f.record() for f in applied.initializers]
+        elif config.annotate:
+            report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
+        report.casts_inserted = applied.casts_inserted
+        report.casts_after = _count_casts(model)
+        # Derived, so the counts add up: a cast the cleanup bypasses and then drops
+        # as dead would otherwise be counted twice.
+        report.casts_removed = casts_before + applied.casts_inserted - report.casts_after
+        # Measured on the rewritten model (converted tensors are lazy: their size is metadata).
+        report.weight_bytes_after = weight_bytes(model)
+        low_nodes = plan.count("LOW") if plan is not None else 0
+        report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
+        if data.calibration is not None:
+            report.calibration = data.calibration.summary()
+        if data.tune is not None:
+            report.tune = data.tune.summary()
+        if dry_run or not write:
+            return report, model
+
+        with staging_dir(dst) as stage:
+            staged = stage / dst.name
+            written_note = write_model(
+                model, staged, external=external, progress=config.progress, max_workers=config.max_workers,
+                weights=report.weight_bytes_after,
+            )
+            if written_note:
+                report.notes.append(written_note)
+            probe = build_probe(model) if config.check_runtime else None
+            try:
+                note = _check(model, staged, src, config.check_runtime, probe, report)
+            except ConversionError as exc:
+                # A rejection of a probe node stands for every node of its signature.
+                judged = probe.model if probe is not None and exc.tool == ConversionError.RUNTIME else model
+                verdict = judge(exc, judged, config.dtype)
+                pins = expand(dict(verdict.pins), probe) if judged is not model else dict(verdict.pins)
+                if verdict.kind == ACCEPT:
+                    note = verdict.note
+                elif verdict.kind == PIN and not set(pins) <= set(runtime_pins):
+                    runtime_pins.update(pins)
+                    return report, model  # output None: the caller plans again
+                else:
+                    refusal = input_refusal(src) if exc.tool == ConversionError.RUNTIME else None
+                    if refusal is not None:
+                        raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
+                    raise  # nothing new to pin: planning again would give the same model
+            if note:
+                report.notes.append(note)
+            publish(stage, dst)
+        report.output = str(dst)
+        return report, model
 
 
 def _check(

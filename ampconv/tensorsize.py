@@ -40,12 +40,12 @@ def nbytes(tensor: ir.TensorProtocol) -> int:
     return tensor.nbytes
 
 
-def proto_float32_bytes(tensor: Optional[ir.TensorProtocol]) -> Optional[bytes]:
-    """The little-endian bytes of a non-empty float32 tensor stored inline in its proto; else None.
+def proto_float32_bytes(tensor: Optional[ir.TensorProtocol], max_elements: int) -> Optional[bytes]:
+    """The little-endian bytes of a float32 tensor of 1 to ``max_elements`` values stored inline in its proto.
 
     Batched scans and casts of many small tensors join these bytes instead of
     building an array per tensor. External, typed-field (``float_data``) and
-    in-memory tensors answer None.
+    in-memory tensors, and larger ones, answer None.
     """
     if type(tensor) is not _PROTO_TENSOR:
         return None
@@ -53,7 +53,7 @@ def proto_float32_bytes(tensor: Optional[ir.TensorProtocol]) -> Optional[bytes]:
     if proto.data_type != _FLOAT or proto.data_location == _EXTERNAL or not proto.HasField("raw_data"):
         return None
     raw = proto.raw_data
-    if not raw or len(raw) != 4 * math.prod(proto.dims):
+    if not 0 < len(raw) <= 4 * max_elements or len(raw) != 4 * math.prod(proto.dims):
         return None
     return raw
 

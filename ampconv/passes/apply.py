@@ -200,8 +200,7 @@ class _Rewriter:
         """The float32 bytes of a small initializer held in the proto and cast without clamping; else None."""
         if self.clamp.get(value.name or ""):
             return None
-        raw = tensorsize.proto_float32_bytes(value.const_value)
-        return raw if raw is not None and len(raw) <= 4 * EAGER_MAX_ELEMENTS else None
+        return tensorsize.proto_float32_bytes(value.const_value, EAGER_MAX_ELEMENTS)
 
     def _cast_batch(self, batch: Sequence[Tuple[ir.Value, bytes]]) -> None:
         """Convert small initializers with one cast over their joined bytes (a bias or scale each, thousands).

@@ -59,7 +59,7 @@ class RangeReader:
         for value in values:
             if value in self._stats:
                 continue
-            raw = _small_float32_bytes(value.const_value)
+            raw = tensorsize.proto_float32_bytes(value.const_value, SMALL_ELEMENTS)
             if raw is not None:
                 picked.append(value)
                 raws.append(raw)
@@ -74,12 +74,6 @@ class RangeReader:
             return None
         finally:
             release_mapped(tensor)
-
-
-def _small_float32_bytes(tensor: Optional[ir.TensorProtocol]) -> Optional[bytes]:
-    """The raw bytes of a float32 tensor of at most ``SMALL_ELEMENTS`` held in the model's proto; else None."""
-    raw = tensorsize.proto_float32_bytes(tensor)
-    return raw if raw is not None and len(raw) <= 4 * SMALL_ELEMENTS else None
 
 
 def misfit(stats: RangeStats, tensor: str, low: str) -> str:
