@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -24,9 +23,9 @@ from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult, tune_model
-from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UnsupportedModelError
+from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError
 from ampconv.load import external_data_files, load_model, weight_bytes
-from ampconv.loadcheck import check_written
+from ampconv.checks import check_staged
 from ampconv.lowtypes import low_type
 from ampconv.opset_upgrade import default_opset, schema_opset_warning, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
@@ -38,12 +37,10 @@ from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
 from ampconv.plan.ranges import constant_record
-from ampconv.probe import Probe, build_probe, expand
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
-from ampconv.repair import accept_input, input_refusal, repair
+from ampconv.repair import accept_input, rankless_interface, repair
 from ampconv.report import Report
-from ampconv.verdict import ACCEPT, PIN, judge
 from ampconv.writer import write_model
 from ampconv.graphs import all_graphs, fixed_graph_list
 
@@ -266,55 +263,17 @@ def _convert_once(
             )
             if written_note:
                 report.notes.append(written_note)
-            probe = build_probe(model) if config.check_runtime else None
-            try:
-                note = _check(model, staged, src, config.check_runtime, probe, report)
-            except ConversionError as exc:
-                # A rejection of a probe node stands for every node of its signature.
-                judged = probe.model if probe is not None and exc.tool == ConversionError.RUNTIME else model
-                verdict = judge(exc, judged, config.dtype)
-                pins = expand(dict(verdict.pins), probe) if judged is not model else dict(verdict.pins)
-                if verdict.kind == ACCEPT:
-                    note = verdict.note
-                elif verdict.kind == PIN and not set(pins) <= set(runtime_pins):
-                    runtime_pins.update(pins)
-                    return report, model  # output None: the caller plans again
-                else:
-                    refusal = input_refusal(src) if exc.tool == ConversionError.RUNTIME else None
-                    if refusal is not None:
-                        raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
-                    raise  # nothing new to pin: planning again would give the same model
-            if note:
-                report.notes.append(note)
+            outcome = check_staged(
+                model, staged, src, runtime=config.check_runtime, dtype=config.dtype, known_pins=runtime_pins,
+                timings=report.load_check, rankless=rankless_interface(model),
+            )
+            if outcome.pins:
+                runtime_pins.update(outcome.pins)
+                return report, model  # output None: the caller plans again
+            report.notes.extend(outcome.notes)
             publish(stage, dst)
         report.output = str(dst)
         return report, model
-
-
-def _check(
-    model: ir.Model, staged: Path, src: Path, runtime: bool, probe: Optional[Probe], report: Report
-) -> Optional[str]:
-    """The full checker on the written model; onnxruntime on its probe (or on the model when it has none).
-
-    The probe is written beside the staged model in a folder of its own, removed
-    before anything is published. ``report.load_check`` records how the checks
-    ran and each one's share of the time.
-    """
-    report.load_check = {
-        "runtime": runtime,
-        "nodes": sum(len(g) for g in all_graphs(model)),
-        "probe_nodes": probe.nodes if probe is not None else None,
-    }
-    if not runtime or probe is None:
-        return check_written(staged, runtime=runtime, source=src, timings=report.load_check)
-    folder = staged.parent / ".probe"
-    folder.mkdir()
-    try:
-        probe_path = folder / "probe.onnx"
-        ir.save(probe.model, str(probe_path))
-        return check_written(staged, runtime=True, source=src, runtime_path=probe_path, timings=report.load_check)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:

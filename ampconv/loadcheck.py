@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import onnx
 
@@ -24,16 +24,40 @@ def first_line(exc: BaseException) -> str:
     return line if len(line) <= 300 else line[:297] + "..."
 
 
-def checker_error(path: Path, *, full: bool) -> Optional[Exception]:
+def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Optional[Exception]:
     """The checker's exception for the file ``path`` (None when it passes).
 
     ``full`` adds onnx shape inference with type checking (``full_check``).
+    ``rankless`` names main-graph inputs/outputs whose rank is not fixed (an
+    If whose branches give different ranks, ``ampconv.repair``): onnx.checker
+    requires a shape on every main-graph input and output, and no shape can
+    be true for them, so the file is checked through a copy that gives them
+    one of rank 0 (onnx's inference leaves such a value's rank open, so any
+    rank passes it). The copy sits beside ``path``, so external data resolves,
+    and is removed before this returns.
     """
+    target = Path(path)
+    if rankless:
+        target = _with_placeholder_shapes(Path(path), set(rankless))
     try:
-        onnx.checker.check_model(str(path), full_check=full)
+        onnx.checker.check_model(str(target), full_check=full)
     except Exception as exc:  # noqa: BLE001 - the checker raises several types
         return exc
+    finally:
+        if target != Path(path):
+            target.unlink(missing_ok=True)
     return None
+
+
+def _with_placeholder_shapes(path: Path, names: set) -> Path:
+    """A copy of the model file ``path`` whose main-graph inputs/outputs in ``names`` have a rank-0 shape."""
+    proto = onnx.load(str(path), load_external_data=False)
+    for info in list(proto.graph.input) + list(proto.graph.output):
+        if info.name in names and info.type.HasField("tensor_type") and not info.type.tensor_type.HasField("shape"):
+            info.type.tensor_type.shape.SetInParent()
+    copy = path.with_name(f".checker-copy.{path.name}")
+    onnx.save(proto, str(copy))
+    return copy
 
 
 def runtime_available() -> bool:
@@ -83,56 +107,82 @@ def check_written(
     source: Optional[Path] = None,
     runtime_path: Optional[Path] = None,
     timings: Optional[dict] = None,
+    rankless: Sequence[str] = (),
 ) -> Optional[str]:
-    """Check a written model: the full checker, then (``runtime``) an onnxruntime session.
+    """Check a written model: the full checker (``check_with_checker``), then (``runtime``) an onnxruntime session.
 
-    The session loads ``runtime_path`` when given (the load-check probe of the
-    model, ``ampconv.probe``), else the model itself. Raises
-    ``ConversionError`` on failure, with the tool's whole message in
-    ``detail``. Returns a note when a check was skipped or relaxed. When
-    ``timings`` is given, the seconds each judge took are stored in it
-    (``checker_seconds``, ``runtime_seconds``).
+    The session loads ``runtime_path`` when given, else the model itself.
+    Raises ``ConversionError`` on failure, with the tool's whole message in
+    ``detail``. Returns a note when a check was skipped or relaxed.
+    """
+    timings = timings if timings is not None else {}
+    notes = [n for n in [check_with_checker(path, source=source, timings=timings, rankless=rankless)] if n]
+    if not runtime:
+        return "; ".join(notes + ["onnxruntime load check skipped"])
+    if not runtime_available():
+        return "; ".join(notes + ["onnxruntime not installed: load check skipped"])
+    check_with_runtime(Path(runtime_path) if runtime_path is not None else Path(path), timings=timings)
+    return "; ".join(notes) or None
+
+
+def check_with_checker(
+    path: Path, *, source: Optional[Path] = None, timings: Optional[dict] = None, rankless: Sequence[str] = ()
+) -> Optional[str]:
+    """The full onnx.checker on the written model ``path``; raises ``ConversionError``, or returns a note.
 
     When the full check fails and the ``source`` model fails it too (onnx's
     shape inference cannot expand some valid models, e.g. a
     MeanVarianceNormalization without ``axes``), the output is held to what the
-    source passes: the basic checker. The note says so.
+    source passes: the basic checker. The note says so. ``rankless``: see
+    ``checker_error``. ``timings["checker_seconds"]`` records the time taken.
     """
     path = Path(path)
-    notes = []
     timings = timings if timings is not None else {}
+    note = None
     start = time.perf_counter()
-    full = checker_error(path, full=True)
+    full = checker_error(path, full=True, rankless=rankless)
     if full is not None:
         source_error = checker_error(source, full=True) if source is not None else None
         if source_error is None:
             raise ConversionError(
                 f"converted model fails onnx.checker: {first_line(full)}", str(full), ConversionError.CHECKER
             )
-        basic = checker_error(path, full=False)
+        basic = checker_error(path, full=False, rankless=rankless)
         if basic is not None:
             raise ConversionError(
                 f"converted model fails onnx.checker: {first_line(basic)}", str(basic), ConversionError.CHECKER
             )
-        notes.append(
+        note = (
             f"onnx.checker's shape inference fails on the input model too ({first_line(source_error)}); "
             "the output passes the checker without it"
         )
     timings["checker_seconds"] = round(time.perf_counter() - start, 3)
-    if not runtime:
-        return "; ".join(notes + ["onnxruntime load check skipped"])
-    if not runtime_available():
-        return "; ".join(notes + ["onnxruntime not installed: load check skipped"])
+    return note
+
+
+def check_with_runtime(path: Path, *, timings: Optional[dict] = None, key: str = "runtime_seconds") -> None:
+    """An onnxruntime CPU session of ``path``; raises ``ConversionError`` (tool ``RUNTIME``) when refused.
+
+    ``timings[key]`` records the seconds taken.
+    """
+    timings = timings if timings is not None else {}
     start = time.perf_counter()
-    refusal = runtime_refusal(Path(runtime_path) if runtime_path is not None else path)
-    timings["runtime_seconds"] = round(time.perf_counter() - start, 3)
+    refusal = runtime_refusal(Path(path))
+    timings[key] = round(time.perf_counter() - start, 3)
     if refusal is not None:
         raise ConversionError(
             f"converted model does not load in onnxruntime: {first_line(Exception(refusal))}",
             refusal,
             ConversionError.RUNTIME,
         )
-    return "; ".join(notes) or None
 
 
-__all__ = ["check_written", "checker_error", "first_line", "runtime_available", "runtime_refusal"]
+__all__ = [
+    "check_with_checker",
+    "check_with_runtime",
+    "check_written",
+    "checker_error",
+    "first_line",
+    "runtime_available",
+    "runtime_refusal",
+]

@@ -90,7 +90,7 @@ class InferTypesPass(InPlacePass):
         import onnx
 
         self.filled += _type_initializers(model.graph)
-        proto = _weight_free_proto(model)
+        proto = weight_free_proto(model)
         inferred = ir.serde.deserialize_model(
             onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
         )
@@ -142,7 +142,7 @@ def _type_initializers(graph: ir.Graph) -> int:
     return filled
 
 
-def _weight_free_proto(model: ir.Model):
+def weight_free_proto(model: ir.Model):
     """The model as a ModelProto without its large main-graph weights; ``model`` is unchanged after.
 
     Each initializer becomes a graph input for the call (so inference knows its

@@ -9,34 +9,60 @@ the same signature get the same answer, so one node of each is enough; that
 the nodes fit together (each value has one type for its producer and its
 consumers) is what onnx.checker's full check proves on the whole model.
 
-The probe gives each representative node fresh graph inputs and outputs with
-the original values' types and shapes, named after its first node. Float
-constants (weights, biases, scales) become graph inputs; small integer or bool
-constants (shapes, axes, pads: at most ``SMALL_CONSTANT_BYTES``) and empty
-constants stay constants, and their values are part of the signature, because
-onnxruntime's checks read them (Reshape's shape; Resize refuses a ``scales``
-it cannot see is empty). A rejection of a probe node stands for every node of
-its signature (``members``).
+The probe only ever speeds up acceptance: a probe that loads proves the
+model's nodes load; a probe that is refused proves nothing until the whole
+model confirms it (``ampconv.checks``). So the probe must be faithful where it
+can, and is not built where it cannot be:
 
+- Each representative node gets fresh graph inputs with the original values'
+  types. Float constants (weights, biases, scales) become graph inputs; small
+  integer or bool constants (shapes, axes, pads: at most
+  ``SMALL_CONSTANT_BYTES``) and empty constants stay constants, and their
+  values are part of the signature, because onnxruntime's checks read them
+  (Reshape's shape; Resize refuses a ``scales`` it cannot see is empty).
+- A computed integer or bool input (Resize ``sizes`` from Shape -> Slice ->
+  Concat, a Reshape target built from Shape and Gather) is what an op's
+  inference may read the values of; a fresh input has none. Such a node is
+  probed with a copy of the integer computation that feeds it (its *cone*, at
+  most ``MAX_CONE_NODES`` nodes), whose float roots and the node's own inputs
+  carry their real shapes, so onnxruntime propagates the same values it would
+  in the whole model. Each such node is a signature of its own.
+
+A rejection of a probe node stands for every node of its signature (``members``).
 Not probed (``build_probe`` returns None, and the whole model is loaded):
 models with local functions, nodes with subgraphs (If/Loop/Scan: their bodies
-read values of the enclosing graph), or values whose type is unknown.
+read values of the enclosing graph), values whose type is unknown, and nodes
+whose cone is too large or passes through such a node.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Hashable, List, Optional
+from typing import Callable, Dict, Hashable, List, Optional
 
 import onnx_ir as ir
 
 from ampconv import tensorsize
+from ampconv.graphs import subgraphs_of
 from ampconv.plan.values import constant_tensor
 from ampconv.schema import normalize_domain
 
-
 # Constant inputs up to this size keep their values in the probe (and in the signature).
 SMALL_CONSTANT_BYTES = 1024
+# Integer constants inside a copied cone (index tables, say) up to this size; a larger one makes
+# the node unprobeable rather than the probe heavy.
+CONE_CONSTANT_BYTES = 64 * 1024
+# A shape computation longer than this is not copied: the whole model is loaded instead.
+MAX_CONE_NODES = 64
+
+_FLOAT_DATA = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
+
+# Real shapes of values, asked for only when a cone is copied (``inferred_shapes``).
+ShapeSource = Callable[[ir.Value], Optional[ir.Shape]]
+
+
+class Unprobeable(Exception):
+    """A node the probe cannot represent faithfully: the whole model is loaded instead."""
 
 
 @dataclasses.dataclass
@@ -48,12 +74,18 @@ class Probe:
 
     @property
     def nodes(self) -> int:
-        """How many nodes the probe holds (distinct signatures)."""
+        """How many nodes the probe stands for by signature (its representatives)."""
         return len(self.members)
 
 
 def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
-    """What decides onnxruntime's kernel and type checks for ``node``; None when it cannot be probed alone."""
+    """What decides onnxruntime's kernel and type checks for ``node``; None when it cannot be probed alone.
+
+    A node with a computed integer input has no shared signature: its cone is
+    part of what onnxruntime sees, so it is keyed by the node itself.
+    """
+    if node.attributes and subgraphs_of(node):
+        return None
     domain = normalize_domain(node.domain)
     inputs = []
     for value in node.inputs:
@@ -62,6 +94,8 @@ def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
         elif value.type is None:
             return None
         else:
+            if computed_integer(value):
+                return ("cone", id(node))
             constant = small_constant(value)
             content = None if constant is None else (constant.dtype, tuple(constant.shape.numpy()), constant.tobytes())
             # No shape or rank: kernels are chosen by type, shapes are onnx.checker's to
@@ -97,8 +131,20 @@ def _type_key(value_type: ir.TypeProtocol) -> Hashable:
     return value_type.dtype if type(value_type) is _TENSOR_TYPE else repr(value_type)
 
 
-def build_probe(model: ir.Model) -> Optional[Probe]:
-    """The probe of ``model``; None when the whole model must be loaded (see the module docstring)."""
+def computed_integer(value: ir.Value) -> bool:
+    """Whether ``value`` is a non-float tensor computed by a node (not a constant, not a graph input)."""
+    if type(value.type) is not _TENSOR_TYPE or value.type.dtype in _FLOAT_DATA:
+        return False
+    return value.producer() is not None and constant_tensor(value) is None
+
+
+def build_probe(model: ir.Model, shapes: Optional[ShapeSource] = None) -> Optional[Probe]:
+    """The probe of ``model``; None when the whole model must be loaded (see the module docstring).
+
+    ``shapes`` gives the real shape of a value the IR holds none for (only
+    asked for nodes probed with their cone); without it such values stay
+    shapeless.
+    """
     if model.functions:
         return None
     opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
@@ -108,44 +154,116 @@ def build_probe(model: ir.Model) -> Optional[Probe]:
         if key is None:
             return None
         groups.setdefault(key, []).append(node)
-    graph_inputs: List[ir.Value] = []
-    initializers: List[ir.Value] = []
-    graph_outputs: List[ir.Value] = []
-    nodes: List[ir.Node] = []
-    members: Dict[str, List[str]] = {}
-    for k, group in enumerate(groups.values()):
+    builder = _ProbeBuilder(shapes or (lambda value: value.shape))
+    try:
+        for k, group in enumerate(groups.values()):
+            builder.add(k, group)
+    except Unprobeable:
+        return None
+    return builder.finish(model)
+
+
+class _ProbeBuilder:
+    """Collects the probe's nodes, inputs and constants, one representative (and its cone) at a time."""
+
+    def __init__(self, shapes: ShapeSource) -> None:
+        self.shapes = shapes
+        self.graph_inputs: List[ir.Value] = []
+        self.initializers: List[ir.Value] = []
+        self.graph_outputs: List[ir.Value] = []
+        self.nodes: List[ir.Node] = []
+        self.members: Dict[str, List[str]] = {}
+
+    def add(self, k: int, group: List[ir.Node]) -> None:
+        """Add the representative of signature group ``k`` (its first node) and, if it needs one, its cone."""
         first = group[0]
+        name = first.name or f"{first.op_type}_{k}"
+        coned = any(v is not None and v.name and computed_integer(v) for v in first.inputs)
+        copies: Dict[ir.Value, ir.Value] = {}
+        if coned:
+            self._copy_cone(first, f"p{k}", copies)
         inputs: List[Optional[ir.Value]] = []
         for j, value in enumerate(first.inputs):
             if value is None or not value.name:
                 inputs.append(None)
-                continue
-            fresh = ir.Value(name=f"p{k}_in{j}", type=value.type, shape=_copy_shape(value.shape))
-            constant = small_constant(value)
-            if constant is not None:
-                fresh.const_value = constant
-                initializers.append(fresh)
+            elif value in copies:
+                inputs.append(copies[value])
             else:
-                graph_inputs.append(fresh)
-            inputs.append(fresh)
-        outputs: List[ir.Value] = []
-        for j, value in enumerate(first.outputs):
-            fresh = ir.Value(name=f"p{k}_out{j}" if value.name else "", type=value.type, shape=_copy_shape(value.shape))
-            outputs.append(fresh)
-        name = first.name or f"{first.op_type}_{k}"
-        nodes.append(
-            ir.Node(
-                first.domain, first.op_type, inputs, attributes=list(first.attributes.values()),
-                outputs=outputs, name=name, overload=first.overload,
-            )
+                inputs.append(self._leaf(value, f"p{k}_in{j}", real_shape=coned, constant_limit=SMALL_CONSTANT_BYTES))
+        outputs = [
+            ir.Value(name=f"p{k}_out{j}" if value.name else "", type=value.type, shape=_copy_shape(value.shape))
+            for j, value in enumerate(first.outputs)
+        ]
+        self.nodes.append(_clone(first, inputs, outputs, name))
+        self.graph_outputs.extend(v for v in outputs if v.name)
+        self.members[name] = [node.name for node in group if node.name]
+
+    def finish(self, model: ir.Model) -> Probe:
+        """The probe model of everything added."""
+        graph = ir.Graph(
+            self.graph_inputs, self.graph_outputs, nodes=self.nodes, initializers=self.initializers,
+            opset_imports=dict(model.opset_imports), name="probe",
         )
-        graph_outputs.extend(v for v in outputs if v.name)
-        members[name] = [node.name for node in group if node.name]
-    graph = ir.Graph(
-        graph_inputs, graph_outputs, nodes=nodes, initializers=initializers,
-        opset_imports=dict(model.opset_imports), name="probe",
+        return Probe(ir.Model(graph, ir_version=model.ir_version), self.members)
+
+    def _leaf(self, value: ir.Value, name: str, *, real_shape: bool, constant_limit: int) -> ir.Value:
+        """A fresh probe value standing for ``value``: a kept constant, or a graph input."""
+        shape = self.shapes(value) if real_shape else value.shape
+        fresh = ir.Value(name=name, type=value.type, shape=_copy_shape(shape))
+        constant = _kept_constant(value, constant_limit)
+        if constant is not None:
+            fresh.const_value = constant
+            self.initializers.append(fresh)
+        else:
+            self.graph_inputs.append(fresh)
+        return fresh
+
+    def _copy_cone(self, node: ir.Node, prefix: str, copies: Dict[ir.Value, ir.Value]) -> None:
+        """Copy the nodes computing ``node``'s integer inputs, in order; ``copies`` maps originals to copies."""
+        cone: List[ir.Node] = []
+        seen = set()
+        stack = [v for v in node.inputs if v is not None and v.name and computed_integer(v)]
+        while stack:
+            producer = stack.pop().producer()
+            if producer in seen:
+                continue
+            seen.add(producer)
+            if subgraphs_of(producer) or len(seen) > MAX_CONE_NODES:
+                raise Unprobeable(producer.name)
+            cone.append(producer)
+            stack.extend(v for v in producer.inputs if v is not None and v.name and computed_integer(v))
+        position = {n: i for i, n in enumerate(node.graph)} if node.graph is not None else {}
+        cone.sort(key=lambda n: position.get(n, 0))
+        for i, original in enumerate(cone):
+            inputs: List[Optional[ir.Value]] = []
+            for j, value in enumerate(original.inputs):
+                if value is None or not value.name:
+                    inputs.append(None)
+                elif value in copies:
+                    inputs.append(copies[value])
+                else:
+                    too_big = constant_tensor(value) is not None and value.type is not None and (
+                        value.type.dtype not in _FLOAT_DATA and _kept_constant(value, CONE_CONSTANT_BYTES) is None
+                    )
+                    if value.type is None or too_big:
+                        raise Unprobeable(original.name)
+                    copies[value] = self._leaf(
+                        value, f"{prefix}_c{i}_in{j}", real_shape=True, constant_limit=CONE_CONSTANT_BYTES
+                    )
+                    inputs.append(copies[value])
+            outputs = []
+            for j, value in enumerate(original.outputs):
+                fresh = ir.Value(name=f"{prefix}_c{i}_out{j}" if value.name else "", type=value.type)
+                copies[value] = fresh
+                outputs.append(fresh)
+            self.nodes.append(_clone(original, inputs, outputs, f"{prefix}/cone/{original.name or i}"))
+
+
+def _clone(node: ir.Node, inputs, outputs, name: str) -> ir.Node:
+    return ir.Node(
+        node.domain, node.op_type, inputs, attributes=list(node.attributes.values()),
+        outputs=outputs, name=name, overload=node.overload,
     )
-    return Probe(ir.Model(graph, ir_version=model.ir_version), members)
 
 
 def small_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
@@ -154,6 +272,11 @@ def small_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
     Float constants are data (a bias differs from node to node); their values
     would split every signature without changing onnxruntime's verdict.
     """
+    return _kept_constant(value, SMALL_CONSTANT_BYTES)
+
+
+def _kept_constant(value: ir.Value, limit: int) -> Optional[ir.TensorProtocol]:
+    """``small_constant`` with the size limit of the caller (cones keep larger index tables)."""
     tensor = constant_tensor(value)  # value_float(s)/value_int(s) forms stay inputs: their types decide
     if tensor is None:
         return None
@@ -162,7 +285,7 @@ def small_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
             return tensor
         if tensor.dtype.is_floating_point() or tensor.dtype == ir.DataType.STRING:
             return None
-        return tensor if tensorsize.nbytes(tensor) <= SMALL_CONSTANT_BYTES else None
+        return tensor if tensorsize.nbytes(tensor) <= limit else None
     except (TypeError, AttributeError):  # no fixed size or unknown type: leave it an input
         return None
 
@@ -172,9 +295,61 @@ def expand(pins: Dict[str, str], probe: Probe) -> Dict[str, str]:
     return {member: reason for name, reason in pins.items() for member in probe.members.get(name, [name])}
 
 
+def inferred_shapes(model: ir.Model) -> ShapeSource:
+    """A ``ShapeSource`` for ``model``: the IR's own shape, else onnx shape inference's, run once when first needed.
+
+    Models read without inferred shapes (ampconv.load keeps element types only
+    for graphs without control flow) have none on intermediate values; the
+    inference runs on a weight-free copy, as ``prepare`` does.
+    """
+    found: Dict[str, ir.Shape] = {}
+    done: List[bool] = []
+
+    def shape(value: ir.Value) -> Optional[ir.Shape]:
+        if value.shape is not None:
+            return value.shape
+        if not done:
+            done.append(True)
+            found.update(_infer_main_graph_shapes(model))
+        return found.get(value.name)
+
+    return shape
+
+
+def _infer_main_graph_shapes(model: ir.Model) -> Dict[str, ir.Shape]:
+    """Shapes onnx inference finds for the main graph's values (empty when it fails)."""
+    import onnx.shape_inference
+
+    from ampconv.prepare import weight_free_proto
+
+    try:
+        proto = onnx.shape_inference.infer_shapes(
+            weight_free_proto(model), check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:  # noqa: BLE001 - best effort: a value without a shape stays shapeless
+        return {}
+    shapes: Dict[str, ir.Shape] = {}
+    for info in list(proto.graph.value_info) + list(proto.graph.output) + list(proto.graph.input):
+        tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
+        if tensor is not None and tensor.HasField("shape"):
+            shapes[info.name] = ir.serde.deserialize_type_proto_for_shape(info.type)
+    return shapes
+
+
 def _copy_shape(shape: Optional[ir.Shape]) -> Optional[ir.Shape]:
     return None if shape is None else ir.Shape(list(shape.dims))
 
 
-__all__ = ["Probe", "SMALL_CONSTANT_BYTES", "build_probe", "expand", "signature", "small_constant"]
-
+__all__ = [
+    "CONE_CONSTANT_BYTES",
+    "MAX_CONE_NODES",
+    "Probe",
+    "SMALL_CONSTANT_BYTES",
+    "ShapeSource",
+    "build_probe",
+    "computed_integer",
+    "expand",
+    "inferred_shapes",
+    "signature",
+    "small_constant",
+]

@@ -22,15 +22,19 @@ failed because of its input, so the error blames the input, not the output.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import onnx
 import onnx_ir as ir
 
-from ampconv.errors import ModelLoadError
+from ampconv.errors import ModelLoadError, UnsupportedModelError
 from ampconv.load import INFERRED_META_KEY
 from ampconv.loadcheck import checker_error, first_line, runtime_available, runtime_refusal
 from ampconv.graphs import all_graphs
+from ampconv.prepare import infer_types
+
+# Meta key of the main-graph inputs/outputs whose rank is not fixed (``rankless_interface``).
+RANKLESS_META_KEY = "ampconv.rankless_interface"
 
 
 def accept_input(src: Path) -> Optional[str]:
@@ -67,16 +71,18 @@ def input_refusal(src: Path) -> Optional[str]:
 def repair(model: ir.Model) -> List[str]:
     """Make an onnxruntime-accepted model checker-valid in place; one note per repair made.
 
-    Types and shapes missing from the main graph's inputs and outputs are
-    filled by type inference (``prepare.infer_types``), which runs on every
-    model; the notes name them.
+    Nodes are put in topological order first, then types are inferred
+    (``prepare.infer_types``) so that the main graph's inputs and outputs that
+    lack a type or shape take what inference finds, and the notes say what it
+    found. An interface value whose rank inference cannot fix (an If whose
+    branches return different ranks: ONNX then wants no shape declared) keeps
+    its element type alone and is recorded for the checker
+    (``rankless_interface``). No value is left half-typed in any graph: a
+    value with a shape but no element type (an untyped ``value_info`` the
+    input gave a shape) loses the shape, so it is written without a type, as
+    the input meant it.
     """
     notes: List[str] = []
-    for kind, values in (("input", model.graph.inputs), ("output", model.graph.outputs)):
-        for value in values:
-            missing = "type" if value.type is None else "shape" if value.shape is None else None
-            if missing is not None:
-                notes.append(f"graph {kind} {value.name} has no {missing}: taken from type inference")
     if (model.ir_version or 0) < 4:
         loose = [
             name
@@ -97,9 +103,53 @@ def repair(model: ir.Model) -> List[str]:
         if not is_topologically_sorted(graph):
             graph.sort()
             notes.append(f"graph {graph.name or 'main'}: nodes put in topological order")
-            # Inference at load saw the nodes out of order: let the prepare pass run it again.
-            model.meta.pop(INFERRED_META_KEY, None)
+    interface = [("input", v, _missing(v)) for v in model.graph.inputs]
+    interface += [("output", v, _missing(v)) for v in model.graph.outputs]
+    infer_types(model)
+    model.meta[INFERRED_META_KEY] = True  # done here, on the repaired graph: not again
+    rankless: List[str] = []
+    for kind, value, missing in interface:
+        if value.type is None:
+            raise UnsupportedModelError(
+                f"graph {kind} {value.name!r} has no type and type inference cannot tell it; declare its type"
+            )
+        if value.shape is None:
+            rankless.append(value.name)
+            notes.append(
+                f"graph {kind} {value.name} has no fixed rank (type inference cannot tell one; an If whose "
+                "branches return different ranks, for example): written with its element type only, as ONNX "
+                "asks of such a value, and checked by onnx.checker with that one field set aside"
+            )
+        elif missing is not None:
+            notes.append(f"graph {kind} {value.name} has no {missing}: taken from type inference")
+    if rankless:
+        model.meta[RANKLESS_META_KEY] = tuple(rankless)
+    shapes_dropped = _drop_half_types(model)
+    if shapes_dropped:
+        notes.append(f"{shapes_dropped} value(s) with a shape but no element type: written without either")
     return notes
+
+
+def rankless_interface(model: ir.Model) -> Tuple[str, ...]:
+    """Main-graph inputs and outputs whose rank is not fixed (set by ``repair``; see ``loadcheck.checker_error``)."""
+    return tuple(model.meta.get(RANKLESS_META_KEY, ()))
+
+
+def _missing(value: ir.Value) -> Optional[str]:
+    """What an interface value lacks before repair: ``type``, ``shape`` or None."""
+    return "type" if value.type is None else "shape" if value.shape is None else None
+
+
+def _drop_half_types(model: ir.Model) -> int:
+    """Remove the shape of every value that has one but no type (it would be written as a type without elem_type)."""
+    dropped = 0
+    for graph in all_graphs(model):
+        values = list(graph.inputs) + list(graph.outputs) + [v for node in graph for v in node.outputs]
+        for value in values:
+            if value.type is None and value.shape is not None:
+                value.shape = None
+                dropped += 1
+    return dropped
 
 
 def is_topologically_sorted(graph: ir.Graph) -> bool:
@@ -113,4 +163,11 @@ def is_topologically_sorted(graph: ir.Graph) -> bool:
     return True
 
 
-__all__ = ["accept_input", "input_refusal", "is_topologically_sorted", "repair"]
+__all__ = [
+    "RANKLESS_META_KEY",
+    "accept_input",
+    "input_refusal",
+    "is_topologically_sorted",
+    "rankless_interface",
+    "repair",
+]
