@@ -30,7 +30,8 @@ import onnx_ir as ir
 from ampconv.errors import ConversionError, ModelLoadError
 from ampconv.graphs import all_graphs
 from ampconv.loadcheck import check_with_checker, check_with_runtime, first_line, runtime_available
-from ampconv.probe import Probe, build_probe, expand, inferred_shapes
+from ampconv.probe import Probe, build_probe, expand
+from ampconv.shapes import inferred_shapes
 from ampconv.repair import input_refusal
 from ampconv.verdict import ACCEPT, PIN, Verdict, judge
 

@@ -36,6 +36,7 @@ from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
+from ampconv.plan.coverage import coverage_notes, heavy_warning
 from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy, load_policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
@@ -226,6 +227,8 @@ def _convert_once(
             opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
             if opset_warning:
                 report.warnings.append(opset_warning)
+            report.notes.extend(coverage_notes(plan.nodes))
+            report.warnings.extend(heavy_warning(plan.nodes, low_type(config.dtype).name))
             # A dry run rewrites too (in memory; converted weights are lazy, so no
             # weight is computed) so that its casts and weights predict the real run.
             # The rewrite checks Loop/Scan state types after it (ConversionError);

@@ -38,7 +38,7 @@ whose cone is too large or passes through such a node.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Hashable, List, Optional
+from typing import Dict, Hashable, List, Optional
 
 import onnx_ir as ir
 
@@ -46,6 +46,7 @@ from ampconv import tensorsize
 from ampconv.graphs import subgraphs_of
 from ampconv.plan.values import constant_tensor
 from ampconv.schema import normalize_domain
+from ampconv.shapes import ShapeSource
 
 # Constant inputs up to this size keep their values in the probe (and in the signature).
 SMALL_CONSTANT_BYTES = 1024
@@ -57,8 +58,6 @@ MAX_CONE_NODES = 64
 
 _FLOAT_DATA = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
-# Real shapes of values, asked for only when a cone is copied (``inferred_shapes``).
-ShapeSource = Callable[[ir.Value], Optional[ir.Shape]]
 
 
 class Unprobeable(Exception):
@@ -295,47 +294,6 @@ def expand(pins: Dict[str, str], probe: Probe) -> Dict[str, str]:
     return {member: reason for name, reason in pins.items() for member in probe.members.get(name, [name])}
 
 
-def inferred_shapes(model: ir.Model) -> ShapeSource:
-    """A ``ShapeSource`` for ``model``: the IR's own shape, else onnx shape inference's, run once when first needed.
-
-    Models read without inferred shapes (ampconv.load keeps element types only
-    for graphs without control flow) have none on intermediate values; the
-    inference runs on a weight-free copy, as ``prepare`` does.
-    """
-    found: Dict[str, ir.Shape] = {}
-    done: List[bool] = []
-
-    def shape(value: ir.Value) -> Optional[ir.Shape]:
-        if value.shape is not None:
-            return value.shape
-        if not done:
-            done.append(True)
-            found.update(_infer_main_graph_shapes(model))
-        return found.get(value.name)
-
-    return shape
-
-
-def _infer_main_graph_shapes(model: ir.Model) -> Dict[str, ir.Shape]:
-    """Shapes onnx inference finds for the main graph's values (empty when it fails)."""
-    import onnx.shape_inference
-
-    from ampconv.prepare import weight_free_proto
-
-    try:
-        proto = onnx.shape_inference.infer_shapes(
-            weight_free_proto(model), check_type=False, strict_mode=False, data_prop=True
-        )
-    except Exception:  # noqa: BLE001 - best effort: a value without a shape stays shapeless
-        return {}
-    shapes: Dict[str, ir.Shape] = {}
-    for info in list(proto.graph.value_info) + list(proto.graph.output) + list(proto.graph.input):
-        tensor = info.type.tensor_type if info.type.HasField("tensor_type") else None
-        if tensor is not None and tensor.HasField("shape"):
-            shapes[info.name] = ir.serde.deserialize_type_proto_for_shape(info.type)
-    return shapes
-
-
 def _copy_shape(shape: Optional[ir.Shape]) -> Optional[ir.Shape]:
     return None if shape is None else ir.Shape(list(shape.dims))
 
@@ -345,11 +303,9 @@ __all__ = [
     "MAX_CONE_NODES",
     "Probe",
     "SMALL_CONSTANT_BYTES",
-    "ShapeSource",
     "build_probe",
     "computed_integer",
     "expand",
-    "inferred_shapes",
     "signature",
     "small_constant",
 ]

@@ -2,7 +2,9 @@
 
 Nothing here is hard-coded per op: which slots share the node's main type
 variable, which types a variable admits at the model's opset, and from which
-opset a blocked type becomes legal all come from the installed schemas.
+opset a blocked type becomes legal all come from the installed schemas:
+``onnx.defs``, and for ops onnx does not define (onnxruntime's contrib
+operator sets, ``com.microsoft``), onnxruntime's (``ampconv.runtime_schemas``).
 
 Some schemas declare two type variables that must nevertheless be equal.
 Attention multiplies softmax(Q K^T) (T1) by V (T2) with one MatMul in its
@@ -26,6 +28,7 @@ from typing import Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence,
 import onnx
 import onnx.defs
 
+from ampconv import runtime_schemas
 from ampconv.lowtypes import low_type
 
 FLOAT = "tensor(float)"
@@ -113,11 +116,12 @@ def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
 
 
 @functools.lru_cache(maxsize=None)
-def _schema(domain: str, op_type: str, opset: int) -> Optional[onnx.defs.OpSchema]:
+def _schema(domain: str, op_type: str, opset: int):
+    """``onnx.defs``' schema of the op at ``opset``; for an op onnx does not define, onnxruntime's (or None)."""
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
     except onnx.defs.SchemaError:
-        return None
+        return runtime_schemas.lookup(domain, op_type, opset)
 
 
 # ------------------------------------------------------------------ type ties
@@ -428,7 +432,7 @@ def is_known_op(domain: str, op_type: str) -> bool:
         onnx.defs.get_schema(op_type, domain=domain)
         return True
     except onnx.defs.SchemaError:
-        return False
+        return runtime_schemas.known(domain, op_type)
 
 
 @dataclasses.dataclass(frozen=True)

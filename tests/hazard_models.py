@@ -222,7 +222,11 @@ def shared_initializer() -> onnx.ModelProto:
 
 
 # ---------------------------------------------------------------- hazard 4
-BLACK_CHAIN_MIXLIST = {"white-list": {"to-add": ["Mul"]}, "black-list": {"to-add": ["Sqrt"]}}
+# The default preset keeps Pow and ReduceSum gray (range guards decide on evidence), so the
+# hazard's chain of BLACK nodes is made black here, as its docstring says.
+BLACK_CHAIN_MIXLIST = {"white-list": {"to-add": ["Mul"]}, "black-list": {"to-add": ["Pow", "ReduceSum", "Sqrt"]}}
+# Hazard 9 needs a float32 op inside a branch: the default preset runs Softmax LOW.
+SOFTMAX_BLACK_MIXLIST = {"black-list": {"to-add": ["Softmax"]}}
 
 
 def black_chain() -> onnx.ModelProto:

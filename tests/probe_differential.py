@@ -30,7 +30,8 @@ from ampconv.checks import check_staged
 from ampconv.errors import AmpconvError, ConversionError
 from ampconv.load import load_model
 from ampconv.loadcheck import runtime_refusal
-from ampconv.probe import build_probe, inferred_shapes
+from ampconv.probe import build_probe
+from ampconv.shapes import inferred_shapes
 from ampconv.repair import rankless_interface
 from ampconv.verdict import judge
 

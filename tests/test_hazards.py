@@ -375,7 +375,9 @@ def test_h08_shape_arithmetic_in_float_is_exact(tmp_path, dtype):
 
 # ------------------------------------------------------------------ hazard 9
 def test_h09_control_flow_casts_inside_subgraphs(tmp_path):
-    src, dst, report = convert(hm.control_flow(), tmp_path, "h09")
+    mix = tmp_path / "softmax_black.json"
+    mix.write_text(json.dumps(hm.SOFTMAX_BLACK_MIXLIST))
+    src, dst, report = convert(hm.control_flow(), tmp_path, "h09", mixlists=(str(mix),))
     assert hm.report_node(report, "then_gemm")["precision"] == "LOW"
     assert hm.report_node(report, "then_gemm")["graph"] == "then_branch"
     assert hm.report_node(report, "else_softmax")["precision"] == "HIGH"

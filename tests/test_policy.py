@@ -19,10 +19,14 @@ def write(tmp_path, data, name="mix.json"):
 def test_default_preset_classes():
     p = load_policy()
     assert p.class_of("", "MatMul") == WHITE
-    assert p.class_of("", "Softmax") == BLACK
+    assert p.class_of("", "Cos") == BLACK
+    assert p.class_of("", "Softmax") == GRAY  # once black: kept float32 only on evidence (range guards)
     assert p.class_of("", "Add") == GRAY
-    assert p.class_of("", "QuantizeLinear") == UNLISTED  # quantization: not ordinary
-    assert p.class_of("com.microsoft", "FusedMatMul") == UNLISTED
+    assert p.class_of("", "QuantizeLinear") == GRAY  # its schema decides (LOW scales from opset 19)
+    assert p.class_of("", "QLinearConv") == UNLISTED  # integer arithmetic: not ordinary
+    assert p.class_of("com.microsoft", "FusedMatMul") == WHITE
+    assert p.class_of("com.microsoft", "SkipLayerNormalization") == GRAY
+    assert p.class_of("com.microsoft", "QAttention") == UNLISTED
     assert p.class_of("ai.onnx", "MatMul") == WHITE
 
 
@@ -64,14 +68,14 @@ def test_mixlist_add_moves_and_remove_makes_gray(tmp_path):
     path = write(
         tmp_path,
         {
-            "black-list": {"to-add": ["MatMul"], "to-remove": ["Softmax"]},
+            "black-list": {"to-add": ["MatMul"], "to-remove": ["Cos"]},
             "white-list": {"to-add": ["Add"], "to-remove": ["Conv"]},
             "gray-list": {"to-add": [], "to-remove": []},
         },
     )
     p = load_policy(mixlists=[path])
     assert p.class_of("", "MatMul") == BLACK
-    assert p.class_of("", "Softmax") == GRAY  # removed, not added elsewhere -> gray
+    assert p.class_of("", "Cos") == GRAY  # removed, not added elsewhere -> gray
     assert p.class_of("", "Add") == WHITE
     assert p.class_of("", "Conv") == GRAY
     assert path in p.sources
@@ -96,9 +100,26 @@ def test_files_apply_left_to_right(tmp_path):
 
 
 def test_removes_apply_before_adds_within_a_file(tmp_path):
-    # Removing Softmax from black and adding it to white in one file is legal.
+    # Removing Cos from black and adding it to white in one file is legal.
+    path = write(tmp_path, {"black-list": {"to-remove": ["Cos"]}, "white-list": {"to-add": ["Cos"]}})
+    assert load_policy(mixlists=[path]).class_of("", "Cos") == WHITE
+
+
+def test_removing_an_op_the_preset_moved_out_of_black_is_a_note(tmp_path):
+    """A mixlist written for the old default lists (Softmax black) keeps working: its remove is already so."""
     path = write(tmp_path, {"black-list": {"to-remove": ["Softmax"]}, "white-list": {"to-add": ["Softmax"]}})
-    assert load_policy(mixlists=[path]).class_of("", "Softmax") == WHITE
+    p = load_policy(mixlists=[path])
+    assert p.class_of("", "Softmax") == WHITE
+    assert any("Softmax" in n and "already gray" in n for n in p.notes)
+    alone = write(tmp_path, {"black-list": {"to-remove": ["Softmax"]}}, "alone.json")
+    assert load_policy(mixlists=[alone]).class_of("", "Softmax") == GRAY
+    # Negative: an op that was never black is still an error to remove from the black list.
+    never = write(tmp_path, {"black-list": {"to-remove": ["Relu"]}}, "never.json")
+    with pytest.raises(PolicyError, match="is not in the black-list"):
+        load_policy(mixlists=[never])
+    # Under the mindspore preset nothing was moved: the old rule holds.
+    with pytest.raises(PolicyError, match="is not in the black-list"):
+        load_policy(preset="mindspore", mixlists=[alone])
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ def test_a_computed_integer_input_is_probed_with_its_shape_computation(tmp_path)
     """Resize whose sizes come from Shape -> Slice -> Concat: the probe copies that cone and the real shapes."""
     from accept_models import computed_size_classifier
     from ampconv.load import load_model
-    from ampconv.probe import inferred_shapes
+    from ampconv.shapes import inferred_shapes
 
     model_proto, _ = computed_size_classifier(11)
     path = tmp_path / "classifier.onnx"

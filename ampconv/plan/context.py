@@ -15,6 +15,7 @@ from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
 from ampconv.lowtypes import LowType, low_type, range_limits
 from ampconv.schema import normalize_domain
+from ampconv.shapes import ShapeSource, inferred_shapes
 
 
 @dataclasses.dataclass
@@ -37,9 +38,11 @@ class PlanContext:
     # node name -> why the accuracy search kept it float32; a ``data.margin.Lowered``
     # value instead releases a node the overflow guard kept only by its margin.
     tune_pins: Mapping[str, str]
+    shapes: ShapeSource  # real shapes of values, inferred once when first asked (range guards)
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
+    memo: Dict[str, object] = dataclasses.field(default_factory=dict)  # whole-graph facts a rule found once
 
     @classmethod
     def create(
@@ -70,6 +73,7 @@ class PlanContext:
             calibration=calibration,
             thresholds=Thresholds.default(record, config.data_max, config.underflow_fraction),
             tune_pins=dict(tune_pins or {}),
+            shapes=inferred_shapes(model),
         )
 
     @property

@@ -15,7 +15,13 @@ from ampconv.plan.decision import NONE, Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_float
 from ampconv.policy import HIGH
-from ampconv.policy.lists import FLOAT32_FUNCTION_BODY, QUANTIZATION, REDUCTION_NEEDS_FLOAT32, behaviour_kind
+from ampconv.policy.lists import (
+    CONTRIB_QUANTIZATION,
+    FLOAT32_FUNCTION_BODY,
+    QUANTIZATION,
+    REDUCTION_NEEDS_FLOAT32,
+    behaviour_kind,
+)
 from ampconv.schema import first_opset_allowing, normalize_domain
 
 
@@ -102,7 +108,8 @@ def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Quantization and training ops keep their float32 scales and states."""
     domain = normalize_domain(node.domain)
-    if (domain == "" and node.op_type in QUANTIZATION) or domain == "ai.onnx.preview.training":
+    quantized = node.op_type in QUANTIZATION if domain == "" else op_label(node) in CONTRIB_QUANTIZATION
+    if quantized or domain == "ai.onnx.preview.training":
         return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op")
     return None
 

@@ -19,6 +19,7 @@ CHECK = "check"  # what the checker or onnxruntime said about an earlier attempt
 USER = "user"  # the user's own overrides
 GUARD = "guard"  # constant range guards
 DATA = "data"  # what calibration data showed (activation ranges, the accuracy search)
+RANGE = "range"  # evidence on the model that a gray op once black must stay float32
 LEVEL = "level"  # the level table and the op lists
 GRAY = "gray"  # the gray rule: follow the activation inputs
 BACKWARD = "backward"  # decided by consumers after the forward pass
@@ -54,6 +55,9 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("data-accumulation", DATA, "calibration data: a reduction's running sum exceeds the LOW range"),
     Rule("data-underflow", DATA, "calibration data: an output mostly below the LOW normal range feeds an error amplifier"),
     Rule("user-force-low", USER, "--force-low: the node name matches a pattern"),
+    Rule("range-statistics", RANGE, "part of a normalization decomposed into ops: its statistics stay float32"),
+    Rule("range-reduction", RANGE, "fp16 sum over so many values that a modest mean overflows it"),
+    Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row"),
     Rule("level-O3", LEVEL, "level O3: every op LOW"),
     Rule("white", LEVEL, "the op is on the white list: LOW at O1-O3"),
     Rule("black", LEVEL, "the op is on the black list: float32 at O1 and O2"),

@@ -3,8 +3,9 @@
 This order is the planner's contract (docs/precision.md, "Rules and their
 ids"): hard facts first, then what a check of an earlier attempt said, then the
 user's float32 overrides, the constant guard, the data guards (calibration
-data and the accuracy search), the user's LOW override, the level table, and
-the gray rule, which always decides.
+data and the accuracy search), the user's LOW override, the range guards
+(evidence on the model for a gray op once black), the level table, and the
+gray rule, which always decides.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data, gray, guards, hard, levels, user
+from ampconv.plan import data, evidence, gray, guards, hard, levels, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
@@ -29,6 +30,7 @@ RULE_TABLE: Tuple[RuleFunction, ...] = (
     data.accuracy_pin,
     data.activation_range,
     user.force_low,
+    *evidence.RULES,
     levels.level,
     gray.gray,
 )

@@ -8,7 +8,17 @@ from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Un
 
 from ampconv.errors import PolicyError, UsageError
 from ampconv.policy.files import read_policy_file
-from ampconv.policy.lists import BLACK, CLASSES, GRAY, PRESETS, UNLISTED, WHITE, preset_classes
+from ampconv.policy.lists import (
+    BLACK,
+    CLASSES,
+    GRAY,
+    PRESETS,
+    RANGE_GUARDED_PRESETS,
+    UNLISTED,
+    WHITE,
+    preset_classes,
+    preset_moved_from_black,
+)
 from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
 from ampconv.policy.names import op_key, read_name, unknown_op_warning
 from ampconv.policy.opinfo import OpInfo, read_op_info
@@ -44,6 +54,9 @@ class Policy:
     origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Operator-info file -> its op names with no ONNX counterpart (sorted).
     unmatched: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # Whether the range guards (ampconv.plan.evidence) may keep a gray op float32 on evidence
+    # found on the model: the default preset's; MindSpore's lists are reproduced exactly.
+    range_guards: bool = False
 
     def class_of(self, domain: str, op_type: str) -> str:
         """The list class of an op (``domain`` empty for the default domain)."""
@@ -137,10 +150,10 @@ def load_policy(
         unmatched[base.path] = base.unmatched
         sources.append(f"op-info {base.path}")
     for mixlist in files:
-        classes = apply_mixlist(classes, mixlist)
+        classes, applied_notes = apply_mixlist(classes, mixlist, preset_moved_from_black(preset))
         origins.update(mixlist_origins(mixlist))
         warnings.extend(mixlist.warnings)
-        notes.extend(mixlist.notes)
+        notes.extend(mixlist.notes + tuple(applied_notes))
         sources.append(mixlist.path)
     blocked, block_warnings, block_notes = _read_block_ops(block_ops)
     return Policy(
@@ -154,6 +167,7 @@ def load_policy(
         notes=tuple(dict.fromkeys(notes + block_notes)),
         origins=origins,
         unmatched=unmatched,
+        range_guards=preset in RANGE_GUARDED_PRESETS,
     )
 
 

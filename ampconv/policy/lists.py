@@ -13,16 +13,43 @@ from ampconv.schema import default_domain_ops
 WHITE, BLACK, GRAY, UNLISTED = "WHITE", "BLACK", "GRAY", "UNLISTED"
 CLASSES = (WHITE, BLACK, GRAY, UNLISTED)
 
+# onnxruntime's fused transformer and CNN ops (``com.microsoft``; their schemas come from
+# onnxruntime, ampconv.runtime_schemas). MatMul-like and attention ops are WHITE, like MatMul.
+MICROSOFT = "com.microsoft"
+CONTRIB_WHITE = frozenset(
+    f"{MICROSOFT}::{op}"
+    for op in """Attention MultiHeadAttention GroupQueryAttention PackedAttention PackedMultiHeadAttention
+    DecoderMaskedMultiHeadAttention DecoderMaskedSelfAttention DecoderAttention LongformerAttention
+    SparseAttention PagedAttention FusedMatMul FusedGemm FusedConv TransposeMatMul GemmFastGelu
+    FusedMatMulActivation MatMulNBits NhwcConv""".split()
+)
+# Fused norms (statistics in float32 whatever the I/O type: U is float only) and fused GELUs,
+# biases and rotary embeddings: safe in LOW, so they follow their neighbours like any gray op.
+CONTRIB_GRAY = frozenset(
+    f"{MICROSOFT}::{op}"
+    for op in """SkipLayerNormalization SkipSimplifiedLayerNormalization EmbedLayerNormalization GroupNorm
+    SkipGroupNorm BiasGelu FastGelu Gelu QuickGelu BiasSplitGelu BiasAdd BiasSoftmax RotaryEmbedding
+    GemmaRotaryEmbedding""".split()
+) | frozenset({"SimplifiedLayerNormalization"})  # onnxruntime's, in the default domain
 DEFAULT_WHITE = frozenset(
     "Conv ConvTranspose DeformConv MatMul Gemm Einsum Attention LSTM GRU RNN".split()
-)
+) | CONTRIB_WHITE
+# Kept float32 on every model (docs/precision.md sec. 2): position-like arithmetic that fp16
+# cannot index (Range, CumSum), coordinates (RoiAlign, GridSample), spectral and
+# trigonometric ops whose arguments grow with position, determinants and losses.
 DEFAULT_BLACK = frozenset(
+    """Range CumSum CumProd DFT STFT Det RoiAlign MaxRoiPool GridSample AffineGrid
+    SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss Acos Asin Acosh Asinh Atanh Cosh Sinh Tan Sin Cos""".split()
+)
+# Gray in the default preset, but once black: their risk is the range of their I/O, which a
+# kernel computing in float32 inside (norm statistics, softmax and reduction accumulators)
+# does not remove. They run LOW unless a range guard finds evidence on the model
+# (ampconv.plan.ranges_guard); docs/precision.md sec. 2 lists what each guard looks for.
+DEFAULT_GUARDED = frozenset(
     """Exp Log Pow Reciprocal Softplus Softmax LogSoftmax ReduceSum ReduceMean ReduceSumSquare
-    ReduceL1 ReduceL2 ReduceProd ReduceLogSum ReduceLogSumExp CumSum CumProd GlobalAveragePool
-    GlobalLpPool LpPool LayerNormalization GroupNormalization RMSNormalization
-    InstanceNormalization MeanVarianceNormalization LpNormalization LRN SoftmaxCrossEntropyLoss
-    NegativeLogLikelihoodLoss Acos Asin Acosh Asinh Atanh Cosh Sinh Tan Sin Cos Det DFT STFT
-    Range GridSample AffineGrid RoiAlign MaxRoiPool""".split()
+    ReduceL1 ReduceL2 ReduceProd ReduceLogSum ReduceLogSumExp GlobalAveragePool GlobalLpPool LpPool
+    LayerNormalization GroupNormalization RMSNormalization InstanceNormalization
+    MeanVarianceNormalization LpNormalization LRN""".split()
 )
 MINDSPORE_WHITE = frozenset("Conv ConvTranspose Gemm MatMul LSTM RNN GRU PRelu Relu".split())
 MINDSPORE_BLACK = frozenset("BatchNormalization LayerNormalization".split())
@@ -56,10 +83,19 @@ DTYPE_ATTRIBUTE = {
     "BlackmanWindow": "output_datatype",
     "MelWeightMatrix": "output_datatype",
 }
-# Hard-blocked: quantization and Q/DQ edges (their float slots are scales, not data).
+# Hard-blocked: integer-arithmetic quantized ops (their float slots are scales of integer
+# math). QuantizeLinear and DequantizeLinear are not among them: from opset 19 their scale
+# may be LOW, and their schema decides (docs/precision.md sec. 6).
 QUANTIZATION = frozenset(
-    """QuantizeLinear DequantizeLinear DynamicQuantizeLinear QLinearConv QLinearMatMul
-    ConvInteger MatMulInteger""".split()
+    """DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger""".split()
+)
+QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+# onnxruntime's quantized contrib ops, blocked for the same reason.
+CONTRIB_QUANTIZATION = frozenset(
+    f"{MICROSOFT}::{op}"
+    for op in """QuantizeLinear DequantizeLinear DynamicQuantizeMatMul DynamicQuantizeLSTM MatMulInteger16
+    MatMulIntegerToFloat QAttention QGemm QEmbedLayerNormalization QMoE QuantizeBFP DequantizeBFP
+    QuantizeWithOrder DequantizeWithOrder GatherBlockQuantized MatMulBnb4 MatMulFpQ4""".split()
 )
 # Ops whose ONNX function body only type-checks in float32: it feeds float32
 # Constants into arithmetic on its T-typed input, with no CastLike. The onnx
@@ -102,6 +138,7 @@ def preset_classes(preset: str) -> Dict[str, str]:
     """
     if preset == "default":
         classes = {op: GRAY for op in default_domain_ops() if op not in NOT_ORDINARY}
+        classes.update({op: GRAY for op in CONTRIB_GRAY})
         classes.update({op: BLACK for op in DEFAULT_BLACK})
         classes.update({op: WHITE for op in DEFAULT_WHITE})
         return classes
@@ -112,4 +149,12 @@ def preset_classes(preset: str) -> Dict[str, str]:
     raise KeyError(preset)
 
 
+def preset_moved_from_black(preset: str) -> FrozenSet[str]:
+    """Ops the preset once listed black and now keeps gray behind the range guards (mixlists written
+    for the old list may still remove them)."""
+    return DEFAULT_GUARDED if preset == "default" else frozenset()
+
+
 PRESETS: FrozenSet[str] = frozenset({"default", "mindspore"})
+# Presets whose gray ops the range guards (ampconv.plan.evidence) may keep float32 on evidence.
+RANGE_GUARDED_PRESETS: FrozenSet[str] = frozenset({"default"})

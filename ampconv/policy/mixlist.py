@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, FrozenSet, List, Tuple
 
 from ampconv.errors import PolicyError
 from ampconv.policy.jsonfile import is_name, load_json
@@ -96,13 +96,28 @@ def _check_contradictions(mixlist: MixList) -> None:
             raise PolicyError(f"{where}: op {mixlist.named(op)} is in both {key}.to-add and {key}.to-remove")
 
 
-def apply_mixlist(classes: Dict[str, str], mixlist: MixList) -> Dict[str, str]:
-    """Return ``classes`` updated by ``mixlist``: every remove first, then every add."""
+def apply_mixlist(
+    classes: Dict[str, str], mixlist: MixList, already_gray: FrozenSet[str] = frozenset()
+) -> Tuple[Dict[str, str], List[str]]:
+    """Return ``classes`` updated by ``mixlist`` (every remove first, then every add) and notes.
+
+    ``already_gray``: ops the preset has moved out of the black list into the
+    gray one. A ``black-list.to-remove`` of such an op, still gray, asks for
+    what is already so: a note, so that files written for the old lists keep
+    working; any other remove of an op not in that list is an error.
+    """
     result = dict(classes)
+    notes: List[str] = []
     for key, actions in mixlist.entries.items():
         target = LIST_KEYS[key]
         for op in actions.get("to-remove", ()):
             current = result.get(op, UNLISTED)
+            if target == BLACK and current == GRAY and op in already_gray:
+                notes.append(
+                    f"{mixlist.path}: {key}.to-remove: op {mixlist.named(op)} is already gray in this preset "
+                    "(kept float32 only on evidence, docs/precision.md sec. 2): nothing to remove"
+                )
+                continue
             if current != target:
                 raise PolicyError(
                     f"{mixlist.path}: {key}.to-remove: op {mixlist.named(op)} is not in the {key} "
@@ -113,7 +128,7 @@ def apply_mixlist(classes: Dict[str, str], mixlist: MixList) -> Dict[str, str]:
     for key, actions in mixlist.entries.items():
         for op in actions.get("to-add", ()):
             result[op] = LIST_KEYS[key]
-    return result
+    return result, notes
 
 
 def mixlist_origins(mixlist: MixList) -> Dict[str, str]:

@@ -1,0 +1,81 @@
+"""What a plan leaves float32 that the user must hear about, and what would change it.
+
+Two things a GPU user cannot afford to miss in a summary:
+
+- nodes kept float32 because no schema is known for their op (an op
+  onnxruntime defines, with onnxruntime not installed; a custom domain), and
+  the nodes after them whose input types are therefore unknown: one note per
+  domain with the counts and the remedy;
+- a model whose heavy ops (``figures.HEAVY_OPS``: MatMul, Conv, attention,
+  fused norms) all stay float32: converted, it is no faster, so that is a
+  warning with the rules that kept them, never a silent 100%.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Dict, List, Mapping
+
+import onnx_ir as ir
+
+from ampconv import runtime_schemas
+from ampconv.figures import HEAVY_OPS
+from ampconv.plan.decision import NodePlan
+from ampconv.policy import HIGH, LOW
+from ampconv.schema import normalize_domain
+
+# Domains whose schemas onnxruntime ships (com.microsoft and its layout variants).
+RUNTIME_DOMAINS = frozenset({"com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc"})
+
+
+def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
+    """One note per domain whose nodes stayed float32 for want of a schema, with the remedy."""
+    missing: Dict[str, Counter] = {}
+    unknown_inputs = 0
+    for node, plan in nodes.items():
+        rule = plan.decision.rule
+        if rule == "hard-no-schema":
+            missing.setdefault(normalize_domain(node.domain) or "ai.onnx", Counter())[node.op_type] += 1
+        elif rule == "hard-unknown-type":
+            unknown_inputs += 1
+    notes = []
+    after = f", and {unknown_inputs} node(s) reading their outputs (input types unknown)" if unknown_inputs else ""
+    for domain, ops in sorted(missing.items()):
+        listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
+        more = f" and {len(ops) - 4} more op types" if len(ops) > 4 else ""
+        notes.append(
+            f"{sum(ops.values())} node(s) of domain {domain} ({listed}{more}){after} stay float32: "
+            f"no schema is known for them; {_remedy(domain)}"
+        )
+        after = ""  # said once, with the first domain
+    return notes
+
+
+def _remedy(domain: str) -> str:
+    """What would let ampconv decide the nodes of ``domain``."""
+    if domain in RUNTIME_DOMAINS and not runtime_schemas.available():
+        return "install onnxruntime (pip install 'ampconv[cpu]'), whose contrib operator schemas decide them"
+    if domain in RUNTIME_DOMAINS:
+        return "the installed onnxruntime does not define these ops; a newer onnxruntime may"
+    return "no installed library defines this domain, so their types cannot be known and no option changes them"
+
+
+def heavy_warning(nodes: Mapping[ir.Node, NodePlan], low_name: str) -> List[str]:
+    """A warning when the model has heavy ops and none of them runs LOW (empty otherwise)."""
+    heavy = [(node, plan) for node, plan in nodes.items() if is_heavy(node)]
+    if not heavy or any(plan.decision.precision == LOW for _, plan in heavy):
+        return []
+    rules = Counter(plan.decision.rule for _, plan in heavy if plan.decision.precision == HIGH)
+    why = ", ".join(f"{rule} x{n}" for rule, n in rules.most_common(3))
+    return [
+        f"none of the {len(heavy)} heavy op(s) (MatMul, Conv, attention, fused norms) runs in {low_name}: "
+        f"the converted model will be no faster on a GPU (kept float32 by {why}; the report's nodes say why)"
+    ]
+
+
+def is_heavy(node: ir.Node) -> bool:
+    """Whether ``node`` is one of ``figures.HEAVY_OPS``."""
+    return node.op_type in HEAVY_OPS.get(normalize_domain(node.domain), ())
+
+
+__all__ = ["RUNTIME_DOMAINS", "coverage_notes", "heavy_warning", "is_heavy"]

@@ -1,0 +1,271 @@
+"""Rule family ``range``: what on this model keeps a once-black op float32 (docs/precision.md sec. 2).
+
+The default preset used to keep normalizations, softmaxes, reductions, Exp and
+Pow float32 on every model, each with a cast pair. What such an op risks in
+LOW is the range of its inputs and outputs: LayerNormalization computes its
+statistics in float32 whatever its I/O type (``stash_type``), and GPU kernels
+of Softmax and the reductions accumulate in float32. So they are gray (they
+follow their neighbours, as onnxruntime's and TensorRT's fp16 paths run them)
+unless evidence on the model says the range does not hold. The evidence these
+rules read, each only for a gray op at O1/O2 in a preset with range guards
+(the default; ``--preset mindspore`` reproduces MindSpore's lists exactly):
+
+- ``range-statistics``: a normalization decomposed into ops (a mean, a
+  centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
+  division): its statistics stay float32, as the fused op keeps them. A square
+  of |x| > 256 overflows fp16, and residual streams reach that.
+- ``range-reduction``: an fp16 sum over a static extent so long that a modest
+  mean overflows it: a ReduceSum of 20,000 values overflows once their mean
+  |x| exceeds 3.3. Sums over ``SUM_EXTENT`` values or more, and sums of squares
+  or products over ``SQUARE_EXTENT`` or more, stay float32.
+- ``range-mask``: a Softmax whose input carries a constant attention mask with
+  a fully masked row: that row's softmax is decided by how fill + score
+  rounds, so it is computed as the original computes it.
+
+Constants, calibration data (``plan.data``) and the accuracy search are the
+other evidence; they apply to every op and come earlier in the rule table.
+"""
+
+from __future__ import annotations
+
+from typing import FrozenSet, Iterable, Optional, Set
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.plan.context import PlanContext
+from ampconv.plan.decision import Decision
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.values import constant_array, is_constant
+from ampconv.policy import GRAY, HIGH
+from ampconv.schema import normalize_domain
+
+# fp16 sums over at least this many values stay float32 (mean |x| > 65504 / 4096 = 16 overflows).
+SUM_EXTENT = 4096
+# Sums of squares or products over at least this many values (RMS > 16 overflows).
+SQUARE_EXTENT = 256
+_SUMS = frozenset({"ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"})
+_SQUARES = frozenset({"ReduceSumSquare", "ReduceL2", "ReduceProd"})
+# A mask fill: exp(fill - score) is 0 for any score a softmax sees.
+MASK_FILL = -1e4
+# Ops a mask travels through between the constant and the softmax.
+_MASK_PATH = frozenset(
+    {"Add", "Sub", "Where", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Cast", "Identity", "Div", "Mul"}
+)
+_MEANS = frozenset({"ReduceMean", "ReduceSum"})
+# What follows a mean of squares on its way to the division: eps, the root, the reciprocal.
+_STATISTIC_TAIL = frozenset({"Add", "Sqrt", "Pow", "Reciprocal", "Div", "Mul", "Cast"})
+
+
+def _guarded(ctx: PlanContext, node: ir.Node) -> bool:
+    """Whether the range rules speak for ``node``: a gray op at O1/O2 under a preset with range guards."""
+    if not ctx.policy.range_guards or ctx.policy.level not in ("O1", "O2"):
+        return False
+    return ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == GRAY
+
+
+def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """``range-statistics``: a node of a decomposed normalization."""
+    if not _guarded(ctx, node):
+        return None
+    if "statistics" not in ctx.memo:
+        ctx.memo["statistics"] = decomposed_normalizations(ctx.model.graph)
+    if node not in ctx.memo["statistics"]:
+        return None
+    return Decision(
+        HIGH,
+        "range-statistics",
+        "range: part of a normalization decomposed into ops; its statistics stay float32, as "
+        "LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16)",
+    )
+
+
+def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """``range-reduction``: an fp16 sum over an extent that a modest mean overflows."""
+    squares = node.op_type in _SQUARES
+    if ctx.low != "fp16" or not (squares or node.op_type in _SUMS) or normalize_domain(node.domain) != "":
+        return None
+    if not _guarded(ctx, node):
+        return None
+    extent = _reduced_extent(ctx, node)
+    limit = SQUARE_EXTENT if squares else SUM_EXTENT
+    if extent is None or extent < limit:
+        return None
+    bound = ctx.low_record.max / extent
+    what = f"RMS |x| exceeds {bound ** 0.5:.3g}" if squares else f"mean |x| exceeds {bound:.3g}"
+    return Decision(
+        HIGH,
+        "range-reduction",
+        f"range: a {node.op_type} over {extent} values overflows float16 once their {what}; kept float32 "
+        f"(over fewer than {limit} values it runs LOW)",
+    )
+
+
+def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """``range-mask``: a softmax over scores with a constant mask that masks a whole row."""
+    if node.op_type not in ("Softmax", "LogSoftmax") or normalize_domain(node.domain) != "":
+        return None
+    if not _guarded(ctx, node) or not _last_axis(node, ctx.opsets.get("", 1)):
+        return None
+    found = _fully_masked_constant(node.inputs[0])
+    if found is None:
+        return None
+    name, row = found
+    return Decision(
+        HIGH,
+        "range-mask",
+        f"range: row {row} of mask {name} masks every key, so that row's softmax is decided by how "
+        "fill + score rounds; kept float32, as the original computes it",
+    )
+
+
+RULES = (statistics, reduction, mask)
+
+
+# ------------------------------------------------------------------ evidence
+def decomposed_normalizations(graph: ir.Graph) -> FrozenSet[ir.Node]:
+    """The nodes of every normalization in ``graph`` decomposed into ops (see ``range-statistics``).
+
+    Anchored on a mean (ReduceMean/ReduceSum) of a square (``Pow(d, 2)`` or
+    ``Mul(d, d)``); ``d`` is either the input itself (RMS normalization) or
+    ``Sub(a, mean(a))``, whose mean and Sub join. From the mean of squares the
+    walk follows eps, Sqrt, Pow and Reciprocal forward to the node that also
+    reads ``d`` (or ``a``): the division or multiplication that normalizes.
+    """
+    found: Set[ir.Node] = set()
+    for node in graph:
+        if node.op_type not in _MEANS or normalize_domain(node.domain) != "" or not node.inputs:
+            continue
+        square = node.inputs[0].producer() if node.inputs[0] is not None else None
+        centred = _squared(square)
+        if centred is None:
+            continue
+        members = {node, square}
+        sources = {centred}
+        sub = centred.producer()
+        if sub is not None and sub.op_type == "Sub" and _is_mean_of(sub.inputs[1], sub.inputs[0]):
+            members |= {sub, sub.inputs[1].producer()}
+            sources.add(sub.inputs[0])
+        tail = _normalizing_tail(node, sources)
+        if tail:
+            found |= members | tail
+    return frozenset(found)
+
+
+def _squared(node: Optional[ir.Node]) -> Optional[ir.Value]:
+    """``d`` when ``node`` is ``Pow(d, 2)`` or ``Mul(d, d)``; else None."""
+    if node is None or normalize_domain(node.domain) != "":
+        return None
+    if node.op_type == "Mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1]:
+        return node.inputs[0]
+    if node.op_type == "Pow" and len(node.inputs) == 2 and is_constant(node.inputs[1]):
+        exponent = constant_array(node.inputs[1])
+        if exponent is not None and exponent.size == 1 and float(exponent.reshape(-1)[0]) == 2.0:
+            return node.inputs[0]
+    return None
+
+
+def _is_mean_of(value: Optional[ir.Value], of: Optional[ir.Value]) -> bool:
+    producer = value.producer() if value is not None else None
+    return (
+        producer is not None and producer.op_type in _MEANS and normalize_domain(producer.domain) == ""
+        and bool(producer.inputs) and producer.inputs[0] is of
+    )
+
+
+def _normalizing_tail(mean: ir.Node, sources: Set[ir.Value], depth: int = 4) -> Set[ir.Node]:
+    """The nodes from a mean of squares to the node that divides a source by them; empty if there is none."""
+    frontier = [(mean, frozenset())]
+    for _ in range(depth):
+        following = []
+        for current, path in frontier:
+            for out in current.outputs:
+                for use in out.uses():
+                    reader = use.node
+                    if normalize_domain(reader.domain) != "" or reader.op_type not in _STATISTIC_TAIL:
+                        continue
+                    if reader.op_type in ("Div", "Mul") and any(v in sources for v in reader.inputs):
+                        return set(path) | {reader}
+                    following.append((reader, path | {reader}))
+        frontier = following
+    return set()
+
+
+def _reduced_extent(ctx: PlanContext, node: ir.Node) -> Optional[int]:
+    """How many values one output of the reduction sums (None when a reduced dim is not static)."""
+    data = node.inputs[0] if node.inputs else None
+    shape = ctx.shapes(data) if data is not None else None
+    if shape is None:
+        return None
+    dims = list(shape.dims)
+    axes = _axes(node, len(dims))
+    if axes is None:
+        return None
+    extent = 1
+    for axis in axes:
+        dim = dims[axis]
+        if not isinstance(dim, int):
+            return None
+        extent *= dim
+    return extent
+
+
+def _axes(node: ir.Node, rank: int) -> Optional[Iterable[int]]:
+    """The reduced axes (all when none are given and ``noop_with_empty_axes`` is off); None when computed."""
+    axes = None
+    attribute = node.attributes.get("axes")
+    if attribute is not None:
+        axes = list(attribute.value)
+    elif len(node.inputs) > 1 and node.inputs[1] is not None and node.inputs[1].name:
+        array = constant_array(node.inputs[1])
+        if array is None:
+            return None
+        axes = [int(a) for a in array.reshape(-1)]
+    if not axes:
+        noop = node.attributes.get("noop_with_empty_axes")
+        return [] if noop is not None and noop.value else range(rank)
+    return [a % rank for a in axes] if rank else None
+
+
+def _last_axis(node: ir.Node, opset: int) -> bool:
+    """Whether the softmax normalizes over the last axis (where a mask's rows lie)."""
+    attribute = node.attributes.get("axis")
+    axis = attribute.value if attribute is not None else (-1 if opset >= 13 else 1)
+    if axis == -1:
+        return True
+    data = node.inputs[0]
+    return data is not None and data.shape is not None and axis == len(data.shape) - 1
+
+
+def _fully_masked_constant(value: Optional[ir.Value], depth: int = 4):
+    """(constant name, row) of a constant mask reaching ``value`` with a row of fills only; None if none does."""
+    frontier = [value]
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            producer = current.producer() if current is not None else None
+            if producer is None or producer.op_type not in _MASK_PATH:
+                continue
+            for source in producer.inputs:
+                if source is None:
+                    continue
+                if is_constant(source):
+                    row = _masked_row(constant_array(source))
+                    if row is not None:
+                        return source.name or "?", row
+                else:
+                    following.append(source)
+        frontier = following
+    return None
+
+
+def _masked_row(array: Optional[np.ndarray]) -> Optional[int]:
+    """The first row (over the last axis) whose every value is a mask fill; None when no row is."""
+    if array is None or array.ndim == 0 or array.size == 0 or not np.issubdtype(array.dtype, np.floating):
+        return None
+    rows = array.reshape(-1, array.shape[-1])
+    if array.shape[-1] < 2:
+        return None
+    full = np.all(rows <= MASK_FILL, axis=-1)
+    hits = np.flatnonzero(full)
+    return int(hits[0]) if hits.size else None

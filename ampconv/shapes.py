@@ -1,0 +1,55 @@
+"""Real shapes of a model's values, found once and only when someone asks.
+
+A model read without inferred shapes (``ampconv.load`` keeps element types
+only for graphs without control flow: deserializing every shape costs a third
+of reading a big graph) holds none on its intermediate values. The few
+questions that need one (the load-check probe's shape computations, the range
+guard's reduction extents) ask an ``inferred_shapes`` source: the IR's own
+shape when it has one, else onnx shape inference's, run once on a weight-free
+copy of the model the first time a value lacks a shape.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+import onnx.shape_inference
+import onnx_ir as ir
+
+from ampconv.prepare import weight_free_proto
+
+ShapeSource = Callable[[ir.Value], Optional[ir.Shape]]
+
+
+def inferred_shapes(model: ir.Model) -> ShapeSource:
+    """A ``ShapeSource`` for ``model`` (see the module docstring); main-graph values only."""
+    found: Dict[str, ir.Shape] = {}
+    done: List[bool] = []
+
+    def shape(value: ir.Value) -> Optional[ir.Shape]:
+        if value.shape is not None:
+            return value.shape
+        if not done:
+            done.append(True)
+            found.update(_infer_main_graph_shapes(model))
+        return found.get(value.name)
+
+    return shape
+
+
+def _infer_main_graph_shapes(model: ir.Model) -> Dict[str, ir.Shape]:
+    """Shapes onnx inference finds for the main graph's values (empty when it fails)."""
+    try:
+        proto = onnx.shape_inference.infer_shapes(
+            weight_free_proto(model), check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception:  # noqa: BLE001 - best effort: a value without a shape stays shapeless
+        return {}
+    shapes: Dict[str, ir.Shape] = {}
+    for info in list(proto.graph.value_info) + list(proto.graph.output) + list(proto.graph.input):
+        if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+            shapes[info.name] = ir.serde.deserialize_type_proto_for_shape(info.type)
+    return shapes
+
+
+__all__ = ["ShapeSource", "inferred_shapes"]

@@ -1,0 +1,239 @@
+"""Rule family ``range`` (ampconv/plan/evidence.py) and the default preset's gray-but-guarded ops.
+
+A once-black op (a normalization, a softmax, a reduction, Exp, Pow) follows
+its neighbours like any gray op, and is kept float32 only on evidence found on
+the model: a decomposed normalization's statistics, an fp16 sum over a long
+static extent, a constant mask with a fully masked row. Each rule has a
+positive and a negative case; none applies at O3, under ``--preset
+mindspore``, or to an op a policy file made white.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+import ampconv
+import hazard_models as hm
+from helpers import convert_text, decisions, save
+
+# ------------------------------------------------------------------ guarded ops follow their neighbours
+GUARDED_AFTER_MATMUL = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 8] x, float[2, 8] g, float[2, 8] b) => (float[2, 8] y, float[2, 8] e, float[2, 1] m)
+    <float[8, 8] w = {%s}, float[8] gamma = {1,1,1,1,1,1,1,1}, float[8] beta = {0,0,0,0,0,0,0,0}, float three = {3.0}> {
+    h = MatMul (x, w)
+    n = LayerNormalization <axis = -1> (h, gamma, beta)
+    s = Softmax <axis = -1> (n)
+    p = Pow (h, three)
+    e = Exp (p)
+    m = ReduceMean <axes = [-1]> (h)
+    y = MatMul (s, w)
+}
+""" % ", ".join(str(0.01 * k) for k in range(64))
+
+
+def test_once_black_ops_follow_a_low_producer(tmp_path):
+    report, _ = convert_text(tmp_path, GUARDED_AFTER_MATMUL)
+    d = decisions(report)
+    for op in ("LayerNormalization", "Softmax", "Pow", "Exp", "ReduceMean"):
+        node = next(n for n in report.nodes if n["op_type"] == op)
+        assert (node["precision"], node["rule"]) == ("LOW", "gray-follow"), (op, node)
+    assert report.casts_after == 4  # the float32 input and the three float32 outputs: no cast pair anywhere
+    assert all(n["precision"] == "LOW" for n in d.values() if n["op_type"] == "MatMul")
+
+
+def test_the_mindspore_preset_still_keeps_its_black_list(tmp_path):
+    report, _ = convert_text(tmp_path, GUARDED_AFTER_MATMUL, preset="mindspore")
+    ln = next(n for n in report.nodes if n["op_type"] == "LayerNormalization")
+    assert (ln["precision"], ln["rule"]) == ("HIGH", "black")
+
+
+# ------------------------------------------------------------------ range-statistics
+RMS_NORM = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 8] x) => (float[2, 8] y) <float[8, 8] w = {%s}, float two = {2.0}, float eps = {1e-5}> {
+    h = MatMul (x, w)
+    sq = Pow (h, two)
+    ms = ReduceMean <axes = [-1]> (sq)
+    me = Add (ms, eps)
+    rt = Sqrt (me)
+    y = Div (h, rt)
+}
+""" % ", ".join(str(0.01 * k) for k in range(64))
+
+
+def test_decomposed_layernorm_keeps_its_statistics_float32(tmp_path):
+    src = hm.save(hm.decomposed_layernorm(), tmp_path, "ln")
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config())
+    d = decisions(report)
+    assert d["mm"]["precision"] == "LOW"
+    for name in ("mean1", "sub", "pow", "mean2", "sqrt", "div"):
+        assert (d[name]["precision"], d[name]["rule"]) == ("HIGH", "range-statistics"), (name, d[name])
+    assert "stash_type" in d["pow"]["reason"]
+
+
+def test_decomposed_rms_norm_is_found_too(tmp_path):
+    report, _ = convert_text(tmp_path, RMS_NORM)
+    rules = {n["op_type"]: n["rule"] for n in report.nodes}
+    assert rules["Pow"] == rules["ReduceMean"] == rules["Sqrt"] == rules["Div"] == "range-statistics"
+    assert rules["Add"] == "range-statistics"  # eps 1e-5 fits fp16: no constant pin first
+    assert rules["MatMul"] == "white"
+
+
+def test_a_plain_mean_or_square_is_no_normalization(tmp_path):
+    text = RMS_NORM.replace("y = Div (h, rt)", "y = Mul (rt, h)").replace("me = Add (ms, eps)", "me = Add (ms, ms)")
+    text = text.replace("(h, rt)", "(h, rt)")
+    plain = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 8] x) => (float[2, 1] y, float[2, 8] z) <float[8, 8] w = {%s}, float two = {2.0}> {
+        h = MatMul (x, w)
+        y = ReduceMean <axes = [-1]> (h)
+        z = Pow (h, two)
+    }""" % ", ".join(str(0.01 * k) for k in range(64))
+    report, _ = convert_text(tmp_path, plain)
+    assert {n["op_type"]: n["rule"] for n in report.nodes} == {
+        "MatMul": "white", "ReduceMean": "gray-follow", "Pow": "gray-follow"}
+
+
+def test_range_rules_do_not_apply_at_o3_or_to_ops_a_file_made_white(tmp_path):
+    report, _ = convert_text(tmp_path, RMS_NORM, level="O3")
+    assert all(n["rule"] == "level-O3" for n in report.nodes)
+    mix = tmp_path / "white.json"
+    mix.write_text(json.dumps({"white-list": {"to-add": ["Pow", "ReduceMean", "Sqrt", "Div", "Add"]}}))
+    report, _ = convert_text(tmp_path, RMS_NORM, mixlists=(str(mix),))
+    assert all(n["precision"] == "LOW" for n in report.nodes)
+
+
+# ------------------------------------------------------------------ range-reduction
+def _reduction(size: int, op: str = "ReduceSum") -> str:
+    return f"""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[1, {size}] x) => (float[1, 1] y) <int64[1] axes = {{1}}> {{
+        h = Relu (x)
+        y = {op} <keepdims = 1> (h, axes)
+    }}"""
+
+
+def test_a_long_fp16_sum_stays_float32(tmp_path):
+    report, _ = convert_text(tmp_path, _reduction(20000), keep_io_types=False)
+    node = next(n for n in report.nodes if n["op_type"] == "ReduceSum")
+    assert (node["precision"], node["rule"]) == ("HIGH", "range-reduction")
+    assert "20000 values" in node["reason"] and "3.28" in node["reason"]
+
+
+@pytest.mark.parametrize("size,op,dtype", [(100, "ReduceSum", "fp16"), (20000, "ReduceSum", "bf16"),
+                                           (100, "ReduceSumSquare", "fp16")])
+def test_a_short_sum_or_a_bf16_sum_runs_low(tmp_path, size, op, dtype):
+    report, _ = convert_text(tmp_path, _reduction(size, op), keep_io_types=False, dtype=dtype)
+    node = next(n for n in report.nodes if n["op_type"] == op)
+    assert node["precision"] == "LOW" and node["rule"] == "gray-follow"
+
+
+def test_a_sum_of_squares_has_the_shorter_limit(tmp_path):
+    report, _ = convert_text(tmp_path, _reduction(512, "ReduceSumSquare"), keep_io_types=False)
+    node = next(n for n in report.nodes if n["op_type"] == "ReduceSumSquare")
+    assert (node["precision"], node["rule"]) == ("HIGH", "range-reduction") and "RMS |x|" in node["reason"]
+
+
+def test_a_sum_over_an_unknown_extent_follows_its_neighbours(tmp_path):
+    text = _reduction(20000).replace("float[1, 20000] x", "float[1, n] x")
+    report, _ = convert_text(tmp_path, text, keep_io_types=False)
+    assert next(n for n in report.nodes if n["op_type"] == "ReduceSum")["precision"] == "LOW"
+
+
+def test_the_extent_of_an_intermediate_value_is_inferred(tmp_path):
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 100] x) => (float[1, 1] y) <int64[1] axes = {1}, int64[2] shape = {1, 10000}, int64[2] reps = {1, 100}> {
+        t = Tile (x, reps)
+        y = ReduceSum <keepdims = 1> (t, axes)
+    }"""
+    report, _ = convert_text(tmp_path, text, keep_io_types=False)
+    assert next(n for n in report.nodes if n["op_type"] == "ReduceSum")["rule"] == "range-reduction"
+
+
+# ------------------------------------------------------------------ range-mask
+def test_a_softmax_over_a_mask_with_a_fully_masked_row_stays_float32(tmp_path):
+    src = hm.save(hm.attention(-1e9), tmp_path, "att")
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(dtype="bf16"))
+    softmax = decisions(report)["softmax"]
+    assert (softmax["precision"], softmax["rule"]) == ("HIGH", "range-mask") and "row 3" in softmax["reason"]
+
+
+def test_a_causal_mask_without_a_full_row_lets_the_softmax_run_low(tmp_path):
+    model = hm.attention(-1e9)
+    mask = onnx.numpy_helper.to_array(hm.initializer(model.graph, "mask")).copy()
+    mask[3, :3] = 0.0  # the last row sees its first keys: no row is fully masked
+    for i, tensor in enumerate(model.graph.initializer):
+        if tensor.name == "mask":
+            model.graph.initializer[i].CopyFrom(onnx.numpy_helper.from_array(mask, "mask"))
+    src = hm.save(model, tmp_path, "causal")
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(dtype="bf16"))
+    assert decisions(report)["softmax"]["precision"] == "LOW"
+
+
+# ------------------------------------------------------------------ contrib ops: schemas, types, coverage
+def _skip_layernorm_model(domain: str = "com.microsoft", op: str = "SkipLayerNormalization") -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32) * 0.3, "w")
+    gamma = numpy_helper.from_array(np.ones(8, np.float32), "gamma")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        helper.make_node(op, ["h", "x", "gamma"], ["n"], domain=domain, name="sln"),
+        helper.make_node("MatMul", ["n", "w"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 8])], [w, gamma])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)],
+                             ir_version=8)
+
+
+def test_a_fused_norm_converts_and_the_ops_after_it_are_typed(tmp_path):
+    path = save(_skip_layernorm_model(), tmp_path / "sln.onnx")
+    report = ampconv.convert(path, tmp_path / "out.onnx", ampconv.Config(keep_io_types=False))
+    d = decisions(report)
+    assert [d[n]["precision"] for n in ("mm", "sln", "mm2")] == ["LOW", "LOW", "LOW"]
+    assert report.casts_after == 0
+    assert not any("no schema" in n for n in report.notes)
+
+
+def test_without_runtime_schemas_the_summary_says_why_and_warns(tmp_path, monkeypatch):
+    import ampconv.runtime_schemas as rs
+    import ampconv.schema as schema
+
+    monkeypatch.setattr(rs, "_registry", lambda: {})
+    schema._schema.cache_clear()
+    schema.op_info.cache_clear()
+    try:
+        path = save(_skip_layernorm_model(), tmp_path / "sln.onnx")
+        report = ampconv.convert(path, tmp_path / "out.onnx", ampconv.Config())
+    finally:
+        schema._schema.cache_clear()
+        schema.op_info.cache_clear()
+    d = decisions(report)
+    assert d["sln"]["rule"] == "hard-no-schema" and d["mm2"]["rule"] == "hard-unknown-type"
+    (note,) = [n for n in report.notes if "no schema is known" in n]
+    assert "1 node(s) of domain com.microsoft (SkipLayerNormalization)" in note
+    assert "1 node(s) reading their outputs" in note and "install onnxruntime" in note
+
+
+def test_a_model_whose_heavy_ops_all_stay_float32_is_a_warning(tmp_path):
+    path = save(_skip_layernorm_model(domain="example.custom", op="Mystery"), tmp_path / "m.onnx")
+    report = ampconv.convert(path, tmp_path / "out.onnx", ampconv.Config(keep_fp32=("^mm$",)))
+    assert any("none of the 2 heavy op(s)" in w and "no faster" in w for w in report.warnings), report.warnings
+    note = next(n for n in report.notes if "example.custom" in n)
+    assert "no installed library defines this domain" in note
+    # Negative: one heavy op LOW is no such warning.
+    report = ampconv.convert(path, tmp_path / "out2.onnx", ampconv.Config())
+    assert not any("heavy op" in w for w in report.warnings)
+
+
+def test_embed_layer_normalization_takes_no_bfloat16(tmp_path):
+    from ampconv.schema import op_info
+
+    info = op_info("com.microsoft", "EmbedLayerNormalization", 1)
+    assert info.known and "tensor(bfloat16)" not in info.allowed(info.main_type())
+    assert "tensor(float16)" in info.allowed(info.main_type())
+    skip = op_info("com.microsoft", "SkipLayerNormalization", 1)
+    assert skip.output_type(1) == "U" and skip.allowed("U") == frozenset({"tensor(float)"})
