@@ -297,8 +297,9 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
                 "follows": d.follows,
             }
         )
+    final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
-        report.constants.append(constant_record(note, plan.low))
+        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == "LOW"))
 
 
 def _count_casts(model: ir.Model) -> int:

@@ -237,3 +237,19 @@ def test_embed_layer_normalization_takes_no_bfloat16(tmp_path):
     assert "tensor(float16)" in info.allowed(info.main_type())
     skip = op_info("com.microsoft", "SkipLayerNormalization", 1)
     assert skip.output_type(1) == "U" and skip.allowed("U") == frozenset({"tensor(float)"})
+
+
+def test_a_reported_constant_read_by_a_float32_consumer_is_not_called_rounded(tmp_path):
+    """The summary, the report and the file agree: a weight whose reader stays float32 is not 'stored rounded'."""
+    values = ", ".join(["1e-9"] + [str(0.5 + k) for k in range(127)])  # one value flushes to 0: reported only
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 128] x) => (float[2, 128] y) <float[128] w = {%s}> {
+        y = Add (x, w)
+    }""" % values
+    kept, _ = convert_text(tmp_path, text)  # x is a float32 input: the Add follows it, float32
+    (record,) = kept.constants
+    assert "unrounded" in record["action"] and "stored rounded" not in kept.summary()
+    assert [f["fate"] for f in kept.initializers if f["name"] == "w"] in ([], ["HIGH"])
+    lowered, _ = convert_text(tmp_path, text, keep_io_types=False)  # x is LOW: so is the Add
+    (record,) = lowered.constants
+    assert record["action"].startswith("stored rounded") and "stored rounded" in lowered.summary()

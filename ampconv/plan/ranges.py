@@ -102,14 +102,19 @@ _ACTIONS = {
     "pinned": "consumer kept float32",
     "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
 }
+# A reported constant whose consumer ended up float32 (a later rule): nothing was rounded.
+_NOT_ROUNDED = "consumer runs float32, so it reads the constant unrounded"
 
 
-def constant_record(note: "ConstantNote", low: str) -> Dict[str, Any]:
+def constant_record(note: "ConstantNote", low: str, consumer_low: bool = True) -> Dict[str, Any]:
     """The report's record of one ``ConstantNote``: the values that do not fit, the limits, what was done.
 
     ``clamped``, ``flushed`` and ``raised`` count the values ``--clamp``
     changed in the tensor (to +-max_finite, to +-0, to +-min_positive); they
     are the scan's counts, made with the test the clamp applies.
+    ``consumer_low``: whether the consumer's final decision is LOW; a
+    constant only reported (neither pinned nor changed) is rounded only then,
+    and the record says which.
     """
     s = note.stats
     limits = s.limits or range_limits(low)
@@ -129,6 +134,8 @@ def constant_record(note: "ConstantNote", low: str) -> Dict[str, Any]:
         )
     elif clamped:
         action = _clamp_action(s, limits, low)
+    elif note.action == "reported" and not consumer_low:
+        action = _NOT_ROUNDED
     elif note.action == "reported" and limits.min_set:
         action = "stored rounded (few values below min_positive; below the weight's rounding noise)"
     else:
