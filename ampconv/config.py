@@ -74,8 +74,12 @@ class Config:
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
             validator's default criteria for the LOW type).
         opset: upgrade the model to this default-domain opset with onnx's
-            version converter before converting (None: keep its opset). Many
-            ops accept bfloat16 only from opset 22.
+            version converter before converting. None: the model is upgraded
+            by default when its opset keeps heavy ops or Q/DQ nodes from the
+            LOW type (bf16 Conv needs opset 22, a float16 Q/DQ scale opset 19),
+            to the first opset that admits them; said in the report.
+        keep_opset: never upgrade by default (an explicit ``opset`` still
+            upgrades).
         annotate: stamp each node's precision and rule into its
             ``metadata_props`` (``ampconv.precision``, ``ampconv.rule``).
         progress: optional callback(bytes_done, bytes_total) while writing weights.
@@ -109,6 +113,7 @@ class Config:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     opset: Optional[int] = None
+    keep_opset: bool = False
     annotate: bool = False
     progress: Optional[Callable[[int, int], None]] = dataclasses.field(
         default=None, compare=False, repr=False

@@ -27,7 +27,7 @@ from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError
 from ampconv.load import external_data_files, load_model, weight_bytes
 from ampconv.checks import check_staged
 from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import default_opset, schema_opset_warning, upgraded_copy
+from ampconv.opset_upgrade import auto_upgrade_target, default_opset, schema_opset_warning, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
 from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
@@ -59,14 +59,14 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     gc.disable()
     try:
         if config.opset is not None:
-            return _convert_upgraded(Path(src), dst, config, dry_run=dry_run)
-        return _convert(src, dst, config, dry_run=dry_run)
+            return _convert_upgraded(Path(src), dst, config, config.opset, dry_run=dry_run)
+        return _convert(src, dst, config, dry_run=dry_run, auto_upgrade=not config.keep_opset)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
+def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: bool = False) -> Report:
     src = Path(src)
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
     policy = load_policy(
@@ -79,6 +79,16 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     )
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
+    upgrade_failed = None
+    target = auto_upgrade_target(model, config.dtype) if auto_upgrade else None
+    if target is not None:
+        opset, why = target
+        try:
+            return _convert_upgraded(src, dst, config, opset, dry_run=dry_run, why=why)
+        except ConversionError as exc:  # the upgraded copy, or its conversion, failed: convert as it is
+            upgrade_failed = (
+                f"not upgraded to opset {opset} ({why}): {exc}; converted at the model's opset {default_opset(model)}"
+            )
     complaint = accept_input(src)  # raises when the input is invalid for onnxruntime too
     # A model the checker refused is repaired before its types are inferred
     # (repair reports what inference must fill): read it again, as it is.
@@ -98,21 +108,24 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
             repairs += repair(model)
         report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs, data)
         if dry_run or report.output is not None:
+            if upgrade_failed:
+                report.notes.insert(0, upgrade_failed)
             return report
         model = load_model(src, infer_types=infer_at_load)  # a pin was added: plan again from the original
     raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
-def _convert_upgraded(src: Path, dst, config: Config, *, dry_run: bool) -> Report:
-    """``config.opset``: convert a copy of ``src`` upgraded by onnx's version converter.
+def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bool, why: str = "") -> Report:
+    """Convert a copy of ``src`` upgraded to ``opset`` by onnx's version converter.
 
     The output is checked against the user's own input first (the copy lives
-    in a private folder); the report and any error name ``src``.
+    in a private folder); the report and any error name ``src``. ``why``
+    says what the upgrade is for (the default upgrade, ``auto_upgrade_target``).
     """
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
     if not dry_run:
         check_output_path(src, dst, load_model(src), config.overwrite)
-    with upgraded_copy(src, config.opset) as (path, note):
+    with upgraded_copy(src, opset) as (path, note):
         try:
             report = _convert(path, dst, config, dry_run=dry_run)
         except AmpconvError as exc:
@@ -121,7 +134,8 @@ def _convert_upgraded(src: Path, dst, config: Config, *, dry_run: bool) -> Repor
             raise
     report.source = str(src)
     if note:
-        report.notes.insert(0, note)
+        reason = f" ({why}; --keep-opset keeps the model's opset)" if why else ""
+        report.notes.insert(0, note + reason)
     return report
 
 

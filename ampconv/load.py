@@ -31,6 +31,8 @@ from ampconv.graphs import all_graphs
 
 # Meta key set on a model whose types onnx shape inference filled at load.
 INFERRED_META_KEY = "ampconv.onnx_inferred"
+# Meta key: the names the input model declared in value_info, in any graph (``declared_value_info``).
+DECLARED_META_KEY = "ampconv.declared_value_info"
 # Inline weights up to this many bytes are inferred with the model as read:
 # onnx's inference copies the whole proto, weights included, so above this the
 # inference runs later on a weight-free copy (``prepare.InferTypesPass``).
@@ -65,6 +67,7 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     bad = _first_non_utf8_name(proto)
     if bad is not None:
         raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
+    declared = frozenset(_declared_names(proto.graph))
     inferred = _infer(proto) if infer_types else None
     types: Optional[Dict[str, onnx.TypeProto]] = None
     if inferred is not None:
@@ -85,10 +88,28 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
         if types is not None:
             _merge_types(model.graph, types)
         model.meta[INFERRED_META_KEY] = True
+    model.meta[DECLARED_META_KEY] = declared
     # An absolute base dir keeps tensor paths valid if the process changes folder.
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
     check_external_data(model, path)
     return model
+
+
+def declared_value_info(model: ir.Model) -> Optional[frozenset]:
+    """The value names the file ``model`` was read from declared in value_info (any graph); None if unknown."""
+    return model.meta.get(DECLARED_META_KEY)
+
+
+def _declared_names(graph: onnx.GraphProto) -> Iterator[str]:
+    """The value_info names of ``graph`` and its subgraphs."""
+    for info in graph.value_info:
+        yield info.name
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _declared_names(attribute.g)
+            for sub in attribute.graphs:
+                yield from _declared_names(sub)
 
 
 def _infer(proto: onnx.ModelProto) -> Optional[onnx.ModelProto]:

@@ -1,13 +1,23 @@
-"""Opset and the LOW type: say when an older opset keeps nodes float32, and upgrade the model when asked.
+"""Opset and the LOW type: upgrade a model whose opset keeps its heavy ops float32, and say what stays so.
 
 Many ops accept bfloat16 only from a later opset than the one a model was
-exported at (Conv, MatMul's relatives, most activations: opset 22). Below it
-the schema rule keeps them float32, so a bf16 conversion of an opset-17 model
-can change nothing at all. ``schema_opset_warning`` turns those decisions
-into one summary warning that names the opset that would let them convert;
-``upgraded_copy`` runs onnx's version converter on a copy of the model
-(``Config.opset``) before conversion, and the converter then checks the
-converted result as always (onnx.checker with shape inference, onnxruntime).
+exported at (Conv, most activations: opset 22), and QuantizeLinear and
+DequantizeLinear take a float16 scale only from opset 19. Below it the schema
+rule keeps them float32, so a bf16 conversion of an opset-17 CNN changes
+almost nothing, and a Q/DQ model gets a Cast after every DequantizeLinear.
+
+- ``auto_upgrade_target``: the opset a conversion upgrades to by default (the
+  first at which every node the model's opset keeps from the LOW type takes
+  it), when a heavy op or a Q/DQ node is among them; None otherwise.
+  ``Config.keep_opset`` (``--keep-opset``) turns it off, ``Config.opset``
+  (``--opset N``) chooses.
+- ``upgraded_copy`` runs onnx's version converter on a private copy of the
+  model; the converter then checks the converted result as always
+  (onnx.checker with shape inference, onnxruntime). ``UpgradeError`` says the
+  copy could not be made (the default upgrade then falls back to the model's
+  own opset, with a note).
+- ``schema_opset_warning`` turns what still stays float32 because of the
+  opset into one summary warning naming the opset that would convert it.
 """
 
 from __future__ import annotations
@@ -25,7 +35,18 @@ import onnx_ir as ir
 from ampconv.errors import ConversionError, UsageError
 from ampconv.load import external_data_files, load_model
 from ampconv.loadcheck import checker_error, first_line
-from ampconv.schema import first_opset_allowing, normalize_domain
+from ampconv.figures import HEAVY_OPS
+from ampconv.lowtypes import low_type
+from ampconv.graphs import all_graphs
+from ampconv.schema import FLOAT, first_opset_allowing, normalize_domain, op_info
+
+# Nodes whose refusal of the LOW type makes an upgrade worth its risk: the heavy ops a GPU
+# gains from, and Q/DQ (a float32 scale puts a Cast on every quantized edge).
+_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+class UpgradeError(ConversionError):
+    """onnx's version converter could not make the upgraded copy (or the copy fails onnx.checker)."""
 
 
 def default_opset(model: ir.Model) -> Optional[int]:
@@ -64,6 +85,51 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
     )
 
 
+def auto_upgrade_target(model: ir.Model, low: str) -> Optional[tuple]:
+    """``(opset, reason)`` to upgrade ``model`` to by default for ``low``; None when no upgrade pays.
+
+    The target is the first opset at which every default-domain node that
+    the model's opset keeps from the LOW type accepts it (capped at what the
+    installed onnx and onnxruntime know); an upgrade happens only when a
+    heavy op or a QuantizeLinear/DequantizeLinear is among those nodes.
+    """
+    current = default_opset(model)
+    if current is None:
+        return None
+    ceiling = onnx.defs.onnx_opset_version()
+    needed = 0
+    refused: Counter = Counter()
+    worth_it = False
+    for graph in all_graphs(model):
+        for node in graph:
+            if normalize_domain(node.domain) != "" or not _refuses_low(node.op_type, current, low):
+                continue
+            later = first_opset_allowing("", node.op_type, current, low)
+            if later is None or later > ceiling:
+                continue
+            refused[node.op_type] += 1
+            needed = max(needed, later)
+            worth_it = worth_it or node.op_type in HEAVY_OPS[""] or node.op_type in _QDQ
+    if not worth_it:
+        return None
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in refused.most_common(4))
+    more = f" and {len(refused) - 4} more op types" if len(refused) > 4 else ""
+    return needed, f"{sum(refused.values())} node(s) ({listed}{more}) take {low_type(low).name} from opset {needed}"
+
+
+def _refuses_low(op_type: str, opset: int, low: str) -> bool:
+    """Whether the op's schema at ``opset`` has float data but no slot of its main type admits ``low``."""
+    info = op_info("", op_type, opset)
+    if not info.known:
+        return False
+    main = info.main_type()
+    if main is not None:
+        return low_type(low).type_string not in info.allowed(main)
+    # No variable admits float and another type: float-only slots (DequantizeLinear-13's output).
+    slots = [info.output_type(0), info.input_type(0)]
+    return any(t is not None and info.allowed(t) == frozenset({FLOAT}) for t in slots)
+
+
 @contextlib.contextmanager
 def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
     """Yield ``(path, note)``: ``src`` upgraded to default opset ``target`` in a private folder, removed afterwards.
@@ -94,7 +160,7 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
     try:
         upgraded = onnx.version_converter.convert_version(proto, target)
     except Exception as exc:  # noqa: BLE001 - the converter raises several types
-        raise ConversionError(
+        raise UpgradeError(
             f"{src}: onnx's version converter cannot upgrade opset {current} to {target}: {first_line(exc)}"
         ) from None
     with tempfile.TemporaryDirectory(prefix="ampconv-opset-") as folder:
@@ -104,10 +170,10 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
         ir.save(result, path, external_data=f"{src.stem}.data" if external else None)
         error = checker_error(path, full=True)
         if error is not None and checker_error(src, full=True) is None:
-            raise ConversionError(
+            raise UpgradeError(
                 f"{src}: the model upgraded to opset {target} fails onnx.checker: {first_line(error)}"
             )
         yield path, f"upgraded from opset {current} to {target} with onnx's version converter before converting"
 
 
-__all__ = ["default_opset", "schema_opset_warning", "upgraded_copy"]
+__all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "schema_opset_warning", "upgraded_copy"]

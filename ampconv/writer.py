@@ -32,7 +32,8 @@ import onnx_ir as ir
 from ampconv import tensorsize
 from ampconv.chunks import release_mapped, tensor_sources
 from ampconv.errors import OutputError
-from ampconv.load import weight_bytes
+from ampconv.load import declared_value_info, weight_bytes
+from ampconv.schema import is_known_op, normalize_domain
 from ampconv.outputs import data_file_name
 from ampconv.graphs import all_graphs
 
@@ -93,6 +94,7 @@ def write_model(
         )
     tracker = _WriteTracker(model, external, progress)
     try:
+        hidden = _hide_undeclared_types(model)
         tracker.install()
         tracker.start()
         if external:
@@ -117,7 +119,49 @@ def write_model(
         raise
     finally:
         tracker.uninstall()
+        _restore_types(hidden)
     return note
+
+
+def _hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProtocol, Optional[ir.Shape]]]:
+    """Clear, for the save, the types of values the input declared no value_info for and onnx can infer.
+
+    onnx_ir writes a value_info entry for every typed value. They are not
+    needed (onnx shape inference and every runtime derive them) and they cost
+    bytes: on a quantized model, whose int8 weights do not shrink, they made
+    the converted file larger than its input. Kept: what the input declared
+    (with its new type), graph inputs and outputs, and the outputs of ops
+    onnx has no schema for (onnxruntime's contrib ops), which only the file
+    can type for other tools. Returns what to restore (``_restore_types``);
+    nothing is hidden when the model does not say what its input declared.
+    """
+    declared = declared_value_info(model)
+    if declared is None:
+        return []
+    hidden = []
+    for graph in all_graphs(model):
+        interface = set(graph.inputs) | set(graph.outputs)
+        candidates = [v for v in graph.initializers.values() if v not in interface]
+        for node in graph:
+            if normalize_domain(node.domain) == "" and is_known_op("", node.op_type):
+                candidates.extend(v for v in node.outputs if v not in interface)
+        for value in candidates:
+            # Plain tensors only: onnx's inference turns some sequence types into tensor(float).
+            if type(value.type) is not ir.TensorType or value.name in declared:
+                continue
+            if value.metadata_props or value.doc_string:
+                continue
+            hidden.append((value, value.type, value.shape))
+            value.shape = None
+            value.type = None
+    return hidden
+
+
+def _restore_types(hidden) -> None:
+    """Undo ``_hide_undeclared_types``."""
+    for value, value_type, shape in hidden:
+        value.type = value_type
+        value.shape = shape
 
 
 class _Tracked(ir.LazyTensor):

@@ -54,7 +54,7 @@ from ampconv_cli.validation_options import (
 @validation_options
 @handle_errors
 def command(model, output, level, preset, op_info, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
-            keep_fp32, force_low, clamp, max_finite, min_positive, clamp_small, opset, annotate, calibration_data, calibration_samples, calibration_seed,
+            keep_fp32, force_low, clamp, max_finite, min_positive, clamp_small, opset, keep_opset, annotate, calibration_data, calibration_samples, calibration_seed,
             data_max, underflow_fraction, tune, report_path, dry_run, overwrite, no_runtime_check, verbose,
             quiet, do_validate, fail_on_drift, fmt, **validation):
     """Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision.
@@ -102,7 +102,7 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
                 calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
                 input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
                 data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
-                opset=opset, annotate=annotate,
+                opset=opset, keep_opset=keep_opset, annotate=annotate,
                 rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
             )
             report = ampconv.convert(model, output, config, dry_run=dry_run)

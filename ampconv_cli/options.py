@@ -79,7 +79,11 @@ def model_options(func: Callable) -> Callable:
         [
             click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
                          help="Upgrade the model to default-domain opset N with onnx's version converter before "
-                         "converting (bf16 needs opset 22 for Conv and many other ops)."),
+                         "converting. By default a model whose opset keeps its heavy ops or Q/DQ nodes from the "
+                         "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
+                         "Q/DQ scale: 19)."),
+            click.option("--keep-opset", is_flag=True,
+                         help="Never upgrade the model's opset by default (--opset N still does)."),
             click.option("--annotate", is_flag=True,
                          help="Stamp each node's precision and rule into its metadata_props "
                          "(ampconv.precision, ampconv.rule), visible in model viewers."),

@@ -40,8 +40,13 @@ def decisions(report) -> Dict[str, dict]:
 
 
 def elem_types(model: onnx.ModelProto) -> Dict[str, int]:
-    """tensor name -> element type, from inputs, outputs, value_info, initializers."""
+    """tensor name -> element type, from inputs, outputs, value_info, initializers.
+
+    Type inference runs first: a converted model declares value_info only where
+    its input did (ampconv.writer), so intermediate types come from inference.
+    """
     types = {}
+    model = onnx.shape_inference.infer_shapes(model)
     g = model.graph
     for v in list(g.input) + list(g.output) + list(g.value_info):
         types[v.name] = v.type.tensor_type.elem_type

@@ -38,7 +38,7 @@ def _opset(model: onnx.ModelProto) -> int:
 
 
 def test_bf16_below_opset_22_says_so_in_the_summary(tmp_path):
-    report, _ = convert_text(tmp_path, CONV, dtype="bf16")
+    report, _ = convert_text(tmp_path, CONV, dtype="bf16", keep_opset=True)
     assert report.count("LOW") == 0
     (warning,) = [w for w in report.warnings if "opset 17" in w]
     assert "Conv" in warning and "--opset 22" in warning
@@ -153,3 +153,30 @@ def test_annotate_at_o0_warns_that_nothing_was_stamped(tmp_path):
     assert any("annotate" in w and "O0" in w for w in report.warnings)
     plain, _ = convert_text(tmp_path, MATMUL, level="O0")
     assert not any("annotate" in w for w in plain.warnings)  # no flag, no warning
+
+
+def test_bf16_upgrades_by_default_when_the_opset_keeps_heavy_ops_float32(tmp_path):
+    report, model = convert_text(tmp_path, CONV, dtype="bf16")
+    assert _opset(model) == 22 and report.count("LOW") == 2
+    note = report.notes[0]
+    assert note.startswith("upgraded from opset 17 to 22") and "Conv" in note and "--keep-opset" in note
+    assert not [w for w in report.warnings if "opset 17" in w]  # nothing left that the opset keeps float32
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_no_default_upgrade_where_the_opset_keeps_nothing_heavy(tmp_path):
+    report, model = convert_text(tmp_path, CONV, dtype="fp16")  # Conv takes float16 at opset 17
+    assert _opset(model) == 17 and not any("upgraded" in n for n in report.notes)
+
+
+def test_a_failed_default_upgrade_converts_at_the_models_opset(tmp_path, monkeypatch):
+    import ampconv.converter
+    from ampconv.opset_upgrade import UpgradeError
+
+    def refuse(src, target):
+        raise UpgradeError(f"{src}: onnx's version converter cannot upgrade opset 17 to {target}: made up")
+
+    monkeypatch.setattr(ampconv.converter, "upgraded_copy", refuse)
+    report, model = convert_text(tmp_path, CONV, dtype="bf16")
+    assert _opset(model) == 17 and report.count("LOW") == 0
+    assert report.notes[0].startswith("not upgraded to opset 22") and "made up" in report.notes[0]

@@ -124,7 +124,7 @@ def test_hard_schema_blocks_bf16_conv_before_opset_22(tmp_path):
         y = Conv (x, w)
     }
     """
-    report, _ = convert_text(tmp_path, text, level="O3", dtype="bf16")
+    report, _ = convert_text(tmp_path, text, level="O3", dtype="bf16", keep_opset=True)
     conv = report.nodes[0]
     assert conv["precision"] == "HIGH" and conv["rule"] == "hard-schema"
     assert "opset 17" in conv["reason"] and "allowed from opset 22" in conv["reason"]

@@ -179,10 +179,9 @@ def check_properties(tmp_path, model: onnx.ModelProto, level: str, dtype: str) -
     # 3. idempotent
     again = tmp_path / "again.onnx"
     second = ampconv.convert(a, again, config)
-    resaved = tmp_path / "resaved.onnx"
-    ir.save(ir.load(str(a)), str(resaved))
     assert second.unchanged, [n for n in second.nodes if n["precision"] == "LOW"]
-    assert again.read_bytes() == resaved.read_bytes(), "converting the output again changed it"
+    # Byte for byte the first output (it writes only the value_info its input declared).
+    assert again.read_bytes() == a.read_bytes(), "converting the output again changed it"
     # 4. every Cast on a precision boundary
     loaded = ir.load(str(a))
     removed = cleanup(loaded)

@@ -201,7 +201,8 @@ def test_lstm_with_initial_states(tmp_path, level, dtype):
     )
     feeds = {"x": arr(seq, batch, inp), "h0": arr(1, batch, hidden), "c0": arr(1, batch, hidden)}
     # LSTM accepts float16 from opset 14 onwards (bfloat16 from opset 22).
-    report, _ = convert_and_check(tmp_path, make_model(graph, opset=14), feeds, level=level, dtype=dtype)
+    report, _ = convert_and_check(tmp_path, make_model(graph, opset=14), feeds, level=level, dtype=dtype,
+                                  keep_opset=True)
     lstm = node_decisions(report)["lstm"]
     if dtype == "fp16":
         assert lstm["precision"] == "LOW"

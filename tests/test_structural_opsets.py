@@ -102,7 +102,7 @@ def test_bf16_blocked_before_opset_16(tmp_path, level, build, op_type):
 
 
 def test_bf16_blocked_scan_before_its_bf16_opset(tmp_path):
-    report, model = convert_text(tmp_path, _scan_model(11), level="O3", dtype="bf16")
+    report, model = convert_text(tmp_path, _scan_model(11), level="O3", dtype="bf16", keep_opset=True)
     _check_loads(tmp_path, report, model)
     node = _node(report, "Scan")
     assert node["rule"] == "hard-schema" and "Scan" in node["reason"] and "opset 11" in node["reason"]

@@ -217,3 +217,26 @@ def test_inline_save_tracks_big_and_mapped_tensors_only(tmp_path):
     written = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(tmp_path / "o.onnx")).graph.initializer}
     assert written["small"].tolist() == [1.0] * 8 and written["mapped"].tolist() == [0.0, 1.0, 2.0, 3.0]
     assert model.graph.initializers["big"].const_value is big.const_value  # restored after the save
+
+
+def test_the_output_declares_only_the_value_info_its_input_declared(tmp_path):
+    """Inferred types of intermediate values are not written: a converted file never grows by them."""
+    import ampconv
+    from onnx import helper
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("Tanh", ["r"], ["y"], name="tanh")],
+        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])],
+        [onnx.numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")],
+        value_info=[helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [2, 4])],
+    ), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config())
+    written = onnx.load(str(tmp_path / "out.onnx"))
+    declared = {v.name: v.type.tensor_type.elem_type for v in written.graph.value_info}
+    assert declared == {"r": onnx.TensorProto.FLOAT16}  # the input's own, with its new type; not h, not w
+    inferred = onnx.shape_inference.infer_shapes(written)
+    assert {v.name for v in inferred.graph.value_info} >= {"h", "r"}  # nothing is lost: inference derives them

@@ -63,12 +63,14 @@ def _remedy(domain: str) -> str:
 def heavy_warning(nodes: Mapping[ir.Node, NodePlan], low_name: str) -> List[str]:
     """A warning when the model has heavy ops and none of them runs LOW (empty otherwise)."""
     heavy = [(node, plan) for node, plan in nodes.items() if is_heavy(node)]
-    if not heavy or any(plan.decision.precision == LOW for _, plan in heavy):
+    kept = [plan for _, plan in heavy if plan.decision.precision == HIGH]
+    # A heavy op with no float32 data (already LOW in the input) is no loss.
+    if not kept or any(plan.decision.precision == LOW for _, plan in heavy):
         return []
-    rules = Counter(plan.decision.rule for _, plan in heavy if plan.decision.precision == HIGH)
+    rules = Counter(plan.decision.rule for plan in kept)
     why = ", ".join(f"{rule} x{n}" for rule, n in rules.most_common(3))
     return [
-        f"none of the {len(heavy)} heavy op(s) (MatMul, Conv, attention, fused norms) runs in {low_name}: "
+        f"none of the {len(kept)} heavy op(s) (MatMul, Conv, attention, fused norms) runs in {low_name}: "
         f"the converted model will be no faster on a GPU (kept float32 by {why}; the report's nodes say why)"
     ]
 
