@@ -18,7 +18,7 @@ LATEST_VENV := .venv-latest
 GPU_VENV := .venv-gpu
 LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test demo test test-browser test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
+.PHONY: venv install install-test install-bench demo test test-browser test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
 
 $(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,14 @@ venv: $(VENV)/.created
 install: venv
 	$(PINNED) $(PIP) install -q -e ".[$(RUNTIME_EXTRA)]"
 
+# The test suite's extras only: no torch, so CI stays fast and never meets a CUDA package.
 install-test: venv
+	$(PINNED) $(PIP) install -q -e ".[test]"
+
+# The benchmarks add torch and transformers (bench/deploy_models.py exports its zoo
+# with them). The torch pin in constraints.txt resolves to the CPU wheel: unpinned,
+# pip would pull several GB of CUDA packages.
+install-bench: venv
 	$(PINNED) $(PIP) install -q -e ".[test,bench]"
 
 samples: install
@@ -53,12 +60,12 @@ test-browser: install-test
 	fi
 	$(PY) -m pytest -q tests/test_html_report.py
 
-# The same suite against the newest releases of every dependency (no constraints).
+# The same suite against the newest releases of every dependency of the tests (no constraints).
 test-latest:
 	rm -rf $(LATEST_VENV)
 	$(PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
-	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[test,bench]"
+	$(LATEST_VENV)/bin/python -m pip install -q --upgrade --upgrade-strategy eager -e ".[test]"
 	$(LATEST_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(onnx|onnx-ir|onnxruntime|numpy|ml.dtypes|protobuf)=='
 	$(LATEST_VENV)/bin/python -m pytest -q -m "not slow" tests
 
@@ -71,6 +78,8 @@ lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	# torch first, at the pinned CPU build: the newest torch on PyPI brings GBs of CUDA packages.
+	$(LOCK_VENV)/bin/python -m pip install -q "$$(grep -E '^torch==' constraints.txt)"
 	$(LOCK_VENV)/bin/python -m pip install -q ".[test,bench,cpu]"
 	$(LOCK_VENV)/bin/python scripts/lock.py --python $(LOCK_VENV)/bin/python --out constraints.txt
 	rm -rf $(LOCK_VENV) build
@@ -78,20 +87,24 @@ lock:
 corpus: install-test
 	$(PY) scripts/corpus.py --out docs/corpus_summary.md
 
-bench: install-test
+bench: install-bench
 	$(PY) bench/run_all.py --out bench/results
 
-# onnxruntime-gpu's CUDA latency of float32, ampconv fp16 and onnxconverter-common fp16
-# (its own environment: the GPU runtime is never installed beside the CPU one).
+# onnxruntime-gpu's CUDA latency of float32, ampconv fp16/bf16, onnxruntime's float16 tool and
+# onnxconverter-common fp16, on the samples and the deployment zoo (its own environment: the GPU
+# runtime is never installed beside the CPU one; torch comes pinned to its CPU wheel, for export only).
 bench-gpu:
 	test -d $(GPU_VENV) || $(PYTHON) -m venv $(GPU_VENV)
 	$(PINNED) $(GPU_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
 	$(PINNED) $(GPU_VENV)/bin/python -m pip install -q -e ".[gpu,bench]"
 	$(GPU_VENV)/bin/python bench/gpu_latency.py --out bench/results
 
-# Thousands of mutated models, policy files and input files (CI runs a sample in `make test`).
+# Thousands of mutated models, policy files and input files, then valid models in the graph
+# shapes that once broke the converter, each converted four ways (CI runs a sample of both in
+# `make test`). About 20 s, then 9-14 minutes on 2 cores.
 fuzz: install-test
 	$(PY) scripts/fuzz.py --cases 3000 --seed 1
+	$(PY) scripts/fuzz.py --family valid --cases 2500 --seed 1
 
 lint: install-test
 	$(PIP) install -q ruff

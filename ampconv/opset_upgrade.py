@@ -33,12 +33,13 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from ampconv.errors import ConversionError, UsageError
-from ampconv.load import external_data_files, load_model
+from ampconv.load import DECLARED_META_KEY, declared_value_info, external_data_files, load_model
 from ampconv.loadcheck import checker_error, first_line
 from ampconv.figures import HEAVY_OPS
 from ampconv.lowtypes import low_type
 from ampconv.graphs import all_graphs
 from ampconv.schema import FLOAT, first_opset_allowing, normalize_domain, op_info
+from ampconv.writer import hide_undeclared_types, restore_types
 
 # Nodes whose refusal of the LOW type makes an upgrade worth its risk: the heavy ops a GPU
 # gains from, and Q/DQ (a float32 scale puts a Cast on every quantized edge).
@@ -156,18 +157,24 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
     external = bool(external_data_files(model))
     # The converter reads only the graph: the weights stay where they are
     # (external references) until the upgraded copy is saved.
-    proto = ir.serde.serialize_model(model)
     try:
-        upgraded = onnx.version_converter.convert_version(proto, target)
-    except Exception as exc:  # noqa: BLE001 - the converter raises several types
+        upgraded = onnx.version_converter.convert_version(ir.serde.serialize_model(model), target)
+        result = ir.serde.deserialize_model(upgraded)
+    except Exception as exc:  # noqa: BLE001 - the converter (and a model it cannot read) raise several types
         raise UpgradeError(
             f"{src}: onnx's version converter cannot upgrade opset {current} to {target}: {first_line(exc)}"
         ) from None
     with tempfile.TemporaryDirectory(prefix="ampconv-opset-") as folder:
         path = Path(folder) / src.name
-        result = ir.serde.deserialize_model(upgraded)
         ir.external_data.set_base_dir(result.graph, src.parent)
-        ir.save(result, path, external_data=f"{src.stem}.data" if external else None)
+        # The copy declares the value_info its source declared, no more: the converted
+        # file keeps only what its input declared (ampconv.writer), and its input is this copy.
+        result.meta[DECLARED_META_KEY] = declared_value_info(model) or frozenset()
+        hidden = hide_undeclared_types(result)
+        try:
+            ir.save(result, path, external_data=f"{src.stem}.data" if external else None)
+        finally:
+            restore_types(hidden)
         error = checker_error(path, full=True)
         if error is not None and checker_error(src, full=True) is None:
             raise UpgradeError(

@@ -94,7 +94,7 @@ def write_model(
         )
     tracker = _WriteTracker(model, external, progress)
     try:
-        hidden = _hide_undeclared_types(model)
+        hidden = hide_undeclared_types(model)
         tracker.install()
         tracker.start()
         if external:
@@ -119,11 +119,11 @@ def write_model(
         raise
     finally:
         tracker.uninstall()
-        _restore_types(hidden)
+        restore_types(hidden)
     return note
 
 
-def _hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProtocol, Optional[ir.Shape]]]:
+def hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProtocol, Optional[ir.Shape]]]:
     """Clear, for the save, the types of values the input declared no value_info for and onnx can infer.
 
     onnx_ir writes a value_info entry for every typed value. They are not
@@ -132,7 +132,7 @@ def _hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProto
     the converted file larger than its input. Kept: what the input declared
     (with its new type), graph inputs and outputs, and the outputs of ops
     onnx has no schema for (onnxruntime's contrib ops), which only the file
-    can type for other tools. Returns what to restore (``_restore_types``);
+    can type for other tools. Returns what to restore (``restore_types``);
     nothing is hidden when the model does not say what its input declared.
     """
     declared = declared_value_info(model)
@@ -157,8 +157,8 @@ def _hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProto
     return hidden
 
 
-def _restore_types(hidden) -> None:
-    """Undo ``_hide_undeclared_types``."""
+def restore_types(hidden) -> None:
+    """Undo ``hide_undeclared_types``."""
     for value, value_type, shape in hidden:
         value.type = value_type
         value.shape = shape

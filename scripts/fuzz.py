@@ -1,6 +1,27 @@
-"""Seeded fuzzer for the ``ampconv`` CLI: malformed models, policy files and inputs.
+"""Seeded fuzzer for the ``ampconv`` CLI: malformed models, policy files and inputs; and valid models.
 
-Every case starts from a small valid float32 model built in code (an MLP, a
+Two families of cases, chosen with ``--family`` (``malformed`` is the default,
+and what this script did before the valid family existed; ``make fuzz`` runs
+both, one after the other):
+
+- ``malformed`` (below): broken inputs must end in a clean error or a valid model;
+- ``valid``: models that onnxruntime loads and runs, built by scripts/fuzz_valid.py
+  in the graph shapes that once made the converter refuse good models (issue 19:
+  Resize inputs that are empty Constants, omitted or computed from Shape;
+  If/Loop/Scan bodies and graph outputs without types; other ops whose shape
+  inference reads input values; empty optional inputs). A case onnxruntime
+  refuses (to load, or to run on the seeded inputs) is skipped and counted. Every
+  other case must convert four ways -- default options (fp16, O2), ``--level
+  O3``, ``--dtype bf16``, ``--no-keep-io-types`` -- each with exit 0 and an
+  output that loads in onnxruntime (bf16: a NOT_IMPLEMENTED kernel error counts
+  as loaded), and but for bf16 runs on the same inputs and matches float32
+  within 5% of each output's scale (fuzz_valid.compare; with float16 inputs,
+  float32 runs on the same rounded inputs). Each case runs in a forked child,
+  so an onnxruntime crash or hang costs that case, not the run. The summary
+  counts generated, skipped, converted OK per kind and failed cases, then each
+  distinct failure (names and numbers masked) with the command that replays it.
+
+Malformed family. Every case starts from a small valid float32 model built in code (an MLP, a
 conv net, a model with an ``If`` subgraph, a model with external data) and
 breaks one thing, or a few: the serialized bytes (flipped bytes, truncation),
 the graph (a node's inputs dropped, a graph output's type dropped, an
@@ -36,9 +57,15 @@ Usage::
 
     python scripts/fuzz.py --cases 1000 --seed 0
     python scripts/fuzz.py --seed 0 --case 17 --keep /tmp/case17 -v
+    python scripts/fuzz.py --family valid --cases 500 --seed 1
+    python scripts/fuzz.py --family valid --seed 1 --case 45 -v --keep /tmp/valid45
+
+(``--keep`` of a valid case holds the model, every converted output and the
+inputs as ``inputs.npz``.)
 
 Importable: ``make_case``, ``run_case``, ``run_fuzz`` and ``render_summary``
-are what tests/test_fuzz.py uses.
+(malformed), ``run_valid_case``, ``run_valid_fuzz``, ``render_valid_summary``,
+``convert_and_check`` and ``run_in_child`` (valid) are what tests/test_fuzz.py uses.
 """
 
 from __future__ import annotations
@@ -1301,17 +1328,324 @@ def render_summary(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- the valid family
+
+
+def _load_fuzz_valid():
+    """scripts/fuzz_valid.py by path: scripts/ is no package, and tests load this file by path too."""
+    import importlib.util
+
+    if "fuzz_valid" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("fuzz_valid", Path(__file__).resolve().parent / "fuzz_valid.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["fuzz_valid"] = module  # before running it: dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["fuzz_valid"]
+
+
+fuzz_valid = _load_fuzz_valid()
+
+# The conversions every valid case must survive: the arguments after ``convert MODEL -o OUT``, and
+# whether the output must also run and match the float32 outputs (bf16 only has to load: the CPU
+# provider lacks most bfloat16 kernels, and a NOT_IMPLEMENTED kernel error means the graph resolved).
+VALID_KINDS: Dict[str, Tuple[Tuple[str, ...], bool]] = {
+    "fp16": ((), True),
+    "O3": (("--level", "O3"), True),
+    "bf16": (("--dtype", "bf16"), False),
+    "no-keep-io": (("--no-keep-io-types",), True),
+}
+VALID_CASE_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass
+class KindResult:
+    """One conversion of a valid case: ``ok`` or a failure (traceback, exit, no_output, output, crash,
+    timeout, harness)."""
+
+    kind: str
+    status: str
+    detail: str = ""
+    seconds: float = 0.0
+    trace: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def signature(self) -> str:
+        """The failure with names, numbers and paths masked: what groups equal failures of different cases."""
+        return f"{self.status}: {_mask(self.detail)}"
+
+
+@dataclasses.dataclass
+class ValidOutcome:
+    """A valid case's fate: skipped (onnxruntime refuses the input: why), or one result per conversion."""
+
+    case: "fuzz_valid.ValidCase"
+    skipped: str = ""
+    results: List[KindResult] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(r.failed for r in self.results)
+
+
+def _mask(text: str) -> str:
+    """``text`` with quoted names, node names, temporary paths and numbers masked, for grouping."""
+    import re
+
+    text = re.sub(r"\S*ampconv-fuzz-valid-[^/\s]*/", "…/", text)
+    text = re.sub(r"'[^']*'", "'…'", text)
+    text = re.sub(r"\bNode \([^)]*\)", "Node (…)", text)
+    text = re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "N", text)
+    return text[:160]
+
+
+def _first_stderr_line(result) -> str:
+    try:
+        stderr = result.stderr or ""
+    except ValueError:  # click < 8.2 without mix_stderr=False
+        stderr = result.output or ""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else "(no stderr)"
+
+
+def convert_and_check(case, folder: Path, kind: str, expected) -> KindResult:
+    """Run ``ampconv convert`` (in-process, like the malformed family) for one conversion kind and judge it."""
+    from ampconv_cli.main import cli
+
+    args, must_run = VALID_KINDS[kind]
+    out = folder / f"out.{kind}.onnx"
+    start = time.perf_counter()
+    result = _runner().invoke(cli, ["convert", str(folder / MODEL), "-o", str(out), *args], catch_exceptions=True)
+    seconds = time.perf_counter() - start
+    exc = result.exception
+    if exc is not None and not isinstance(exc, SystemExit):
+        line = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        trace = "".join(traceback.format_exception(*result.exc_info))
+        return KindResult(kind, "traceback", f"{traceback_signature(result.exc_info)}: {line}", seconds, trace)
+    if result.exit_code != 0:
+        return KindResult(kind, "exit", f"exit {result.exit_code}: {_first_stderr_line(result)}", seconds)
+    if not out.exists():
+        return KindResult(kind, "no_output", "exit 0 but no output written", seconds)
+    problem = fuzz_valid.check_converted(out, case.feeds, expected, run=must_run, original=folder / MODEL)
+    seconds = time.perf_counter() - start
+    return KindResult(kind, "output", problem, seconds) if problem else KindResult(kind, "ok", seconds=seconds)
+
+
+def _valid_steps(case, folder: Path, send: Callable[[tuple], None]) -> None:
+    """The steps of one valid case; ``send`` reports each as it starts and ends, so a crash keeps what was done."""
+    model = folder / MODEL
+    model.write_bytes(case.model)
+    send(("stage", "reference"))
+    expected, refusal = fuzz_valid.reference(model, case.feeds)
+    if refusal is not None:
+        send(("skipped", refusal))
+        return
+    for kind in VALID_KINDS:
+        send(("stage", kind))
+        send(("result", dataclasses.astuple(convert_and_check(case, folder, kind, expected))))
+
+
+def _child_main(target: Callable, sender) -> None:
+    try:
+        target(sender.send)
+    except BaseException as exc:  # noqa: BLE001 -- a bug of the harness itself: report it, do not hide it
+        sender.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    finally:
+        sender.close()
+
+
+def run_in_child(target: Callable[[Callable[[tuple], None]], None], timeout: float) -> Tuple[List[tuple], str]:
+    """Run ``target(send)`` in a forked child; return the messages it sent and, if it died, how ("" if not).
+
+    onnxruntime can die on a model (SIGSEGV on LayerNormalization with bias '' in 1.32) or hang: a
+    child costs one case, not the whole run, and can be killed at ``timeout``. Without fork (not
+    Linux/macOS) it runs in this process.
+    """
+    import multiprocessing
+    import os
+
+    if not hasattr(os, "fork"):
+        messages: List[tuple] = []
+        target(messages.append)
+        return messages, ""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child_main, args=(target, sender), daemon=True)
+    child.start()
+    sender.close()  # the child holds the only write end now: its exit ends the stream
+    messages, death = [], ""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not receiver.poll(remaining):
+            child.kill()
+            death = f"ran past {timeout:g} s"
+            break
+        try:
+            messages.append(receiver.recv())
+        except EOFError:
+            break
+    child.join()
+    receiver.close()
+    if not death and child.exitcode:
+        code = child.exitcode
+        death = f"died of {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+    return messages, death
+
+
+def _valid_outcome(case, messages: Sequence[tuple], death: str) -> ValidOutcome:
+    outcome = ValidOutcome(case)
+    stage = ""
+    for message in messages:
+        tag = message[0]
+        if tag == "stage":
+            stage = message[1]
+        elif tag == "skipped":
+            outcome.skipped = message[1]
+        elif tag == "result":
+            outcome.results.append(KindResult(*message[1]))
+            stage = ""
+        elif tag == "error":
+            outcome.results.append(KindResult(stage or "harness", "harness", message[1], trace=message[2]))
+            return outcome
+    if death and stage == "reference":  # onnxruntime's own failure on a model it should take: not ours to judge
+        outcome.skipped = f"onnxruntime {death} on the input"
+    elif death:
+        status = "timeout" if death.startswith("ran past") else "crash"
+        outcome.results.append(KindResult(stage or "harness", status, f"the case process {death} during {stage or '?'}"))
+    return outcome
+
+
+def run_valid_case(case, keep: Optional[Path] = None, timeout: float = VALID_CASE_TIMEOUT_S) -> ValidOutcome:
+    """Check onnxruntime runs ``case``, then convert it every VALID_KINDS way and judge each output."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"ampconv-fuzz-valid-{case.seed}-{case.index}-"))
+    start = time.perf_counter()
+    try:
+        messages, death = run_in_child(functools.partial(_valid_steps, case, tmp), timeout)
+        outcome = _valid_outcome(case, messages, death)
+        outcome.seconds = time.perf_counter() - start
+        return outcome
+    finally:
+        if keep is not None:
+            keep = Path(keep)
+            if keep.exists():
+                shutil.rmtree(keep)
+            shutil.copytree(tmp, keep)
+            np.savez(keep / INPUTS, **case.feeds)  # for `ampconv validate ... --inputs`
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def valid_replay(case) -> str:
+    """The command that replays one valid case."""
+    return f"python scripts/fuzz.py --family valid --seed {case.seed} --case {case.index}"
+
+
+def run_valid_fuzz(cases: int, seed: int, *, start: int = 0, timeout: float = VALID_CASE_TIMEOUT_S,
+                   verbose: bool = False, log=None) -> List[ValidOutcome]:
+    """Generate and run valid cases ``start .. start+cases-1`` of ``seed``; return every outcome."""
+    outcomes = []
+    for index in range(start, start + cases):
+        case = fuzz_valid.make_case(seed, index)
+        outcome = run_valid_case(case, timeout=timeout)
+        outcomes.append(outcome)
+        if log is None or not (verbose or outcome.failed):
+            continue
+        if outcome.skipped:
+            log(f"[{index}] skipped {outcome.seconds:.2f}s {case.repro} :: {outcome.skipped}")
+            continue
+        failed = [r for r in outcome.results if r.failed]
+        mark = "FAIL " + ",".join(r.kind for r in failed) if failed else "ok"
+        log(f"[{index}] {mark} {outcome.seconds:.2f}s {case.repro}" + (f" :: {failed[0].detail}" if failed else ""))
+    return outcomes
+
+
+def render_valid_summary(outcomes: Sequence[ValidOutcome]) -> str:
+    """Counts (generated, skipped, converted OK per kind, failures), then each distinct failure with replays."""
+    run = [o for o in outcomes if not o.skipped]
+    skipped = [o for o in outcomes if o.skipped]
+    per_kind = {kind: [r for o in run for r in o.results if r.kind == kind] for kind in VALID_KINDS}
+    failed = [o for o in run if o.failed]
+    seconds = sum(o.seconds for o in outcomes)
+    lines = [
+        "valid family: models onnxruntime runs, each converted " + ", ".join(VALID_KINDS),
+        f"generated:          {len(outcomes)}",
+        f"skipped (invalid):  {len(skipped)} (onnxruntime refuses to load or run them)",
+    ]
+    reasons: Dict[str, int] = {}
+    for o in skipped:
+        key = _mask(o.skipped)
+        reasons[key] = reasons.get(key, 0) + 1
+    lines += [f"    [{n}x] {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:5]]
+    lines.append("converted OK:       " + ", ".join(
+        f"{kind} {sum(1 for r in results if not r.failed)}/{len(run)}" for kind, results in per_kind.items()))
+    lines.append(f"failed cases:       {len(failed)} of {len(run)} (" + ", ".join(
+        f"{kind} {sum(1 for r in results if r.failed)}" for kind, results in per_kind.items()) + ")")
+    lines.append(f"time:               {seconds:.1f} s ({seconds / max(len(outcomes), 1):.2f} s per case)")
+    groups: Dict[str, List[Tuple[ValidOutcome, KindResult]]] = {}
+    for o in failed:
+        for r in o.results:
+            if r.failed:
+                groups.setdefault(r.signature, []).append((o, r))
+    if groups:
+        lines.append(f"distinct failures:  {len(groups)}")
+    for signature, members in sorted(groups.items(), key=lambda kv: -len({o.case.index for o, _ in kv[1]})):
+        cases = sorted({o.case.index for o, _ in members})
+        kinds: Dict[str, int] = {}
+        for _, r in members:
+            kinds[r.kind] = kinds.get(r.kind, 0) + 1
+        lines.append(f"  [{len(cases)} case(s); " + ", ".join(f"{k} {n}" for k, n in kinds.items()) + f"] {signature}")
+        shown = set()
+        for o, r in members:
+            if o.case.index in shown or len(shown) == 3:
+                continue
+            shown.add(o.case.index)
+            lines.append(f"      {valid_replay(o.case)}  # {r.kind}: {o.case.repro[:200]}")
+            lines.append(f"        -> {r.detail[:300]}")
+    return "\n".join(lines)
+
+
+def _replay_valid(args) -> int:
+    """``--family valid --case N``: one case, every conversion's result (``-v``: tracebacks in full)."""
+    case = fuzz_valid.make_case(args.seed, args.case)
+    outcome = run_valid_case(case, keep=args.keep, timeout=args.timeout or VALID_CASE_TIMEOUT_S)
+    print(case.repro)
+    if outcome.skipped:
+        print(f"skipped (invalid): {outcome.skipped}")
+        return 0
+    for r in outcome.results:
+        print(f"{r.kind:11s} {r.status:9s} {r.seconds:.2f}s {r.detail}")
+        if r.trace and args.verbose:
+            print(r.trace)
+    return 1 if outcome.failed else 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", choices=["malformed", "valid"], default="malformed",
+                        help="malformed: broken models, policies and inputs (the default); valid: models "
+                             "onnxruntime runs, each converted four ways (scripts/fuzz_valid.py)")
     parser.add_argument("--cases", type=int, default=200, help="number of cases")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="first case index")
     parser.add_argument("--case", type=int, default=None, help="run only this case index (a repro)")
     parser.add_argument("--keep", type=Path, default=None, help="with --case: copy the case folder here afterwards")
-    parser.add_argument("--timeout", type=float, default=CASE_TIMEOUT_S, help="seconds per case")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds per case (default {CASE_TIMEOUT_S:g}; valid family {VALID_CASE_TIMEOUT_S:g})")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per case")
     args = parser.parse_args(argv)
     log = functools.partial(print, flush=True)
+    if args.family == "valid":
+        if args.case is not None:
+            return _replay_valid(args)
+        outcomes = run_valid_fuzz(args.cases, args.seed, start=args.start,
+                                  timeout=args.timeout or VALID_CASE_TIMEOUT_S, verbose=args.verbose, log=log)
+        print(render_valid_summary(outcomes))
+        return 1 if any(o.failed for o in outcomes) else 0
+    args.timeout = CASE_TIMEOUT_S if args.timeout is None else args.timeout
     if args.case is not None:
         case = make_case(args.seed, args.case)
         outcome = run_case(case, keep=args.keep, timeout=args.timeout)

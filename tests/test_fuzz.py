@@ -12,7 +12,7 @@ Valid family: models onnxruntime runs, in the graph shapes of issue 19
 (computed/empty/omitted Resize inputs, untyped subgraph outputs...). Each must
 convert four ways (fp16, O3, bf16, --no-keep-io-types) to a model that loads
 and, but for bf16, runs and matches float32. CI runs VALID_SAMPLE cases
-(about 30 s); ``python scripts/fuzz.py --family valid --cases 500 --seed S``
+(about 20 s; a minute when every case fails); ``python scripts/fuzz.py --family valid --cases 500 --seed S``
 runs more, ``--family valid --seed S --case N -v --keep DIR`` replays one.
 Besides the sample: the generator is deterministic, and every ingredient it
 claims shows up in the model it builds, which onnxruntime runs.

@@ -253,3 +253,55 @@ def test_a_reported_constant_read_by_a_float32_consumer_is_not_called_rounded(tm
     lowered, _ = convert_text(tmp_path, text, keep_io_types=False)  # x is LOW: so is the Add
     (record,) = lowered.constants
     assert record["action"].startswith("stored rounded") and "stored rounded" in lowered.summary()
+
+
+GPT2_ATTENTION = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 4, 8] x) => (float[1, 4, 8] y)
+    <float[8, 8] w = {%s}, float zero = {0.0}, float lowest = {-3.4028234663852886e38}, float scale = {0.35},
+     bool[1, 6, 6] causal = {%s}, int64[1] s0 = {0}, int64[1] s4 = {4}, int64[1] ax1 = {1}, int64[1] ax2 = {2}> {
+    h = MatMul (x, w)
+    kt = Transpose <perm = [0, 2, 1]> (h)
+    qk = MatMul (h, kt)
+    sc = Mul (qk, scale)
+    sc32 = Cast <to = 1> (sc)
+    full = Where (causal, zero, lowest)
+    rows = Slice (full, s0, s4, ax1)
+    mask = Slice (rows, s0, s4, ax2)
+    masked = Add (sc32, mask)
+    p = Softmax <axis = -1> (masked)
+    p32 = Cast <to = 1> (p)
+    y = MatMul (p32, h)
+}""" % (", ".join(str(0.01 * k) for k in range(64)),
+        ", ".join("1" if c <= r else "0" for r in range(6) for c in range(6)))
+
+
+def test_a_sliced_causal_mask_and_exported_casts_leave_the_attention_low(tmp_path):
+    """GPT-2's export: a float32-lowest causal mask sliced to the sequence, and Cast(to=float) around the softmax.
+
+    The mask fill reaches the Softmax through two Slices (a mask path), so it is stored as a finite LOW
+    fill; the exported Cast(to=float) nodes are retargeted LOW, and the free chain between them (Where,
+    Slice, Add, Softmax) follows them: no cast pair around the attention.
+    """
+    report, _ = convert_text(tmp_path, GPT2_ATTENTION)
+    by_op = {}
+    for n in report.nodes:
+        by_op.setdefault(n["op_type"], set()).add(n["precision"])
+    for op in ("MatMul", "Where", "Slice", "Add", "Softmax", "Cast"):
+        assert by_op[op] == {"LOW"}, (op, [n for n in report.nodes if n["op_type"] == op])
+    assert any("attention-mask fill" in c["action"] for c in report.constants)
+    assert report.casts_after == 2  # the float32 input and output only
+
+
+def test_a_free_chain_that_only_feeds_shape_arithmetic_stays_float32(tmp_path):
+    """Negative of the rule above: a Cast(to=int64) is no LOW consumer (hazard 8)."""
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 6] x) => (float[2, 6] y) <float one = {1.0}> {
+        s = Shape (x)
+        f = Cast <to = 1> (s)
+        same = Div (f, one)
+        i = Cast <to = 7> (same)
+        y = Reshape (x, i)
+    }"""
+    report, _ = convert_text(tmp_path, text, keep_io_types=False)
+    d = {n["op_type"]: n for n in report.nodes if n["op_type"] in ("Div",)}
+    assert d["Div"]["precision"] == "HIGH"

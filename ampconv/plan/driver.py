@@ -412,12 +412,21 @@ class Planner:
                 self.values[value] = HIGH
 
     def consumer_needs(self, node: ir.Node, facts: NodeFacts) -> List[str]:
+        """What each float consumer of ``node``'s main outputs needs (LOW, HIGH, or UNKNOWN while FREE).
+
+        A slot that takes any type (Shape, Size, Cast) needs nothing, so a FREE
+        chain that only feeds shape arithmetic stays float32 (hazard 8); but a
+        Cast the plan made LOW (a ``Cast(to=FLOAT)`` retargeted to the LOW type)
+        reads LOW: fed LOW it is a no-op the cleanup removes.
+        """
         needs: List[str] = []
         for j in facts.main_out:
             value = node.outputs[j]
             for use in value.uses():
                 need = self._slot_need(use.node, use.idx)
-                if need is not None and need != ANY:
+                if need == ANY and self._is_low_cast(use.node):
+                    needs.append(LOW)
+                elif need is not None and need != ANY:
                     needs.append(need)
             if value.is_graph_output():
                 for graph in [value.graph] if value.graph is not None else []:
@@ -431,6 +440,14 @@ class Planner:
                             n = LOW if self.known_misfit(value) is None else HIGH
                         needs.append(n if n is not None else UNKNOWN)
         return needs
+
+    def _is_low_cast(self, node: ir.Node) -> bool:
+        """Whether ``node`` is a Cast whose (float) output the plan has made LOW."""
+        decision = self.decisions.get(node)
+        return (
+            node.op_type == "Cast" and normalize_domain(node.domain) == ""
+            and decision is not None and decision.precision == LOW
+        )
 
     def _slot_need(self, node: ir.Node, index: int) -> Optional[str]:
         """What input slot ``index`` of ``node`` needs: LOW, HIGH, ANY or None."""

@@ -36,6 +36,7 @@ import onnx_ir as ir
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.guards import MASK_PATH
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
 from ampconv.schema import normalize_domain
@@ -48,10 +49,6 @@ _SUMS = frozenset({"ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"})
 _SQUARES = frozenset({"ReduceSumSquare", "ReduceL2", "ReduceProd"})
 # A mask fill: exp(fill - score) is 0 for any score a softmax sees.
 MASK_FILL = -1e4
-# Ops a mask travels through between the constant and the softmax.
-_MASK_PATH = frozenset(
-    {"Add", "Sub", "Where", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Cast", "Identity", "Div", "Mul"}
-)
 _MEANS = frozenset({"ReduceMean", "ReduceSum"})
 # What follows a mean of squares on its way to the division: eps, the root, the reciprocal.
 _STATISTIC_TAIL = frozenset({"Add", "Sqrt", "Pow", "Reciprocal", "Div", "Mul", "Cast"})
@@ -244,7 +241,7 @@ def _fully_masked_constant(value: Optional[ir.Value], depth: int = 4):
         following = []
         for current in frontier:
             producer = current.producer() if current is not None else None
-            if producer is None or producer.op_type not in _MASK_PATH:
+            if producer is None or producer.op_type not in MASK_PATH:
                 continue
             for source in producer.inputs:
                 if source is None:

@@ -32,9 +32,11 @@ from ampconv.plan.ranges import clamp_advice, misfit
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 
-# Ops a mask travels through between its fill and the softmax it feeds.
-_MASK_PATH = frozenset(
-    {"Add", "Sub", "Where", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Expand", "Cast", "Identity", "Div", "Mul"}
+# Ops a mask travels through between its fill and the softmax it feeds: the arithmetic that
+# applies it, and data movement (a causal mask is sliced to the sequence, gathered, tiled).
+MASK_PATH = frozenset(
+    {"Add", "Sub", "Where", "Div", "Mul", "Cast", "Identity", "Reshape", "Transpose", "Unsqueeze", "Squeeze",
+     "Expand", "Slice", "Gather", "Concat", "Tile"}
 )
 
 
@@ -78,7 +80,7 @@ def feeds_softmax(node: ir.Node, depth: int = 4) -> bool:
                 for use in out.uses():
                     if use.node.op_type in ("Softmax", "LogSoftmax"):
                         return True
-                    if use.node.op_type in _MASK_PATH:
+                    if use.node.op_type in MASK_PATH:
                         following.append(use.node)
         frontier = following
     return False
