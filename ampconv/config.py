@@ -58,8 +58,9 @@ class Config:
             folders of them, ONNX ``test_data_set_*`` folders), or
             ``("random",)`` for seeded random inputs. Empty: no data guards.
         calibration_samples, calibration_seed: how many random samples, and the seed.
-        shapes: ``(name, dims)`` pairs fixing symbolic dimensions of random
-            calibration inputs (the forms of ``ValidateOptions.shapes``; a dict
+        shapes: ``(name, dims)`` pairs fixing symbolic dimensions: of random
+            calibration inputs, and of the report's GPU figures (cast traffic
+            per inference; unbound dims count 1) (the forms of ``ValidateOptions.shapes``; a dict
             ``{"batch": 2}`` too).
         input_ranges: ``(name, (low, high))`` pairs or a dict ``{"audio":
             (-32768, 32767)}``: the value range of random calibration inputs

@@ -19,6 +19,7 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
+from ampconv.conversion_figures import conversion_figures
 from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.stats import Calibration
@@ -263,6 +264,7 @@ def _convert_once(
         report.casts_removed = casts_before + applied.casts_inserted - report.casts_after
         # Measured on the rewritten model (converted tensors are lazy: their size is metadata).
         report.weight_bytes_after = weight_bytes(model)
+        report.figures = conversion_figures(model, report.weight_bytes_after, config.shapes).to_dict()
         low_nodes = plan.count("LOW") if plan is not None else 0
         report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
         if data.calibration is not None:

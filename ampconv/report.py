@@ -41,6 +41,8 @@ class Report:
     # With calibration data: what the float32 pass saw; with --tune: what the accuracy search did.
     calibration: Optional[Dict[str, Any]] = None
     tune: Optional[Dict[str, Any]] = None
+    # What decides GPU speed (ampconv.conversion_figures): casts, cast traffic, heavy ops in LOW, weights.
+    figures: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
@@ -206,6 +208,8 @@ def render_text(report: Report, verbose: bool = False) -> str:
         lines.append(
             f"  weights: {_mib(report.weight_bytes_before)} -> {_mib(report.weight_bytes_after)} ({ratio:.0%})"
         )
+    if report.figures is not None:
+        lines.append(f"  {_figures_line(report)}")
     lines.extend(_constant_lines(report, verbose))
     lines.extend(_grouped(
         [(line_kind(pin["reason"]), f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
@@ -222,6 +226,20 @@ def render_text(report: Report, verbose: bool = False) -> str:
     for warning in report.warnings:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+def _figures_line(report: Report) -> str:
+    """The GPU figures in one line: casts, the bytes they move per inference, heavy ops in LOW."""
+    f = report.figures
+    at = ", ".join(f"{name}={value}" for name, value in f["dims"].items()) or "the declared shapes"
+    traffic = f"{f['cast_traffic_bytes'] / 1e6:.2f} MB"
+    if f["cast_traffic_unknown"]:
+        traffic += f" (+{f['cast_traffic_unknown']} cast(s) of unknown size)"
+    low = "bfloat16" if report.dtype == "bf16" else "float16"
+    return (
+        f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
+        f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"
+    )
 
 
 def render_warnings(report: Report) -> str:

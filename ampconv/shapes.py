@@ -11,7 +11,7 @@ copy of the model the first time a value lacks a shape.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import onnx.shape_inference
 import onnx_ir as ir
@@ -21,28 +21,38 @@ from ampconv.prepare import weight_free_proto
 ShapeSource = Callable[[ir.Value], Optional[ir.Shape]]
 
 
-def inferred_shapes(model: ir.Model) -> ShapeSource:
-    """A ``ShapeSource`` for ``model`` (see the module docstring); main-graph values only."""
+def inferred_shapes(model: ir.Model, inputs: Optional[Mapping[str, Sequence[int]]] = None) -> ShapeSource:
+    """A ``ShapeSource`` for ``model`` (see the module docstring); main-graph values only.
+
+    With ``inputs`` (graph input name -> concrete shape), inference runs at
+    those shapes and the IR's own shapes are not consulted: every dim it can
+    propagate (through Shape -> Gather -> Concat -> Reshape) comes out a number.
+    """
     found: Dict[str, ir.Shape] = {}
     done: List[bool] = []
 
     def shape(value: ir.Value) -> Optional[ir.Shape]:
-        if value.shape is not None:
+        if value.shape is not None and inputs is None:
             return value.shape
         if not done:
             done.append(True)
-            found.update(_infer_main_graph_shapes(model))
+            found.update(_infer_main_graph_shapes(model, inputs or {}))
         return found.get(value.name)
 
     return shape
 
 
-def _infer_main_graph_shapes(model: ir.Model) -> Dict[str, ir.Shape]:
+def _infer_main_graph_shapes(model: ir.Model, inputs: Mapping[str, Sequence[int]]) -> Dict[str, ir.Shape]:
     """Shapes onnx inference finds for the main graph's values (empty when it fails)."""
     try:
-        proto = onnx.shape_inference.infer_shapes(
-            weight_free_proto(model), check_type=False, strict_mode=False, data_prop=True
-        )
+        proto = weight_free_proto(model)
+        for info in proto.graph.input:
+            if info.name in inputs and info.type.HasField("tensor_type"):
+                dims = info.type.tensor_type.shape.dim
+                for dim, size in zip(dims, inputs[info.name]):
+                    dim.Clear()
+                    dim.dim_value = size
+        proto = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - best effort: a value without a shape stays shapeless
         return {}
     shapes: Dict[str, ir.Shape] = {}

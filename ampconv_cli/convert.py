@@ -99,7 +99,7 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
                 max_finite=max_finite, min_positive=min_positive, clamp_small=clamp_small,
                 check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
                 calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
-                calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]) if tuple(calibration_data) == ("random",) else (),
+                calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]),
                 input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
                 data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
                 opset=opset, keep_opset=keep_opset, annotate=annotate,
@@ -142,7 +142,8 @@ def _check_random_input_flags(given, validation, calibration_data, do_validate) 
     random_validation = do_validate and not validation["inputs"]
     if random_validation or tuple(calibration_data) == ("random",):
         return
-    for name, flag in (("shapes", "--shape"), ("input_ranges", "--input-range")):
+    # --shape also sets the shapes the summary's GPU figures are counted at: never idle.
+    for name, flag in (("input_ranges", "--input-range"),):
         if name not in given:
             continue
         if do_validate:

@@ -71,7 +71,7 @@ def test_missing_model_is_a_usage_error(tmp_path):
     [
         (["-q", "-v"], "contradict"),
         (["--format", "json"], "--format needs --validate"),
-        (["--shape", "batch:2"], "--shape needs --validate"),
+        (["--input-range", "x:0,1"], "--input-range needs --validate"),
         (["--rtol", "0.1"], "--rtol needs --validate"),
         (["--localize"], "--localize needs --validate"),
     ],
@@ -97,14 +97,21 @@ def test_defaults_given_explicitly_with_validate_are_fine(model, tmp_path):
     assert result.exit_code in (0, 3), result.output
 
 
-def test_shape_with_inputs_on_convert_validate_is_an_error_before_any_work(model, tmp_path):
+def test_shape_on_convert_always_sets_the_gpu_figures(model, tmp_path):
+    """--shape is never idle on convert: the summary's GPU figures are counted at it (with --inputs too)."""
+    import json
+
     import numpy as np
 
     npz = tmp_path / "x.npz"
     np.savez(npz, x=np.ones((2, 4), np.float32))
-    result = _run("convert", model, "-o", tmp_path / "o.onnx", "--validate", "--inputs", npz, "--shape", "x:2x4")
-    assert result.exit_code == 2 and "--shape sets random inputs; with --inputs" in result.output
-    assert not (tmp_path / "o.onnx").exists()
+    report = tmp_path / "r.json"
+    result = _run("convert", model, "-o", tmp_path / "o.onnx", "--validate", "--inputs", npz, "--shape", "x:2x4",
+                  "--report", report)
+    assert result.exit_code == 0, result.output
+    assert "GPU figures" in result.output
+    plain = _run("convert", model, "-o", tmp_path / "p.onnx", "--shape", "batch:2")
+    assert plain.exit_code == 0 and "GPU figures" in plain.output
 
 
 def test_shape_with_inputs_and_random_calibration_shapes_the_calibration(model, tmp_path):

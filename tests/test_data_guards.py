@@ -194,7 +194,8 @@ def test_bad_calibration_data_is_a_usage_error_and_writes_nothing(tmp_path):
         (["--data-max", "10"], "--data-max needs --calibration-data"),
         (["--calibration-data", "random", "--rtol", "0.1"], "--rtol needs --validate"),
         (["--calibration-data", "x.npz", "--calibration-samples", "3"], "needs --calibration-data random"),
-        (["--calibration-data", "x.npz", "--shape", "x:1x8"], "--shape needs --validate or --calibration-data random"),
+        (["--calibration-data", "x.npz", "--input-range", "x:0,1"],
+         "--input-range needs --validate or --calibration-data random"),
     ],
 )
 def test_data_options_without_what_they_need_are_usage_errors(tmp_path, args, message):
