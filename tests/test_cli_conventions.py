@@ -99,7 +99,6 @@ def test_defaults_given_explicitly_with_validate_are_fine(model, tmp_path):
 
 def test_shape_on_convert_always_sets_the_gpu_figures(model, tmp_path):
     """--shape is never idle on convert: the summary's GPU figures are counted at it (with --inputs too)."""
-    import json
 
     import numpy as np
 
