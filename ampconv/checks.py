@@ -54,14 +54,16 @@ def check_staged(
     known_pins: Mapping[str, str],
     timings: Dict[str, object],
     rankless: Sequence[str] = (),
+    plan_again: bool = True,
 ) -> CheckOutcome:
     """Check the model ``staged`` (written from ``model``, converted from ``src``); see the module docstring.
 
     Returns the notes to report when the model may be published, or the new
     pins when a check blames nodes not pinned yet (``known_pins``). Raises
-    ``ConversionError`` when a check fails with nothing new to pin, and
-    ``ModelLoadError`` when onnxruntime refuses the input itself. ``timings``
-    (the report's ``load_check``) records how the checks ran.
+    ``ConversionError`` when a check fails with nothing new to pin (or, with
+    ``plan_again`` off, whenever it fails: validation judges a model, it does
+    not re-plan it), and ``ModelLoadError`` when onnxruntime refuses the input
+    itself. ``timings`` (the report's ``load_check``) records how the checks ran.
     """
     probe = build_probe(model, inferred_shapes(model)) if runtime and runtime_available() else None
     timings.update(
@@ -88,7 +90,7 @@ def check_staged(
         return CheckOutcome(notes)
     if verdict.kind == ACCEPT:
         return CheckOutcome(notes + [verdict.note] if verdict.note else notes)
-    if verdict.kind == PIN and not set(pins) <= set(known_pins):
+    if verdict.kind == PIN and plan_again and not set(pins) <= set(known_pins):
         return CheckOutcome(notes, pins)
     refusal = input_refusal(src) if error.tool == ConversionError.RUNTIME else None
     if refusal is not None:

@@ -246,3 +246,32 @@ def test_progress_callback_counts_samples(tmp_path):
     calls = []
     validate(ref, conv, ValidateOptions(shapes=(("batch", (1,)),), samples=3, progress=lambda d, t: calls.append((d, t))))
     assert calls == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_emulation_rounds_the_outputs_of_onnxruntime_contrib_ops(tmp_path):
+    """A fused op's output gets its type from onnxruntime's schema, so emulation rounds it (and what follows)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import ampconv
+    from ampconv.validate import emulate as emulation
+    from ampconv.validate import modelio
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(np.zeros(8, np.float32), "bias")
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+         helper.make_node("FastGelu", ["h", "bias"], ["g"], domain="com.microsoft", name="gelu"),
+         helper.make_node("MatMul", ["g", "w"], ["y"], name="mm2")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [w, bias]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    src, dst = tmp_path / "m.onnx", tmp_path / "m.fp16.onnx"
+    onnx.save(model, str(src))
+    ampconv.convert(src, dst, ampconv.Config())
+    converted = modelio.load(str(dst))
+    stats = emulation.emulate(converted)
+    assert stats.untyped == 0
+    rounded = {n.inputs[0].name for n in converted.graph if n.op_type == "Cast"}
+    assert any(name.startswith("g") for name in rounded)  # the FastGelu output is rounded
+    result = ampconv.validate(src, dst, ampconv.ValidateOptions(backend="emulate"))
+    assert not any("no inferable type" in note for note in result.notes)

@@ -184,3 +184,26 @@ def test_options_are_checked():
     with pytest.raises(UsageError, match="rtol must be"):
         ValidateOptions(rtol=-1.0)
     assert ValidateOptions(shapes={"x": [1, 2]}).shapes == (("x", (1, 2)),)
+
+
+def test_random_ids_stay_inside_a_fused_embedding_table():
+    """onnxruntime's EmbedLayerNormalization reads its tables by input_ids and segment_ids (after a Cast to
+    int32, as its transformer optimizer writes it): random ids are drawn below each table's size."""
+    import onnx_ir as ir
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ampconv.validate.inputs import integer_bounds
+
+    tables = [numpy_helper.from_array(np.zeros((n, 4), np.float32), name)
+              for n, name in ((7, "word"), (5, "pos"), (2, "segment"))]
+    norms = [numpy_helper.from_array(np.ones(4, np.float32), "gamma"), numpy_helper.from_array(np.zeros(4, np.float32), "beta")]
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["input_ids"], ["ids32"], to=TensorProto.INT32),
+         helper.make_node("Cast", ["token_type_ids"], ["seg32"], to=TensorProto.INT32),
+         helper.make_node("EmbedLayerNormalization", ["ids32", "seg32", "word", "pos", "segment", "gamma", "beta"],
+                          ["y", "mask_index"], domain="com.microsoft")],
+        "g", [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 3]) for n in ("input_ids", "token_type_ids")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4])], tables + norms)
+    model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                                   helper.make_opsetid("com.microsoft", 1)]))
+    assert integer_bounds(model) == {"input_ids": 7, "token_type_ids": 2}

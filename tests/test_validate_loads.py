@@ -83,3 +83,54 @@ def test_bfloat16_outputs_derive_every_copy_from_one_load(tmp_path, counted, bac
     assert counts == {ref: 1, conv: 1, "infer_shapes": 2}
     assert _unchanged(loaded[ref]) and _unchanged(loaded[conv])
     assert loaded[ref].graph.outputs[0].dtype == loaded[conv].graph.outputs[0].dtype == ir.DataType.BFLOAT16
+
+
+def _broken_pair(tmp_path):
+    """A float32 MLP and a 'converted' copy no runtime loads: an fp16 activation meets a float32 weight."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    ref = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    conv = helper.make_model(helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.FLOAT16, name="down"),
+         helper.make_node("MatMul", ["x16", "w"], ["y16"], name="mm"),
+         helper.make_node("Cast", ["y16"], ["y"], to=TensorProto.FLOAT, name="up")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    ref_path, conv_path = tmp_path / "ref.onnx", tmp_path / "conv.onnx"
+    onnx.save(ref, str(ref_path))
+    onnx.save(conv, str(conv_path))
+    return ref_path, conv_path
+
+
+@pytest.mark.parametrize("backend", ["emulate", "native", "auto"])
+def test_a_converted_model_no_runtime_loads_is_refused_under_every_backend(tmp_path, backend):
+    """Emulation retypes every tensor, so it would run (and pass) a model onnxruntime and the checker refuse."""
+    from ampconv.errors import ConversionError
+
+    ref, conv = _broken_pair(tmp_path)
+    with pytest.raises(ConversionError, match=r"conv\.onnx: converted model fails onnx\.checker"):
+        validate(ref, conv, ValidateOptions(backend=backend))
+
+
+def test_the_cli_exits_1_and_says_the_model_does_not_load(tmp_path):
+    from click.testing import CliRunner
+
+    from ampconv_cli.main import cli
+
+    ref, conv = _broken_pair(tmp_path)
+    result = CliRunner().invoke(cli, ["validate", str(ref), str(conv)])
+    assert result.exit_code == 1 and "converted model fails onnx.checker" in result.output
+    assert "--backend emulate" not in result.output  # no advice that would pass a broken model
+
+
+def test_a_missing_bfloat16_kernel_is_only_a_note_under_emulation(tmp_path):
+    """The one refusal emulation excuses: the CPU provider has no kernel for the LOW type."""
+    ref, conv = vm.bf16_output_pair(tmp_path, factor=1.5)
+    result = validate(ref, conv, ValidateOptions(backend="emulate"))
+    assert result.backend == "emulate"

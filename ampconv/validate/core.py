@@ -5,13 +5,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from pathlib import Path
 import tempfile
 import time
 
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.errors import AmpconvError, ModelLoadError, UsageError
+from ampconv.checks import check_staged
+from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError
 from ampconv.loadcheck import first_line
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
@@ -45,6 +47,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
     dtype = found_dtype or "fp16"
+    load_notes = _loads(conv, reference, dtype)
     criteria, source = options.criteria(dtype)
     # The elementwise numbers: strict mode's rule, and localization's in both modes.
     rtol, atol = criteria.rtol, criteria.atol
@@ -58,6 +61,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         notes.append(f"{converted}: no float16/bfloat16 tensor found; judged with the fp16 criteria")
     if backend == "native" and provider == runners.CPU:
         notes.append(CPU_NATIVE_NOTE)
+    notes.extend(load_notes)
 
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
@@ -138,6 +142,27 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         notes=tuple(notes),
         timings=tuple(timings.items()),
     )
+
+
+def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
+    """The converted model's load check, as ``convert`` runs it; raises when it fails, else its notes.
+
+    A model that fails onnx.checker (held to what the reference passes) or
+    onnxruntime's graph resolution is refused under every backend: emulation
+    would otherwise retype it into a model that runs, and pass what no
+    runtime loads. Only a provider without a kernel for the LOW type (the CPU
+    provider and bfloat16) is excused, with the converter's note.
+    """
+    try:
+        # The model as read (no inference of its own): untyped values leave the probe out and the
+        # whole model is loaded, which is what validation pays for its sessions anyway.
+        outcome = check_staged(
+            conv.model, Path(conv.path), Path(reference), runtime=True, dtype=dtype, known_pins={},
+            timings={}, plan_again=False,
+        )
+    except ConversionError as exc:
+        raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
+    return [note for note in outcome.notes if "onnxruntime" in note]
 
 
 @dataclasses.dataclass

@@ -440,25 +440,48 @@ def _random_array(
     )
 
 
-def integer_bounds(model: ir.Model) -> dict[str, int]:
-    """For integer graph inputs used as Gather indices into a constant table, the table size.
+# Ops that read rows of a constant table by an integer input: (domain, op) -> {index slot: table slot}.
+# onnxruntime's EmbedLayerNormalization reads input_ids, segment_ids and position_ids this way.
+_TABLE_LOOKUPS = {
+    ("", "Gather"): {1: 0},
+    ("com.microsoft", "EmbedLayerNormalization"): {0: 2, 1: 4, 8: 3},
+}
+# Integer ops an id passes through on its way to the lookup (the transformer optimizer casts ids to int32).
+_ID_PASSTHROUGH = frozenset({"Cast", "Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten"})
 
-    Random token ids then stay inside an embedding table of fewer than
-    ``MAX_RANDOM_INT`` rows instead of failing the run.
+
+def integer_bounds(model: ir.Model) -> dict[str, int]:
+    """For integer graph inputs used as indices into a constant table, the table size.
+
+    The lookups are Gather (on axis 0 of its data) and onnxruntime's fused
+    EmbedLayerNormalization (``_TABLE_LOOKUPS``), reached directly or through a
+    Cast, Reshape or (Un)Squeeze. Random token ids then stay inside an
+    embedding table of fewer than ``MAX_RANDOM_INT`` rows instead of failing
+    the run.
     """
     bounds: dict[str, int] = {}
     for value in model.graph.inputs:
         if value.dtype is None or not value.dtype.is_integer():
             continue
-        for node, index in value.uses():
-            if node.op_type != "Gather" or index != 1 or node.domain not in ("", "ai.onnx"):
+        for node, index in _id_uses(value):
+            table_slot = _TABLE_LOOKUPS.get((node.domain if node.domain != "ai.onnx" else "", node.op_type), {})
+            if index not in table_slot or table_slot[index] >= len(node.inputs):
                 continue
-            data = node.inputs[0]
+            data = node.inputs[table_slot[index]]
             if data is None or data.shape is None:
                 continue
-            axis_attr = node.attributes.get("axis")
+            axis_attr = node.attributes.get("axis") if node.op_type == "Gather" else None
             axis = axis_attr.as_int() if axis_attr is not None else 0
             dim = data.shape[axis] if -len(data.shape) <= axis < len(data.shape) else None
             if isinstance(dim, int) and dim > 0:
                 bounds[value.name] = min(bounds.get(value.name, dim), dim)
     return bounds
+
+
+def _id_uses(value: ir.Value, depth: int = 3):
+    """(node, input index) of every use of ``value``, following ``_ID_PASSTHROUGH`` ops up to ``depth``."""
+    for node, index in value.uses():
+        if node.op_type in _ID_PASSTHROUGH and node.domain in ("", "ai.onnx") and depth > 0 and node.outputs:
+            yield from _id_uses(node.outputs[0], depth - 1)
+        else:
+            yield node, index

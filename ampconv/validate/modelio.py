@@ -17,6 +17,7 @@ import onnx_ir as ir
 from ampconv.graphs import all_graphs
 
 from ampconv.errors import ModelLoadError
+from ampconv.prepare import infer_types
 
 LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
 # A derived copy whose estimated size (whole model) is above this is saved with
@@ -146,18 +147,19 @@ def wants_external(model: ir.Model, source_path: str) -> bool:
 
 
 def ensure_types(model: ir.Model) -> None:
-    """Fill in missing tensor types with ONNX shape inference (non-strict, best effort).
+    """Fill in missing tensor types the way the converter does (``prepare.infer_types``).
 
-    Emulation and localization read each tensor's element type; a converter
-    may not write value_info for every intermediate tensor.
+    Emulation and localization read each tensor's element type, and a converted
+    model declares value_info only where its input did. onnx shape inference
+    runs first; the schema pass after it types what onnx cannot, the outputs
+    of onnxruntime's contrib ops (read through onnxruntime's schemas) and the
+    ops after them, so emulation rounds those too.
     """
     if all(v.dtype is not None for v in iter_values(model)):
         return
-    from onnx_ir.passes.common import ShapeInferencePass
-
     try:
-        ShapeInferencePass(strict_mode=False)(model)
-    except Exception:  # noqa: BLE001, S110 -- custom domains, unusual models: keep the types we have
+        infer_types(model)
+    except Exception:  # noqa: BLE001, S110 -- unusual models: keep the types we have
         pass
 
 
