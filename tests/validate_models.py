@@ -250,3 +250,33 @@ def passthrough_pair(folder, dtype: str = "fp16"):
         [x_low], [y, x_low],
     )
     return _save(ref, folder, "passthrough_ref"), _save(conv, folder, f"passthrough_{dtype}")
+
+
+def overflowing_mlp(seed: int = 0) -> onnx.ModelProto:
+    """A 4-layer MLP whose second layer's output reaches ~1.8e5 on inputs in [0, 50] (fp16 max 65504).
+
+    x[batch, 16] -> /layer{k}/MatMul -> /layer{k}/Add -> /layer{k}/Relu (k = 0..2) -> /layer3/MatMul -> y[batch, 40].
+    Layer 0 keeps values moderate (its own fp16 rounding is ordinary), layer 1 multiplies them past the
+    fp16 range, layer 2 scales them back into range, layer 3 makes the 40 logits.
+    """
+    rng = np.random.default_rng(seed)
+    sizes = [(16, 32, 0.5), (32, 32, 190.0), (32, 32, 8e-6), (32, 40, 0.5)]
+    nodes, inits = [], []
+    current = "x"
+    for k, (n_in, n_out, scale) in enumerate(sizes):
+        w = rng.standard_normal((n_in, n_out)).astype(np.float32) * scale
+        if k > 0:  # layer 0 mixes signs (outputs near 0, ordinary rounding over an elementwise tolerance)
+            w = np.abs(w)
+        b = np.zeros(n_out, np.float32)
+        inits += [numpy_helper.from_array(w, f"layer{k}.weight"), numpy_helper.from_array(b, f"layer{k}.bias")]
+        nodes.append(h.make_node("MatMul", [current, f"layer{k}.weight"], [f"/layer{k}/MatMul_output_0"],
+                                      name=f"/layer{k}/MatMul"))
+        nodes.append(h.make_node("Add", [f"/layer{k}/MatMul_output_0", f"layer{k}.bias"],
+                                      [f"/layer{k}/Add_output_0"], name=f"/layer{k}/Add"))
+        current = f"/layer{k}/Add_output_0"
+        if k < len(sizes) - 1:
+            nodes.append(h.make_node("Relu", [current], [f"/layer{k}/Relu_output_0"], name=f"/layer{k}/Relu"))
+            current = f"/layer{k}/Relu_output_0"
+    nodes[-1].output[0] = "y"
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 16])],
+                  [h.make_tensor_value_info("y", T.FLOAT, ["batch", 40])], inits, name="mlp")

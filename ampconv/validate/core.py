@@ -15,6 +15,7 @@ import onnx_ir as ir
 from ampconv.checks import check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError
 from ampconv.loadcheck import first_line
+from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
 from ampconv.validate import localize, metrics, modelio, runners
@@ -66,7 +67,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
-        setup = _Setup(backend=backend, provider=provider, rtol=rtol, atol=atol, tmp=tmp)
+        setup = _Setup(backend=backend, provider=provider, rtol=rtol, atol=atol, tmp=tmp, criteria=criteria)
         conv_path, conv_aliases = _prepare_converted(conv, setup, notes)
         ref_path, ref_aliases = _prepare_reference(ref, tmp)
         ref_runner = runners.make_session(
@@ -91,7 +92,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         per_output = {name: [] for name in out_names}
         errors = {}
         total = len(samples.samples)
-        first_failed = None
+        first_failed = failed_reference = None
         for index, sample in enumerate(samples.samples):
             ref_out = ref_runner.run(sample)
             conv_out = conv_runner.run(sample, out_names)
@@ -103,11 +104,12 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
                     m = judging.judge(ref_out[name], conv_out[name], criteria)
                 except ValueError as exc:
                     errors[name] = f"sample {index}: {exc}"
-                    first_failed = index if first_failed is None else first_failed
+                    if first_failed is None:
+                        first_failed, failed_reference = index, ref_out
                     continue
                 per_output[name].append(m)
                 if not m.passed and first_failed is None:
-                    first_failed = index
+                    first_failed, failed_reference = index, ref_out
             if options.progress is not None:
                 options.progress(index + 1, total)
         timings["reference_s"] = ref_runner.seconds
@@ -119,8 +121,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         if not passed and options.localize and first_failed is not None:
             start = time.perf_counter()
             located = _localize(
-                ref, conv, setup,
-                sample=samples.samples[first_failed], index=first_failed, decisions=options.decisions,
+                ref, conv, setup, samples.samples[first_failed], (first_failed, failed_reference), options.decisions,
             )
             timings["localize_s"] = time.perf_counter() - start
 
@@ -218,6 +219,7 @@ class _Setup:
     rtol: float
     atol: float
     tmp: str  # folder for derived copies
+    criteria: object = None  # criteria.Criteria the outputs are judged by (a fix is checked by them too)
 
 
 def _is_float(array) -> bool:
@@ -266,16 +268,19 @@ def _pick_backend(requested: str) -> tuple[str, str]:
     return "emulate", runners.CPU
 
 
-def _derive(conv: _Loaded, backend: str) -> tuple[ir.Model, emulation.EmulationStats | None]:
+def _derive(
+    conv: _Loaded, backend: str, float32_nodes=()
+) -> tuple[ir.Model, emulation.EmulationStats | None]:
     """A copy of the converted model as the ``backend`` runs it, and the emulation's stats.
 
     Emulation needs every tensor's type: they are inferred once on ``conv``
-    and every copy inherits them.
+    and every copy inherits them. ``float32_nodes``: emulate those nodes kept
+    float32 (a fix to check).
     """
-    if backend == "emulate":
+    if backend == "emulate" or float32_nodes:
         conv.with_types()
         model = conv.copy()
-        return model, emulation.emulate(model, infer_types=False)
+        return model, emulation.emulate(model, infer_types=False, float32_nodes=float32_nodes)
     model = conv.copy()
     emulation.widen_bfloat16_io(model)
     return model, None
@@ -343,8 +348,13 @@ def _expose_widened(model: ir.Model, names) -> dict[str, str]:
     return _output_aliases(before, model)
 
 
-def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, *, sample, index: int, decisions) -> Localization:
-    """Run copies of both models exposing their shared float intermediates on ``sample`` (number ``index``)."""
+def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple, decisions) -> Localization:
+    """Run copies of both models exposing their shared float intermediates on ``sample``.
+
+    ``failed`` is (the sample's index, the reference's outputs on it): a
+    suggested fix is judged against them.
+    """
+    index, expected = failed
     ref_floats = localize.float_node_outputs(ref.with_types())
     conv_floats = localize.float_node_outputs(conv.with_types())  # as written: names and types the user sees
     names = [n for n in conv_floats if n in ref_floats]
@@ -375,10 +385,52 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, *, sample, index: int,
         conv_values = conv_runner.run(sample, fetch)
     except AmpconvError as exc:
         raise AmpconvError(f"localization failed: {exc}") from None
+    dtype = modelio.low_dtype(conv.model) or "fp16"
+    strict = getattr(setup.criteria, "mode", "default") == "strict"
+    judge = localize.elementwise_judge(setup.rtol, setup.atol) if strict else localize.drift_judge(dtype)
+    low_max = low_type(dtype).max
     located = localize.first_divergence(
-        conv.model, fetch, ref_values, conv_values, setup.rtol, setup.atol, setup.backend, index, decisions
+        conv.model, fetch, ref_values, conv_values, judge, (setup.backend, index), low_max, decisions
     )
-    return dataclasses.replace(located, cause=_cause(ref, conv, sample, located.node))
+    if located.overflow:
+        keep = localize.out_of_range_nodes(conv.model, ref_values, low_max)
+        cause = {
+            "node": located.node, "op_type": located.op_type, "own_error": "inf", "output": located.output,
+            "suggestion": localize.keep_pattern(keep), "nodes": keep,
+        }
+    else:
+        cause = _cause(ref, conv, sample, located.node)
+    fix = _check_fix(conv, setup, sample, expected, cause) if cause is not None else None
+    return dataclasses.replace(located, cause=cause, fix=fix)
+
+
+def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict) -> dict | None:
+    """Run the suggested fix (its nodes kept float32, under emulation) on ``sample``: does it pass, and what changes?
+
+    Every output is judged by the run's own criteria; the worst before and
+    after are quoted (the first failing one's words, or the closest to its
+    threshold), so a suggestion is never a guess.
+    """
+    from ampconv.validate import criteria as judging
+
+    nodes = cause.get("nodes") or [cause["node"]]
+    model, _ = _derive(conv, "emulate", float32_nodes=nodes)
+    path = modelio.save_derived(model, setup.tmp, "converted_fix", conv.external)
+    try:
+        runner = runners.make_session(path, "converted model with the fix", runners.CPU, optimize=False,
+                                      source=conv.path)
+        names = [n for n in expected if n in runner.output_names()]
+        got = runner.run(sample, names)
+    except AmpconvError:
+        return None  # the emulated fix could not run: the suggestion stands unchecked
+    results = [judging.judge(expected[n], got[n], setup.criteria) for n in names]
+    worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
+    return {
+        "nodes": list(nodes),
+        "suggestion": cause["suggestion"],
+        "passes": all(m.passed for m in results),
+        "after": worst.decided_by if worst is not None else "",
+    }
 
 
 def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | None:

@@ -22,6 +22,14 @@ Rules, applied to the main graph and recursively to every If/Loop/Scan body:
 5. LOW sequence/optional types are retyped to FLOAT but cannot be rounded
    (counted in ``EmulationStats.unrounded``).
 
+``float32_nodes`` asks what the model would compute with those nodes kept
+float32 (a fix localization suggests, checked before it is suggested): their
+outputs are rounded only where a LOW node reads them, as the Cast a converter
+puts in front of that reader would round them; their inputs are what their
+LOW producers hand over, rounded as before. Their LOW weights are widened as
+stored (a re-conversion would keep them exact: the check is a close
+estimate).
+
 Graph optimizations must be off for the emulated session so nothing folds the
 round trips away.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Collection
 
 import numpy as np
 import onnx_ir as ir
@@ -52,12 +61,13 @@ class EmulationStats:
     untyped: int = 0
 
 
-def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
+def emulate(model: ir.Model, *, infer_types: bool = True, float32_nodes: Collection[str] = ()) -> EmulationStats:
     """Rewrite ``model`` in place into its float32 emulation (rules 1-5).
 
     Missing tensor types are inferred first (``infer_types=False``: the caller
     already ran ``modelio.ensure_types``); outputs whose type stays unknown
-    cannot be rounded and are counted in ``stats.untyped``.
+    cannot be rounded and are counted in ``stats.untyped``. ``float32_nodes``
+    (node names): emulate them kept float32 (see the module docstring).
     """
     if infer_types:
         ensure_types(model)
@@ -65,15 +75,44 @@ def emulate(model: ir.Model, *, infer_types: bool = True) -> EmulationStats:
     names = NameMaker()
     replaced: dict[ir.Value, ir.Value] = {}
     graphs = all_graphs(model)
+    kept = frozenset(float32_nodes)
+    low_readers = _low_compute_nodes(graphs, kept) if kept else frozenset()
     for graph in graphs:
         _widen_initializers(graph, stats)
         _round_graph_inputs(graph, names, replaced, stats)
         for node in list(graph):
             _retype_attributes(node, stats)
             for value in node.outputs:
-                _round_output(node, value, names, replaced, stats)
+                if node.name in kept:
+                    _round_for_readers(node, value, names, stats, low_readers)
+                else:
+                    _round_output(node, value, names, replaced, stats)
     _redirect_graph_outputs(graphs, replaced)
     return stats
+
+
+def _low_compute_nodes(graphs, kept) -> frozenset:
+    """The nodes that compute in LOW (a LOW output, Casts aside), but those asked to stay float32."""
+    return frozenset(
+        node for graph in graphs for node in graph
+        if node.op_type != "Cast" and node.name not in kept and any(_low_dtype_of(v) for v in node.outputs)
+    )
+
+
+def _round_for_readers(node: ir.Node, value: ir.Value, names: NameMaker, stats: EmulationStats, readers) -> None:
+    """A node kept float32: widen its LOW output, rounded only for the LOW nodes among its readers."""
+    low = _low_dtype_of(value)
+    if low is None:
+        return
+    value.dtype = FLOAT
+    uses = [use for use in value.uses() if use[0] in readers]
+    if not uses:
+        return
+    nodes, rounded = round_trip(value, low, names)
+    for user, index in uses:
+        user.replace_input_with(index, rounded)
+    node.graph.insert_after(node, nodes)
+    stats.rounded += 1
 
 
 class NameMaker:

@@ -1,19 +1,32 @@
-"""Find where drift starts: the first node whose output leaves tolerance.
+"""Find where drift starts, and name the fix.
 
 Both models get copies that expose the float intermediate tensors of their
 main graph as extra outputs. Tensors are matched by name (the converter keeps
 original names on node outputs; the casts it inserts get new names, which the
 reference lacks, so they are skipped). The converted model's nodes are walked
-in topological order and the first node with an output that is over
-tolerance, or non-finite where the reference is finite, is named together with
-the precision decision that put it there.
+in topological order:
+
+1. **Overflow first.** The first node whose LOW output turns non-finite where
+   the reference is finite, or whose reference output lies beyond the LOW
+   maximum, is the source of an overflow: everything downstream inherits it,
+   and no amount of ordinary rounding upstream explains it. The fix keeps
+   float32 every LOW node that makes or reads a tensor beyond the LOW range
+   (``out_of_range_nodes``): the tensor is never cast down on its way, until
+   a node brings it back in range. Kept nodes only grow, so following the
+   suggestions converges.
+2. Otherwise the first node whose output fails ``judge`` (default criteria:
+   an error beyond ordinary rounding, ``DRIFT_ROUNDOFFS`` unit roundoffs of
+   RMS relative error; strict mode: the elementwise rule) is where drift
+   becomes visible, and ``name_cause`` names the node whose own rounding
+   causes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -49,25 +62,53 @@ def expose(model: ir.Model, names: Sequence[str]) -> int:
     return added
 
 
+# Drift becomes visible (default criteria) where a tensor's RMS relative error exceeds this many
+# unit roundoffs of the LOW type: one rounding alone gives about 0.6 of one.
+DRIFT_ROUNDOFFS = 10.0
+TensorJudge = Callable[[np.ndarray, np.ndarray], "str | None"]
+
+
+def drift_judge(dtype: str) -> TensorJudge:
+    """The default-mode test of an intermediate tensor: new NaN/Inf, or an error beyond ordinary rounding."""
+    limit = DRIFT_ROUNDOFFS * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp16"])
+
+    def judge(ref: np.ndarray, conv: np.ndarray) -> str | None:
+        new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref.astype(np.float64), conv.astype(np.float64))))
+        if new_bad:
+            return f"{new_bad} value(s) non-finite where the reference is finite"
+        error = scaled_error(ref, conv)
+        if error > limit:
+            return f"error {error:.3g} of the tensor's RMS, beyond ordinary {dtype} rounding ({limit:.2g})"
+        return None
+
+    return judge
+
+
+def elementwise_judge(rtol: float, atol: float) -> TensorJudge:
+    """The strict-mode test of an intermediate tensor: the elementwise rule the user gave."""
+    return lambda ref, conv: _failure(ref, conv, rtol, atol)
+
+
 def first_divergence(
     converted: ir.Model,
     names: Sequence[str],
     ref_values: Mapping[str, np.ndarray],
     conv_values: Mapping[str, np.ndarray],
-    rtol: float,
-    atol: float,
-    backend: str,
-    sample: int,
+    judge: TensorJudge,
+    place: tuple,
+    low_max: float,
     decisions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Localization:
-    """Walk ``converted``'s main graph in order; return the first node whose output fails.
+    """Walk ``converted``'s main graph in order; return the overflow source, else the first node that fails ``judge``.
 
     ``converted`` is the converted model as written (not the emulated copy), so
-    node names, op types and tensor types are those the user sees. The walk
-    goes on past the first failure to record every checked node's error
-    (``Localization.node_errors``); ``checked`` counts the tensors checked up
-    to the first failure.
+    node names, op types and tensor types are those the user sees. ``place``
+    is (backend, sample index). The walk goes on past the first failure to
+    record every checked node's error (``Localization.node_errors``);
+    ``checked`` counts the tensors checked up to the first failure.
     """
+    backend, sample = place
+    source = overflow_source(converted, names, ref_values, conv_values, low_max)
     wanted = set(names)
     checked = 0
     first = None
@@ -86,30 +127,84 @@ def first_divergence(
             if first is not None:
                 continue
             checked += 1
-            reason = _failure(ref, conv, rtol, atol)
+            if source is not None:
+                reason = source[2] if value is source[1] else None
+            else:
+                reason = judge(ref, conv)
             if reason is None:
                 continue
-            m = metrics.compare(ref, conv, rtol, atol)
+            m = metrics.compare(ref, conv, 0.0, 0.0)
             precision, rule = _decision(node, value, decisions)
             first = Localization(
-                backend=backend,
-                sample=sample,
-                checked=checked,
-                node=node.name,
+                backend=backend, sample=sample, checked=checked, node=node.name,
                 op_type=node.op_type if not node.domain else f"{node.domain}::{node.op_type}",
-                output=value.name,
-                reason=reason,
-                max_abs=m.max_abs,
-                max_rel=m.max_rel,
-                new_nonfinite=m.new_nonfinite,
-                precision=precision,
-                rule=rule,
+                output=value.name, reason=reason, max_abs=m.max_abs, max_rel=m.max_rel,
+                new_nonfinite=m.new_nonfinite, precision=precision, rule=rule, overflow=source is not None,
             )
         if worst is not None and node.name:
             node_errors.append((node.name, float(f"{worst:.4g}")))
     if first is None:
         first = Localization(backend=backend, sample=sample, checked=checked)
     return dataclasses.replace(first, node_errors=tuple(node_errors))
+
+
+def overflow_source(converted: ir.Model, names, ref_values, conv_values, low_max: float):
+    """(node, output, reason) of the first node whose LOW output overflows (new NaN/Inf, or a reference beyond ``low_max``)."""
+    wanted = set(names)
+    for node in converted.graph:
+        for value in node.outputs:
+            if value.name not in wanted or value.dtype not in LOW_TYPES or value.name not in ref_values:
+                continue
+            ref = np.asarray(ref_values[value.name], dtype=np.float64)
+            conv = np.asarray(conv_values.get(value.name, ref), dtype=np.float64)
+            finite = ref[np.isfinite(ref)]
+            peak = float(np.max(np.abs(finite))) if finite.size else 0.0
+            new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref, conv)))
+            beyond = f"the reference reaches {peak:.4g}, beyond the LOW maximum {low_max:g}"
+            if new_bad:
+                where = f": {beyond}" if peak > low_max else ""
+                return node, value, f"{new_bad} value(s) non-finite where the reference is finite{where}"
+            if peak > low_max:
+                return node, value, f"its output leaves the LOW range: {beyond}"
+    return None
+
+
+def out_of_range_nodes(converted: ir.Model, ref_values: Mapping[str, np.ndarray], low_max: float) -> list[str]:
+    """The nodes to keep float32 against an overflow: every non-Cast node that makes or reads a tensor beyond the range.
+
+    Readers are found through Casts (a converter casts a float32 tensor down in
+    front of its LOW readers, which is where the inf appears). Walk order.
+    """
+    beyond = {
+        name for name, array in ref_values.items()
+        if np.size(array) and float(np.max(np.abs(np.nan_to_num(np.asarray(array, np.float64), posinf=0.0,
+                                                                neginf=0.0)))) > low_max
+    }
+    keep = []
+    for node in converted.graph:
+        if node.op_type == "Cast" or not node.name:
+            continue
+        makes = any(v.name in beyond for v in node.outputs)
+        reads = any(_source_name(v) in beyond for v in node.inputs if v is not None)
+        if makes or reads:
+            keep.append(node.name)
+    return keep
+
+
+def _source_name(value: ir.Value) -> str:
+    """The name of the tensor ``value`` carries, looking back through Casts."""
+    producer = value.producer()
+    while producer is not None and producer.op_type == "Cast" and producer.inputs and producer.inputs[0] is not None:
+        value = producer.inputs[0]
+        producer = value.producer()
+    return value.name or ""
+
+
+def keep_pattern(names: Sequence[str]) -> str:
+    """The ``--keep-fp32`` option naming exactly ``names``."""
+    escaped = [re.escape(n) for n in names]
+    body = escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+    return f"--keep-fp32 '^{body}$'"
 
 
 def scaled_error(ref: np.ndarray, conv: np.ndarray) -> float:

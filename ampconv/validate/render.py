@@ -157,25 +157,41 @@ def _localization_lines(result: ValidationResult) -> list[str]:
 
 
 def _cause_line(loc) -> str:
-    """The node that loses the precision (its own error), and a fix that changes the output."""
+    """The node that loses the precision (or overflows), and a fix checked before it is suggested."""
     cause = loc.cause
+    if cause is not None and loc.overflow:
+        return (
+            f"  Cause: node {cause['node']!r} ({cause['op_type']}) is where the values leave the LOW range; "
+            f"keep float32 every node that makes or reads a tensor beyond it: convert again with "
+            f"{cause['suggestion']}.{_fix_words(loc)}"
+        )
     if cause is not None:
         error = cause["own_error"]
         figure = "a new inf/NaN" if error == "inf" else f"scaled error {_num(error)}"
         return (
             f"  Cause: node {cause['node']!r} ({cause['op_type']}) in low precision: computed alone from the "
             f"reference's exact inputs, its output {cause['output']!r} has {figure}. "
-            f"To fix: convert again with {cause['suggestion']}."
+            f"To fix: convert again with {cause['suggestion']}.{_fix_words(loc)}"
         )
     if loc.precision == "LOW":
         return (
-            f"  No other low-precision node stands out: keep this one float32 "
-            f"(--keep-fp32 '^{re.escape(loc.node)}$') and convert again, or use convert --tune."
+            "  No single low-precision node's own rounding stands out (the drift accumulates over many): "
+            "use convert --tune to find the fewest nodes to keep float32."
         )
     return (
         "  This node is already float32 and no single low-precision node's own error explains the drift "
         "(it accumulates over many): use convert --tune to find the fewest nodes to keep float32."
     )
+
+
+def _fix_words(loc) -> str:
+    """What the suggested fix did when it was tried (under emulation, on the failing sample)."""
+    fix = loc.fix
+    if fix is None:
+        return " (not checked: the fixed copy could not run)"
+    if fix["passes"]:
+        return f" Checked under emulation on sample {loc.sample}: this fix passes ({fix['after']})."
+    return f" Checked under emulation on sample {loc.sample}: not enough alone, the worst output then reads: {fix['after']}."
 
 
 def _needed_line(result: ValidationResult) -> str | None:

@@ -73,6 +73,11 @@ class Localization:
     # float output on ``sample`` (RMS of the difference over RMS of the reference; "inf" for a new
     # NaN/Inf), so a report can show along the graph where error grows and where float32 stops it.
     node_errors: tuple = ()
+    # Whether ``node`` is the source of an overflow (its LOW output leaves the LOW range).
+    overflow: bool = False
+    # What the suggested fix does, checked on ``sample`` under emulation before it is suggested:
+    # {"nodes": [...], "suggestion": "--keep-fp32 ...", "passes": bool, "before": str, "after": str}.
+    fix: dict | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
