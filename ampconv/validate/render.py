@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from ampconv.validate.criteria import STRICT, Criteria
 from ampconv.validate.result import ValidationResult
