@@ -309,3 +309,96 @@ def test_validate_new_nonfinite_is_named_in_every_format(tmp_path):
     assert result.outputs[0].decided_by.startswith("new non-finite: 8 of 8 value(s)")
     for fmt in ("text", "markdown", "json"):
         assert "new non-finite: 8 of 8" in render(result, fmt), fmt
+
+
+# ---------------------------------------------------------------- outputs judged on the scale they live on
+def test_a_near_zero_probability_map_is_judged_on_its_range_with_a_weak_check_hint(tmp_path):
+    """A sigmoid map near 0 on random inputs in [-1, 1]: its errors are tiny on [0, 1]; the RMS floor failed it."""
+    import onnx
+
+    import ampconv
+    import validate_models as vm
+
+    src, dst = tmp_path / "det.onnx", tmp_path / "det.fp16.onnx"
+    onnx.save(vm.text_detector(), str(src))
+    ampconv.convert(src, dst, ampconv.Config())
+    result = ampconv.validate(src, dst, ampconv.ValidateOptions(input_ranges={"x": (-1.0, 1.0)}, samples=2))
+    (out,) = result.outputs
+    assert out.passed, out.decided_by
+    assert "a sigmoid output in [0, 1]: judged on its range" in out.decided_by
+    assert out.worst.scale == 1.0
+    assert any("stays within" in n and "weak check" in n for n in result.notes), result.notes
+
+
+def test_a_bounded_output_still_fails_a_real_error():
+    """Negative: judged on its range, a probability map off by 0.2 fails."""
+    import numpy as np
+
+    from ampconv.validate.criteria import default_criteria, judge
+    from ampconv.validate.natures import Nature
+
+    rng = np.random.default_rng(0)
+    ref = rng.uniform(0, 1, (256, 1)).astype(np.float32)  # last axis 1: not class-like, the scaled error decides
+    conv = np.clip(ref + 0.2, 0, 1)
+    nature = Nature("bounded", "a sigmoid output in [0, 1]", 0.0, 1.0)
+    m = judge(ref, conv, default_criteria("fp16"), nature)
+    assert not m.passed and m.criterion == "p99"
+
+
+def test_output_natures_read_the_graph():
+    """Sigmoid/softmax/tanh/clip through data movement, DequantizeLinear's grid; none for a plain MatMul."""
+    import numpy as np
+    import onnx_ir as ir
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ampconv.validate.natures import output_natures
+
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Reshape", ["s", "shape"], ["prob"]),
+             helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Clip", ["x", "lo", "hi"], ["clip"]),
+             helper.make_node("MatMul", ["x", "w"], ["free"]),
+             helper.make_node("QuantizeLinear", ["x", "qs"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "qs"], ["grid"])]
+    inits = [numpy_helper.from_array(np.array([4, 2], np.int64), "shape"),
+             numpy_helper.from_array(np.array(-2.0, np.float32), "lo"), numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+             numpy_helper.from_array(np.eye(2, dtype=np.float32), "w"), numpy_helper.from_array(np.array(0.05, np.float32), "qs")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("prob", "t", "clip", "free", "grid")]
+    model = ir.from_proto(helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])], outputs, inits)))
+    natures = output_natures(model)
+    assert (natures["prob"].kind, natures["prob"].width) == ("bounded", 1.0)
+    assert (natures["t"].low, natures["t"].high) == (-1.0, 1.0)
+    assert (natures["clip"].low, natures["clip"].high) == (-2.0, 6.0)
+    assert natures["grid"].kind == "grid" and abs(natures["grid"].step - 0.05) < 1e-9
+    assert "free" not in natures
+
+
+def test_decoder_tokens_are_read_as_sequences(tmp_path):
+    """A greedy decoder's tokens (a Loop's scan output): where the first row diverges, said in the verdict."""
+    import data_models as dm
+
+    import ampconv
+
+    src, calibration = dm.MODELS["greedy_decoder"].save_with_calibration(tmp_path, 2)
+    dst = tmp_path / "o.onnx"
+    ampconv.convert(src, dst, ampconv.Config())
+    result = ampconv.validate(src, dst, ampconv.ValidateOptions(inputs=(str(calibration),)))
+    tokens = next(o for o in result.outputs if o.name == "tokens")
+    assert not tokens.passed and tokens.decided_by.startswith("token sequences: ")
+    assert "agrees for" in tokens.decided_by and "of 8 step(s), then diverges" in tokens.decided_by
+
+
+def test_sequence_words_say_whether_the_divergence_was_a_near_tie():
+    import numpy as np
+
+    from ampconv.validate.criteria import judge_sequence
+
+    ref, conv = np.array([[1, 2, 3, 4]]), np.array([[1, 2, 5, 4]])
+    scores = np.zeros((1, 4, 8))
+    scores[0, 2, 3], scores[0, 2, 5] = 1000.25, 1000.0  # fp16 spacing near 1000 is 0.5
+    tie = judge_sequence(ref, conv, scores, "fp16")
+    assert not tie.passed and "a near-tie rounding alone can flip" in tie.decided_by
+    scores[0, 2, 5] = 990.0
+    clear = judge_sequence(ref, conv, scores, "fp16")
+    assert "leads by 10.2, beyond fp16's resolution" in clear.decided_by
+    same = judge_sequence(ref, ref, None, "fp16")
+    assert same.passed and same.decided_by == "token sequences: all 1 row(s) equal"

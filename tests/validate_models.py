@@ -280,3 +280,26 @@ def overflowing_mlp(seed: int = 0) -> onnx.ModelProto:
     nodes[-1].output[0] = "y"
     return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 16])],
                   [h.make_tensor_value_info("y", T.FLOAT, ["batch", 40])], inits, name="mlp")
+
+
+def text_detector(seed: int = 3) -> onnx.ModelProto:
+    """A DB-style text detector head: Conv -> Relu -> Conv -> Sigmoid probability map, near 0 on random inputs.
+
+    The logits come out near -10 from intermediate values near 100 (fp16 spacing there: 0.06), so
+    fp16 moves each logit by a few hundredths: a few percent of a map value near 1e-4, as a
+    trained detector's map is near zero away from text. Its RMS is tiny, its range [0, 1].
+    """
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 8.0).astype(np.float32), "w1"),
+        numpy_helper.from_array((np.abs(rng.standard_normal((1, 8, 3, 3))) * 0.1).astype(np.float32), "w2"),
+        numpy_helper.from_array(np.array([-112.0], np.float32), "b2"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        h.make_node("Sigmoid", ["c2"], ["maps"], name="sigmoid"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 32, 32])],
+                  [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 32, 32])], inits, name="detector")

@@ -19,6 +19,7 @@ from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
 from ampconv.validate import localize, metrics, modelio, runners
+from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, OutputResult, ValidationResult
 
@@ -89,6 +90,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         setup = dataclasses.replace(setup, provider=provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
+        natures = output_natures(ref.model)
+        spans = {}  # bounded outputs: the part of their range the reference used, over all samples
         per_output = {name: [] for name in out_names}
         errors = {}
         total = len(samples.samples)
@@ -97,11 +100,18 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
             ref_out = ref_runner.run(sample)
             conv_out = conv_runner.run(sample, out_names)
             for name in out_names:
+                if name in natures and natures[name].kind == "bounded":
+                    spans[name] = _span(ref_out[name], spans.get(name))
                 if name in errors:
                     continue
                 try:
                     # Integer and bool outputs are judged exact by judge itself.
-                    m = judging.judge(ref_out[name], conv_out[name], criteria)
+                    steps = _sequence_axis(ref_out[name], natures.get(name))
+                    if steps is not None:
+                        ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (ref_out[name], conv_out[name]))
+                        m = judging.judge_sequence(ref_rows, conv_rows, _scores_of(ref_out, name), dtype)
+                    else:
+                        m = judging.judge(ref_out[name], conv_out[name], criteria, natures.get(name))
                 except ValueError as exc:
                     errors[name] = f"sample {index}: {exc}"
                     if first_failed is None:
@@ -116,6 +126,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         timings["converted_s"] = conv_runner.seconds
 
         outputs = tuple(_output_result(name, ref_out, per_output[name], errors.get(name)) for name in out_names)
+        if samples.random:
+            notes.extend(_weak_check_notes(spans, natures))
         passed = all(o.passed for o in outputs)
         located = None
         if not passed and options.localize and first_failed is not None:
@@ -143,6 +155,33 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         notes=tuple(notes),
         timings=tuple(timings.items()),
     )
+
+
+# A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.
+WEAK_SPAN = 0.01
+
+
+def _span(array, seen):
+    """(min, max) of the finite values of ``array``, merged with ``seen``."""
+    values = np.asarray(array, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return seen
+    low, high = float(values.min()), float(values.max())
+    return (low, high) if seen is None else (min(seen[0], low), max(seen[1], high))
+
+
+def _weak_check_notes(spans: dict, natures: dict) -> list:
+    """A hint per bounded output that random inputs leave in a sliver of its range (not a failure)."""
+    notes = []
+    for name, (low, high) in spans.items():
+        nature = natures[name]
+        if high - low < WEAK_SPAN * nature.width:
+            notes.append(
+                f"output {name!r} ({nature.words}) stays within [{low:.3g}, {high:.3g}] on these random inputs: "
+                "a weak check of it; pass real inputs (--inputs) to judge it where it matters"
+            )
+    return notes
 
 
 def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
@@ -224,6 +263,27 @@ class _Setup:
 
 def _is_float(array) -> bool:
     return metrics.is_float_dtype(np.asarray(array).dtype)
+
+
+def _sequence_axis(array, nature) -> int | None:
+    """The step axis of an integer output read as token sequences: a Loop/Scan's stack axis, else the last of
+    an output of rank 2 or more; None for any other output."""
+    array = np.asarray(array)
+    if _is_float(array) or array.dtype == np.bool_ or array.ndim == 0:
+        return None
+    if nature is not None and nature.kind == "sequence":
+        return nature.axis
+    return -1 if array.ndim >= 2 and array.shape[-1] > 1 else None
+
+
+def _scores_of(outputs: dict, name: str):
+    """A float output holding per-step scores for the sequences ``name``: its shape is theirs plus a vocabulary axis."""
+    shape = np.asarray(outputs[name]).shape
+    for other, array in outputs.items():
+        array = np.asarray(array)
+        if other != name and _is_float(array) and array.ndim == len(shape) + 1 and array.shape[:-1] == shape:
+            return array
+    return None
 
 
 def _output_result(name, last_ref, per_sample, error) -> OutputResult:
@@ -423,7 +483,8 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
         got = runner.run(sample, names)
     except AmpconvError:
         return None  # the emulated fix could not run: the suggestion stands unchecked
-    results = [judging.judge(expected[n], got[n], setup.criteria) for n in names]
+    natures = output_natures(conv.model)
+    results = [judging.judge(expected[n], got[n], setup.criteria, natures.get(n)) for n in names]
     worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
     return {
         "nodes": list(nodes),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ampconv.validate.metrics import Metrics
+    from ampconv.validate.natures import Nature
 
 DEFAULT, STRICT = "default", "strict"
 
@@ -155,7 +156,7 @@ def strict_criteria(rtol: float, atol: float) -> Criteria:
     return Criteria(mode=STRICT, rtol=float(rtol), atol=float(atol), scale_floor=_SCALE_FLOOR)
 
 
-def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria) -> Metrics:
+def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature | None = None) -> Metrics:
     """Compare one converted output with its float32 reference and decide whether it passes.
 
     Integer and bool outputs must match exactly, in both modes. Float outputs
@@ -165,6 +166,13 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria) -> Metrics:
     ``decided_by``): the first failing one, in the order no new NaN/Inf,
     label agreement, cosine, scaled p99 error, scaled max error; on a pass,
     the one with the least headroom. Raises ValueError when the shapes differ.
+
+    ``nature`` (``natures.output_natures``) is the scale the output lives on,
+    in default mode: a bounded output's errors are measured against its
+    range's width and its cosine is not judged (a near-constant probability
+    map has no direction to keep); a grid output's, against at least the
+    error one grid step makes (a step flipped by rounding upstream is at the
+    p99 threshold, not beyond it). ``decided_by`` then says so.
     """
     import numpy as np  # here, not at the top: ``import ampconv`` imports this module
 
@@ -179,7 +187,8 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria) -> Metrics:
             base, criterion="exact", decided_by=words, severity=0.0 if base.passed else math.inf
         )
     base = metrics.compare(ref, conv, criteria.rtol, criteria.atol)
-    scale, p99, worst = metrics.scaled_errors(ref, conv, criteria.scale_floor)
+    floor, judged_on = _floor(criteria, nature)
+    scale, p99, worst = metrics.scaled_errors(ref, conv, floor)
     agreement, clear_rows = None, 0
     if criteria.clear_margin is not None:
         agreement, clear_rows = metrics.label_agreement(ref, conv, criteria.clear_margin, scale)
@@ -194,16 +203,77 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria) -> Metrics:
     # A reference under the floor is judged in absolute terms only: its
     # direction is rounding noise, so cosine would fail an all-zero output.
     vanishing = metrics.output_scale(ref, 0.0) < criteria.scale_floor
-    checks = _checks(measured, criteria, cosine=not vanishing)
+    bounded = judged_on is not None and nature.kind == "bounded"
+    checks = _checks(measured, criteria, cosine=not vanishing and not bounded)
     failing = [c for c in checks if c.failed]
     decider = failing[0] if failing else max(checks, key=lambda c: c.severity)
+    words = decider.words + (judged_on if judged_on and decider.key in ("p99", "max") else "")
     return dataclasses.replace(
         measured,
         passed=not failing,
         criterion=decider.key,
-        decided_by=decider.words,
+        decided_by=words,
         severity=decider.severity,
     )
+
+
+# Resolution of the LOW type relative to a value's magnitude: 2 units in the last place, so a lead
+# this small between the top two scores can swap on rounding alone.
+_NEAR_TIE_ULPS = {"fp16": 2.0 * 2.0**-10, "bf16": 2.0 * 2.0**-7}
+
+
+def judge_sequence(ref: np.ndarray, conv: np.ndarray, scores: np.ndarray | None, dtype: str | None) -> Metrics:
+    """Judge integer token sequences (rows along the last axis): exact, and read as sequences.
+
+    The verdict is exact match (a different sequence is a different result);
+    the words say what happened: how many rows are equal, where the first
+    diverging row departs, and, given the reference's per-step ``scores``
+    (shape ``ref.shape + (vocabulary,)``), whether that step was a near-tie the
+    LOW type cannot resolve (its top two scores closer than two units in the
+    last place of the larger).
+    """
+    import numpy as np
+
+    m = judge(ref, conv, strict_criteria(0.0, 0.0))
+    rows_ref = np.asarray(ref).reshape(-1, np.asarray(ref).shape[-1]) if np.ndim(ref) else np.asarray(ref).reshape(1, 1)
+    rows_conv = np.asarray(conv).reshape(rows_ref.shape)
+    differ = [r for r in range(rows_ref.shape[0]) if not np.array_equal(rows_ref[r], rows_conv[r])]
+    steps = rows_ref.shape[1]
+    if not differ:
+        return dataclasses.replace(m, criterion="sequence",
+                                   decided_by=f"token sequences: all {rows_ref.shape[0]} row(s) equal")
+    row = differ[0]
+    step = int(np.flatnonzero(rows_ref[row] != rows_conv[row])[0])
+    words = (f"token sequences: {rows_ref.shape[0] - len(differ)} of {rows_ref.shape[0]} row(s) equal; "
+             f"row {row} agrees for {step} of {steps} step(s), then diverges")
+    return dataclasses.replace(m, criterion="sequence", decided_by=words + _tie_words(scores, row, step, dtype))
+
+
+def _tie_words(scores, row: int, step: int, dtype: str | None) -> str:
+    """Whether the reference's scores made step ``step`` of ``row`` a near-tie for ``dtype``."""
+    import numpy as np
+
+    if scores is None:
+        return " (the model gives no per-step scores to tell whether that step was a near-tie)"
+    step_scores = np.asarray(scores, dtype=np.float64).reshape(-1, np.shape(scores)[-2], np.shape(scores)[-1])
+    top2 = np.sort(step_scores[row, step])[-2:]
+    lead = float(top2[1] - top2[0])
+    resolution = _NEAR_TIE_ULPS.get(dtype or "fp16", _NEAR_TIE_ULPS["fp16"]) * max(abs(float(top2[1])), 1e-30)
+    if lead <= resolution:
+        return (f"; at that step the reference's top two scores differ by {lead:.3g}, within {dtype}'s "
+                f"resolution there ({resolution:.3g}): a near-tie rounding alone can flip, after which the "
+                "sequences cannot agree")
+    return f"; at that step the reference's top score leads by {lead:.3g}, beyond {dtype}'s resolution ({resolution:.3g})"
+
+
+def _floor(criteria: Criteria, nature: Nature | None) -> tuple[float, str | None]:
+    """The scale floor for an output of this ``nature`` in ``criteria``'s mode, and the words saying so."""
+    if nature is None or criteria.mode != DEFAULT:
+        return criteria.scale_floor, None
+    if nature.kind == "bounded":
+        return max(criteria.scale_floor, nature.width), f" ({nature.words}: judged on its range)"
+    # A grid: one step of error sits exactly at the p99 threshold.
+    return max(criteria.scale_floor, nature.step / criteria.p99_error), f" ({nature.words}: a step is its resolution)"
 
 
 @dataclasses.dataclass(frozen=True)
