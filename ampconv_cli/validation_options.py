@@ -85,7 +85,7 @@ def validation_options(func: Callable) -> Callable:
         click.option(
             "--input-range", "input_ranges", multiple=True, metavar="NAME:LOW,HIGH", callback=_parse_input_ranges,
             help="Value range of a random input, for models fed e.g. int16-scale audio (audio:-32768,32767) "
-            "or pixels (image:0,255): floats uniform in [LOW, HIGH), integer inputs integers in [LOW, HIGH] "
+            "or pixels (image:0,255): floats uniform in [LOW, HIGH), integer inputs integers in [LOW, HIGH]; equal ends hold it constant (sr:16000,16000) "
             "(default: floats N(0, 1), integers small indices). Repeatable; not with --inputs.",
         ),
         click.option("--localize/--no-localize", default=False, show_default=True,

@@ -215,6 +215,17 @@ def test_random_inputs_fall_in_the_given_ranges(ranged):
     assert pixels.dtype == np.int64 and pixels.min() >= 0 and pixels.max() <= 255 and pixels.max() > 200
 
 
+def test_equal_range_ends_make_a_constant_input(ranged):
+    """``sr:16000,16000``: a sample rate or flag input held at one value, float and integer alike."""
+    from ampconv.validate.inputs import random_samples
+    from ampconv.validate.options import parse_input_range
+
+    assert parse_input_range("sr:16000,16000") == ("sr", (16000.0, 16000.0))
+    drawn = random_samples(_specs(ranged), {}, 3, 0, ranges={"audio": (16000, 16000), "pixels": (7, 7)})
+    for sample in drawn.samples:
+        assert np.all(sample["audio"] == 16000) and np.all(sample["pixels"] == 7)
+
+
 def test_without_a_range_random_inputs_keep_their_defaults(ranged):
     from ampconv.validate.inputs import MAX_RANDOM_INT, random_samples
 
@@ -249,6 +260,7 @@ def test_library_options_take_ranges_and_shapes_as_dicts():
     assert ValidateOptions(input_ranges=[("a", (0, 1))]).input_ranges == (("a", (0.0, 1.0)),)
     config = Config(calibration_data="random", shapes={"batch": 2}, input_ranges={"audio": (0, 1)})
     assert config.shapes == (("batch", (2,)),) and config.input_ranges == (("audio", (0.0, 1.0)),)
+    assert ValidateOptions(input_ranges={"sr": (16000, 16000)}).input_ranges == (("sr", (16000.0, 16000.0)),)
     for bad in ({"a": (1, 0)}, {"a": (0, float("inf"))}, [("a", 1)]):
         with pytest.raises(UsageError, match="input_ranges"):
             ValidateOptions(input_ranges=bad)
@@ -282,7 +294,7 @@ def test_validate_cli_takes_input_ranges(ranged, tmp_path):
     "args,message",
     [
         (["--input-range", "audi0:0,1"], "--input-range audi0: no input of that name (inputs: audio, pixels)"),
-        (["--input-range", "audio:1,0"], "LOW must be below HIGH"),
+        (["--input-range", "audio:1,0"], "LOW must not exceed HIGH"),
         (["--input-range", "audio:0"], "expected NAME:LOW,HIGH"),
         (["--input-range", "audio:0,1", "--input-range", "audio:0,2"], "given twice"),
         (["--input-range", "audio:0,1", "--inputs", "SAMPLE"], "with --inputs it does nothing"),

@@ -141,7 +141,8 @@ def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
 def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
     """``input_ranges`` as ``(name, (low, high))`` pairs: a dict ``{"audio": (-32768, 32767)}`` or pairs.
 
-    Raises ``UsageError`` unless ``low < high`` are finite numbers, or for a
+    ``low == high`` is a constant input (a sample rate, a fixed flag).
+    Raises ``UsageError`` unless ``low <= high`` are finite numbers, or for a
     name given twice.
     """
     import math
@@ -154,8 +155,8 @@ def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
             low, high = float(low), float(high)
         except (TypeError, ValueError):
             raise UsageError(f"bad input_ranges entry {item!r}: expected (name, (low, high))") from None
-        if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
-            raise UsageError(f"input_ranges {name!r}: expected finite low < high, got ({low:g}, {high:g})")
+        if not (math.isfinite(low) and math.isfinite(high)) or not low <= high:
+            raise UsageError(f"input_ranges {name!r}: expected finite low <= high, got ({low:g}, {high:g})")
         if name in pairs:
             raise UsageError(f"input_ranges {name!r}: given twice")
         pairs[str(name)] = (low, high)
@@ -165,8 +166,9 @@ def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
 def parse_input_range(text: str) -> tuple[str, tuple[float, float]]:
     """Parse one ``NAME:LOW,HIGH`` (e.g. ``audio:-32768,32767``) into ``(name, (low, high))``.
 
-    Raises ``UsageError`` with a one-line message for any other form or for
-    ``low >= high``.
+    ``sr:16000,16000`` (equal ends) makes the input a constant. Raises
+    ``UsageError`` with a one-line message for any other form or for
+    ``low > high``.
     """
     name, sep, bounds = text.rpartition(":")
     low, comma, high = bounds.partition(",")
@@ -176,8 +178,8 @@ def parse_input_range(text: str) -> tuple[str, tuple[float, float]]:
         values = (float(low), float(high))
     except ValueError:
         raise UsageError(f"bad input range {text!r}: LOW and HIGH must be numbers, e.g. pixels:0,255") from None
-    if not values[0] < values[1]:  # nan and inf are caught by range_pairs
-        raise UsageError(f"bad input range {text!r}: LOW must be below HIGH")
+    if values[0] > values[1]:  # nan and inf are caught by range_pairs
+        raise UsageError(f"bad input range {text!r}: LOW must not exceed HIGH")
     return range_pairs([(name, values)])[0]
 
 
