@@ -207,3 +207,44 @@ def test_random_ids_stay_inside_a_fused_embedding_table():
     model = ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                                    helper.make_opsetid("com.microsoft", 1)]))
     assert integer_bounds(model) == {"input_ids": 7, "token_type_ids": 2}
+
+
+def _single(path, op, in_type, in_shape, out_shape, out_type=None):
+    """A one-node model ``x -> op -> y``: enough to share names with an unrelated model."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    out_type = TensorProto.FLOAT if out_type is None else out_type
+    nodes = [helper.make_node("Cast", ["x"], ["y"], to=out_type)] if op == "Cast" else [helper.make_node(op, ["x"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", in_type, in_shape)],
+        [helper.make_tensor_value_info("y", out_type, out_shape)],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_unrelated_models_sharing_names_are_a_usage_error_not_a_runtime_error(tmp_path):
+    """Two exports named x -> y but of another rank, size or element kind: refused before any session runs."""
+    from onnx import TensorProto as T
+
+    ref = _single(tmp_path / "mlp.onnx", "Relu", T.FLOAT, [1, 4], [1, 4])
+    cnn = _single(tmp_path / "cnn.onnx", "GlobalAveragePool", T.FLOAT, [1, 3, 8, 8], [1, 3, 1, 1])
+    wide = _single(tmp_path / "wide.onnx", "Relu", T.FLOAT, [1, 5], [1, 5])
+    ids = _single(tmp_path / "ids.onnx", "Cast", T.INT64, [1, 4], [1, 4])
+    cases = [(cnn, "input 'x' has rank 4, rank 2 in the reference"), (wide, "input 'x' has 5 at axis 1, 4"),
+             (ids, "input 'x' is int64, float")]
+    for other, message in cases:
+        with pytest.raises(UsageError, match="not one model before and after conversion") as caught:
+            validate(ref, other)
+        assert message in str(caught.value) and str(other) in str(caught.value)
+
+
+def test_a_converted_interface_may_lower_floats_and_fix_symbolic_dims(tmp_path):
+    """Negative: float32 -> float16 I/O and a fixed size for a symbolic dimension are the same model."""
+    from onnx import TensorProto as T
+
+    ref = _single(tmp_path / "ref.onnx", "Relu", T.FLOAT, ["batch", 4], ["batch", 4])
+    half = _single(tmp_path / "half.onnx", "Relu", T.FLOAT16, [2, 4], [2, 4], out_type=T.FLOAT16)
+    result = validate(ref, half, ValidateOptions(shapes=(("batch", (2,)),)))
+    assert result.passed

@@ -296,17 +296,61 @@ def _output_result(name, last_ref, per_sample, error) -> OutputResult:
 
 
 def _check_same_interface(ref_model, conv_model, reference, converted) -> None:
-    ref_in = [s.name for s in modelio.declared_inputs(ref_model)]
-    conv_in = [s.name for s in modelio.declared_inputs(conv_model)]
-    if sorted(ref_in) != sorted(conv_in):
+    """Refuse a pair that is not one model before and after conversion, before any session runs.
+
+    Names, then each input's and output's element kind (a float may become
+    float16/bfloat16, anything else must stay), rank and fixed dimensions: two
+    unrelated exports often share the names ``input``/``output``, and without
+    this the first sign is onnxruntime's raw rank or type error mid-run.
+    """
+    ref_inputs = {s.name: s for s in modelio.declared_inputs(ref_model)}
+    conv_inputs = {s.name: s for s in modelio.declared_inputs(conv_model)}
+    if sorted(ref_inputs) != sorted(conv_inputs):
         raise UsageError(
-            f"{converted}: inputs {conv_in} differ from the reference's {ref_in} ({reference})"
+            f"{converted}: inputs {list(conv_inputs)} differ from the reference's {list(ref_inputs)} ({reference})"
         )
-    ref_out = [v.name for v in ref_model.graph.outputs]
-    conv_out = [v.name for v in conv_model.graph.outputs]
+    ref_out = {v.name: v for v in ref_model.graph.outputs}
+    conv_out = {v.name: v for v in conv_model.graph.outputs}
     missing = [n for n in ref_out if n not in conv_out]
     if missing:
         raise UsageError(f"{converted}: lacks the reference's outputs {missing} ({reference})")
+    pairs = [("input", n, s.dtype, s.dims, conv_inputs[n].dtype, conv_inputs[n].dims) for n, s in ref_inputs.items()]
+    pairs += [("output", n, _elem(v), _dims(v), _elem(conv_out[n]), _dims(conv_out[n])) for n, v in ref_out.items()]
+    for role, name, ref_type, ref_dims, conv_type, conv_dims in pairs:
+        problem = _interface_mismatch(ref_type, ref_dims, conv_type, conv_dims)
+        if problem:
+            raise UsageError(
+                f"{converted}: {role} {name!r} {problem} in the reference ({reference}): "
+                "these are not one model before and after conversion"
+            )
+
+
+def _elem(value: ir.Value) -> ir.DataType | None:
+    return value.type.dtype if isinstance(value.type, ir.TensorType) else None
+
+
+def _dims(value: ir.Value) -> tuple | None:
+    if value.shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in value.shape)
+
+
+def _interface_mismatch(ref_type, ref_dims, conv_type, conv_dims) -> str | None:
+    """Why a converted input/output cannot stand for the reference's, or None.
+
+    Unknown types, ranks and symbolic dimensions are no evidence either way.
+    """
+    if ref_type is not None and conv_type is not None and ref_type != conv_type:
+        if not (ref_type.is_floating_point() and conv_type.is_floating_point()):
+            return f"is {conv_type.name.lower()}, {ref_type.name.lower()}"
+    if ref_dims is None or conv_dims is None:
+        return None
+    if len(ref_dims) != len(conv_dims):
+        return f"has rank {len(conv_dims)}, rank {len(ref_dims)}"
+    for axis, (a, b) in enumerate(zip(ref_dims, conv_dims)):
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            return f"has {b} at axis {axis}, {a}"
+    return None
 
 
 def _samples(options: ValidateOptions, specs, ref_model):
