@@ -80,7 +80,7 @@ def validation_options(func: Callable) -> Callable:
             "--shape", "shapes", multiple=True, metavar="NAME:DIMS", callback=_parse_shapes,
             help="Shape of a random input (x:1x3x224x224), value of a dimension symbol (batch:1), or "
             "size of one axis of an input (x[2]:48, axis from 0; x[-1]:192 counts from the end). "
-            "Dimensions declared -1 or unnamed ('?') accept any size and default to 1. Repeatable.",
+            "Dimensions left unset (-1, unnamed '?', or a symbol not given) are 1, with a note. Repeatable.",
         ),
         click.option(
             "--input-range", "input_ranges", multiple=True, metavar="NAME:LOW,HIGH", callback=_parse_input_ranges,

@@ -13,6 +13,11 @@ Measured on the CPU provider, median of repeated runs after warm-up:
 Target (docs/validation.md / issue): emulated inference at most 3x float32
 inference. The one-time cost (emulate + save + session) and one whole
 ``validate`` call are reported beside it.
+
+Memory (issue 22): ``ampconv validate --samples N`` streams its samples, so
+its peak resident memory must not grow with N. Two processes, N = 50 and
+N = 500 (batch 32), each report their own peak; the growth must stay under
+``MAX_GROWTH_MB`` (before streaming it was about 0.13 MB per sample).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 TARGET_RATIO = 3.0
+MAX_GROWTH_MB = 16.0
+FEW_SAMPLES, MANY_SAMPLES = 50, 500
 
 
 def _samples(out: pathlib.Path) -> dict:
@@ -115,6 +122,30 @@ def measure(work: pathlib.Path, batch: int = 8, repeats: int = 50) -> dict:
     }
 
 
+_PEAK_RSS = """
+import resource, sys
+from ampconv.validate import ValidateOptions, validate
+result = validate(sys.argv[1], sys.argv[2], ValidateOptions(samples=int(sys.argv[3]), shapes={"batch": 32}))
+print(result.samples, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def peak_memory(work: pathlib.Path) -> dict:
+    """Peak resident memory (MB) of one ``validate`` process per sample count, on the O2 fp16 transformer."""
+    import subprocess
+
+    src, dst = _samples(work / "samples")["transformer"], work / "transformer.fp16.onnx"
+    peaks = {}
+    for count in (FEW_SAMPLES, MANY_SAMPLES):
+        done = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(src), str(dst), str(count)],
+                              capture_output=True, text=True, check=True, cwd=ROOT)
+        compared, kilobytes = (int(v) for v in done.stdout.split())
+        assert compared == count, (compared, count)
+        peaks[count] = kilobytes / 1024
+    return {"peak_mb": {str(k): round(v, 1) for k, v in peaks.items()},
+            "growth_mb": round(peaks[MANY_SAMPLES] - peaks[FEW_SAMPLES], 1)}
+
+
 def main(out_dir, batch: int = 8, repeats: int = 50) -> dict:
     """Run the measurement; write ``validate.json`` into ``out_dir`` and return the result."""
     out = pathlib.Path(out_dir)
@@ -133,6 +164,19 @@ def main(out_dir, batch: int = 8, repeats: int = 50) -> dict:
         })
     except Exception as exc:  # noqa: BLE001 -- record, do not hide, a crash
         result["errors"].append({"section": "measure", "error": f"{type(exc).__name__}: {exc}"})
+    try:
+        memory = peak_memory(out / "tmp" / "validate")
+        result["metrics"]["memory"] = memory
+        result["checks"].append({
+            "id": "validate.memory_vs_samples",
+            "description": f"peak memory growth of validate from {FEW_SAMPLES} to {MANY_SAMPLES} random samples "
+                           "(sample transformer, batch 32)",
+            "value": memory["growth_mb"], "unit": "MB", "target": f"< {MAX_GROWTH_MB:g} MB",
+            "passed": memory["growth_mb"] < MAX_GROWTH_MB,
+            "note": f"peaks {memory['peak_mb'][str(FEW_SAMPLES)]} MB and {memory['peak_mb'][str(MANY_SAMPLES)]} MB",
+        })
+    except Exception as exc:  # noqa: BLE001 -- record, do not hide, a crash
+        result["errors"].append({"section": "memory", "error": f"{type(exc).__name__}: {exc}"})
     (out / "validate.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 

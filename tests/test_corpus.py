@@ -46,6 +46,7 @@ REGRESSIONS = [
     ("node", "test_mvn"),  # float32-only function body; the original itself fails the full checker
     ("node", "test_scan_sum"),  # Scan-8's sequence_lens input shifted the state slots: state changed type
     ("node", "test_dynamicquantizelinear_expanded"),  # O3 fp16: one uint8 flips; explained via its LOW feeder
+    ("node", "test_lstm_defaults"),  # Y omitted (""): once typed, emulation rounded it with an invalid Cast
 ]
 # (case, level, dtype) the regressions may report as explained rather than accurate.
 EXPECTED_EXPLAINED = {

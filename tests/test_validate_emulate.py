@@ -275,3 +275,23 @@ def test_emulation_rounds_the_outputs_of_onnxruntime_contrib_ops(tmp_path):
     assert any(name.startswith("g") for name in rounded)  # the FastGelu output is rounded
     result = ampconv.validate(src, dst, ampconv.ValidateOptions(backend="emulate"))
     assert not any("no inferable type" in note for note in result.notes)
+
+
+def test_an_omitted_optional_output_is_left_alone(tmp_path):
+    """LSTM with Y omitted (output name ""): once typed, emulation used to round it with a Cast of "" (invalid)."""
+    import ampconv
+
+    hidden, size = 3, 2
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("W", (1, 4 * hidden, size)), ("R", (1, 4 * hidden, hidden)))]
+    node = h.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=hidden)
+    graph = h.make_graph([node], "lstm", [h.make_tensor_value_info("X", T.FLOAT, [1, 2, size])],
+                         [h.make_tensor_value_info("Y_h", T.FLOAT, [1, 2, hidden])], weights)
+    ref, out = tmp_path / "lstm.onnx", tmp_path / "lstm16.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 14)]), ref)
+    ampconv.convert(str(ref), str(out), ampconv.Config(level="O3"))
+    model = modelio.load(str(out))
+    emulation.emulate(model)
+    assert not any(n.op_type == "Cast" and not n.inputs[0].name for n in model.graph)
+    assert validate(str(ref), str(out), ValidateOptions(backend="emulate")).passed

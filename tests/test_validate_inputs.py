@@ -90,9 +90,14 @@ def test_whole_input_shape_and_symbol_forms():
         inputs_mod.resolve_shape(spec, {"x": (2, 3, 1)})
 
 
-def test_unknown_symbolic_dimension_is_named(multi):
-    with pytest.raises(UsageError, match=r"input 'x' dimension 0 \('batch'\) is unknown.*shapes entry x:1x3"):
-        validate(*multi)
+def test_an_unset_symbolic_dimension_is_one_with_a_note_per_symbol(multi):
+    """``batch`` ties x, ids and mask: all get 1, and one note names the symbol and the inputs sharing it."""
+    result = validate(*multi)
+    assert result.passed
+    notes = [n for n in result.notes if "dimension 'batch'" in n]
+    assert notes == ["dimension 'batch' (input x, ids, mask) is not set: random data uses size 1 there; "
+                     "pass --shape batch:N for the size the model will see"]
+    assert not any("dimension 'batch'" in n for n in validate(*multi, ValidateOptions(shapes=(("batch", (3,)),))).notes)
 
 
 def test_unknown_shape_name(multi):

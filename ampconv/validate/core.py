@@ -9,7 +9,6 @@ from pathlib import Path
 import tempfile
 import time
 
-import numpy as np
 import onnx_ir as ir
 
 from ampconv.checks import check_staged
@@ -18,10 +17,10 @@ from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import localize, metrics, modelio, runners
+from ampconv.validate import comparison, localize, modelio, runners
 from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
-from ampconv.validate.result import Localization, OutputResult, ValidationResult
+from ampconv.validate.result import Localization, ValidationResult
 
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
@@ -38,8 +37,6 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
     model cannot be run.
     """
-    from ampconv.validate import criteria as judging
-
     options = options or ValidateOptions()
     reference, converted = os.fspath(reference), os.fspath(converted)
     runners.import_runtime()
@@ -90,51 +87,26 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         setup = dataclasses.replace(setup, provider=provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
-        natures = output_natures(ref.model)
-        spans = {}  # bounded outputs: the part of their range the reference used, over all samples
-        per_output = {name: [] for name in out_names}
-        errors = {}
-        total = len(samples.samples)
-        first_failed = failed_reference = None
-        for index, sample in enumerate(samples.samples):
-            ref_out = ref_runner.run(sample)
-            conv_out = conv_runner.run(sample, out_names)
-            for name in out_names:
-                if name in natures and natures[name].kind == "bounded":
-                    spans[name] = _span(ref_out[name], spans.get(name))
-                if name in errors:
-                    continue
-                try:
-                    # Integer and bool outputs are judged exact by judge itself.
-                    steps = _sequence_axis(ref_out[name], natures.get(name))
-                    if steps is not None:
-                        ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (ref_out[name], conv_out[name]))
-                        m = judging.judge_sequence(ref_rows, conv_rows, _scores_of(ref_out, name), dtype)
-                    else:
-                        m = judging.judge(ref_out[name], conv_out[name], criteria, natures.get(name))
-                except ValueError as exc:
-                    errors[name] = f"sample {index}: {exc}"
-                    if first_failed is None:
-                        first_failed, failed_reference = index, ref_out
-                    continue
-                per_output[name].append(m)
-                if not m.passed and first_failed is None:
-                    first_failed, failed_reference = index, ref_out
-            if options.progress is not None:
-                options.progress(index + 1, total)
+        judging = comparison.Judging(criteria, dtype, output_natures(ref.model))
+        progress = None
+        if options.progress is not None:
+            def progress(done, total=samples.count):
+                options.progress(done, total)
+        compared = comparison.compare(
+            samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging, progress,
+        )
         timings["reference_s"] = ref_runner.seconds
         timings["converted_s"] = conv_runner.seconds
 
-        outputs = tuple(_output_result(name, ref_out, per_output[name], errors.get(name)) for name in out_names)
+        outputs = compared.outputs
         if samples.random:
-            notes.extend(_weak_check_notes(spans, natures))
+            notes.extend(_weak_check_notes(compared.spans, judging.natures))
         passed = all(o.passed for o in outputs)
         located = None
-        if not passed and options.localize and first_failed is not None:
+        if not passed and options.localize and compared.first_failed is not None:
             start = time.perf_counter()
-            located = _localize(
-                ref, conv, setup, samples.samples[first_failed], (first_failed, failed_reference), options.decisions,
-            )
+            index, sample, failed_reference = compared.first_failed
+            located = _localize(ref, conv, setup, sample, (index, failed_reference), options.decisions)
             timings["localize_s"] = time.perf_counter() - start
 
     return ValidationResult(
@@ -149,7 +121,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         tolerance_source=source,
         criteria=criteria,
         random_inputs=samples.random,
-        input_sources=samples.sources,
+        input_sources=compared.sources,
+        sample_count=compared.count,
         outputs=outputs,
         localization=located,
         notes=tuple(notes),
@@ -159,16 +132,6 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
 
 # A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.
 WEAK_SPAN = 0.01
-
-
-def _span(array, seen):
-    """(min, max) of the finite values of ``array``, merged with ``seen``."""
-    values = np.asarray(array, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return seen
-    low, high = float(values.min()), float(values.max())
-    return (low, high) if seen is None else (min(seen[0], low), max(seen[1], high))
 
 
 def _weak_check_notes(spans: dict, natures: dict) -> list:
@@ -261,40 +224,6 @@ class _Setup:
     criteria: object = None  # criteria.Criteria the outputs are judged by (a fix is checked by them too)
 
 
-def _is_float(array) -> bool:
-    return metrics.is_float_dtype(np.asarray(array).dtype)
-
-
-def _sequence_axis(array, nature) -> int | None:
-    """The step axis of an integer output read as token sequences: a Loop/Scan's stack axis, else the last of
-    an output of rank 2 or more; None for any other output."""
-    array = np.asarray(array)
-    if _is_float(array) or array.dtype == np.bool_ or array.ndim == 0:
-        return None
-    if nature is not None and nature.kind == "sequence":
-        return nature.axis
-    return -1 if array.ndim >= 2 and array.shape[-1] > 1 else None
-
-
-def _scores_of(outputs: dict, name: str):
-    """A float output holding per-step scores for the sequences ``name``: its shape is theirs plus a vocabulary axis."""
-    shape = np.asarray(outputs[name]).shape
-    for other, array in outputs.items():
-        array = np.asarray(array)
-        if other != name and _is_float(array) and array.ndim == len(shape) + 1 and array.shape[:-1] == shape:
-            return array
-    return None
-
-
-def _output_result(name, last_ref, per_sample, error) -> OutputResult:
-    shape = tuple(np.asarray(last_ref[name]).shape)
-    exact = not _is_float(last_ref[name])
-    if error:
-        return OutputResult(name, shape, tuple(per_sample), None, False, exact, error)
-    worst = metrics.worst(per_sample)
-    return OutputResult(name, shape, tuple(per_sample), worst, worst.passed, exact)
-
-
 def _check_same_interface(ref_model, conv_model, reference, converted) -> None:
     """Refuse a pair that is not one model before and after conversion, before any session runs.
 
@@ -353,12 +282,13 @@ def _interface_mismatch(ref_type, ref_dims, conv_type, conv_dims) -> str | None:
     return None
 
 
-def _samples(options: ValidateOptions, specs, ref_model):
+def _samples(options: ValidateOptions, specs, ref_model) -> inputs_mod.SampleStream:
+    """The samples as a stream: read or drawn one at a time, so memory never grows with their number."""
     if options.inputs:
-        return inputs_mod.load_samples(options.inputs, specs)
-    return inputs_mod.random_samples(
-        specs, dict(options.shapes), options.samples, options.seed, inputs_mod.integer_bounds(ref_model),
-        dict(options.input_ranges),
+        return inputs_mod.SampleStream(options.inputs, specs)
+    return inputs_mod.SampleStream(
+        (), specs, random=True, shapes=dict(options.shapes), count=options.samples, seed=options.seed,
+        int_bounds=inputs_mod.integer_bounds(ref_model), ranges=dict(options.input_ranges),
     )
 
 

@@ -227,6 +227,9 @@ def _widen_and_round(value, names, replaced, stats):
             stats.unrounded += 1
         return None
     value.dtype = FLOAT
+    if not value.name:
+        # An omitted optional output (LSTM's Y left out): nothing reads it, and a Cast of "" is invalid.
+        return None
     nodes, rounded = round_trip(value, low, names)
     _redirect_uses(value, rounded, skip=nodes[0])
     replaced[value] = rounded

@@ -225,11 +225,6 @@ def _dims_text(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _example(dims) -> str:
-    # Never suggest -1: --shape sizes are concrete.
-    return "x".join(str(d) if _is_fixed(d) else "1" for d in dims)
-
-
 def _axis_bindings(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[int, int]:
     """``--shape NAME[AXIS]:N`` bindings of ``spec`` as ``{axis >= 0: size}``."""
     bound: dict[int, int] = {}
@@ -257,8 +252,8 @@ def resolve_shape(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> tup
     """Concrete shape of a random input: declared dims plus ``--shape`` bindings.
 
     ``shapes[input_name]`` gives the whole shape, ``shapes["input[axis]"]``
-    one axis and ``shapes[symbol]`` every dim of that name; -1 and unnamed
-    dims left unbound are 1.
+    one axis and ``shapes[symbol]`` every dim of that name; dims left unbound
+    (-1, unnamed or a symbol) are 1.
     """
     return _resolve(spec, shapes)[0]
 
@@ -303,14 +298,10 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
             if len(bound) != 1:
                 raise UsageError(f"shapes entry {dim}: a dimension symbol takes one value, got {len(bound)}")
             resolved.append(bound[0])
-        elif _is_unnamed(dim):
+        else:
+            # Unset (-1, unnamed, or a symbol nobody bound): size 1, and a note says so.
             resolved.append(1)
             unbound.append(axis)
-        else:
-            raise UsageError(
-                f"input {spec.name!r} dimension {axis} ({dim!r}) is unknown: pass e.g. shapes entry "
-                f"{spec.name}:{_example(spec.dims)} or shapes entry {dim}:1"
-            )
     return tuple(resolved), tuple(unbound)
 
 
@@ -325,18 +316,28 @@ def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...
         raise UsageError(
             f"shapes entry {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
         )
-    resolved, notes = {}, []
+    resolved, notes, symbols_unset = {}, [], {}
     for spec in specs:
         shape, unbound = _resolve(spec, shapes)
         resolved[spec.name] = shape
-        if unbound:
-            axes = ", ".join(str(a) for a in unbound)
-            axes = f"axis {axes} is" if len(unbound) == 1 else f"axes {axes} are"
+        for axis in unbound:
+            if isinstance(spec.dims[axis], str):
+                symbols_unset.setdefault(spec.dims[axis], []).append(spec.name)
+        unnamed = [axis for axis in unbound if _is_unnamed(spec.dims[axis])]
+        if unnamed:
+            axes = ", ".join(str(a) for a in unnamed)
+            axes = f"axis {axes} is" if len(unnamed) == 1 else f"axes {axes} are"
             notes.append(
                 f"input {spec.name!r} {_dims_text(spec.dims)}: {axes} -1 or unnamed, random data "
-                f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unbound[-1]}]:N "
+                f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unnamed[-1]}]:N "
                 f"or the whole shape with --shape {spec.name}:{'x'.join(str(d) for d in shape)}"
             )
+    for symbol, names in symbols_unset.items():
+        where = ", ".join(dict.fromkeys(names))
+        notes.append(
+            f"dimension {symbol!r} (input {where}) is not set: random data uses size 1 there; "
+            f"pass --shape {symbol}:N for the size the model will see"
+        )
     return resolved, tuple(notes)
 
 

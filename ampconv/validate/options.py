@@ -37,7 +37,7 @@ class ValidateOptions:
         shapes: ``(name, dims)`` pairs fixing dimensions of random inputs;
             ``name`` is an input name (whole shape), a dimension symbol (one
             value) or ``"input[axis]"`` (one axis of one input, one value).
-            Dimensions declared -1 or unnamed default to 1.
+            Dimensions left unset (-1, unnamed, or a symbol not given) are 1, with a note.
         localize: on failure, name the first node whose output drifts.
         input_ranges: ``(name, (low, high))`` pairs, or a dict ``{"audio":
             (-32768, 32767)}``: random values of input ``name`` are drawn
@@ -220,7 +220,7 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     except ValueError:
         raise UsageError(f"bad shape {text!r}: dimensions must be integers separated by 'x'") from None
     if any(v < 0 for v in values):
-        raise UsageError(f"bad shape {text!r}: dimensions must be >= 0 (-1 and unnamed dimensions default to 1)")
+        raise UsageError(f"bad shape {text!r}: dimensions must be >= 0 (unset dimensions default to 1)")
     if split_axis(name) is not None and len(values) != 1:
         raise UsageError(f"bad shape {text!r}: NAME[AXIS] takes one size, e.g. {name}:48")
     return name, values

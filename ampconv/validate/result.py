@@ -11,7 +11,7 @@ from ampconv.validate.metrics import Metrics
 
 @dataclasses.dataclass(frozen=True)
 class OutputResult:
-    """One model output across all samples (``worst`` combines ``per_sample``).
+    """One model output across all samples (``worst`` folds every sample; ``per_sample`` lists the first 100).
 
     ``passed`` is the worst sample's verdict; ``worst.decided_by`` says which
     criterion decided it (``criteria.judge``).
@@ -113,6 +113,8 @@ class ValidationResult:
     notes: tuple[str, ...] = ()
     timings: tuple[tuple[str, float], ...] = ()
     criteria: Criteria | None = None
+    # Samples compared; input_sources and each output's per_sample list the first few (comparison.KEPT_SAMPLES).
+    sample_count: int | None = None
 
     @property
     def judged_by(self) -> Criteria:
@@ -122,7 +124,7 @@ class ValidationResult:
     @property
     def samples(self) -> int:
         """Number of samples compared."""
-        return len(self.input_sources)
+        return self.sample_count if self.sample_count is not None else len(self.input_sources)
 
     @property
     def backend_label(self) -> str:
