@@ -102,9 +102,10 @@ def test_scaled_p99_error_passes_rounding_noise_and_fails_a_wrong_scale():
 
 
 def test_scaled_max_error_catches_what_p99_misses():
-    ref = _rng().standard_normal((4, 1000)) * 20
+    """Below 1000 elements one element off by a fifth of the scale fails on the max; p99 cannot see it."""
+    ref = _rng().standard_normal((4, 200)) * 20
     conv = ref.copy()
-    conv[0, 0] += 0.2 * max(20.0, abs(ref[0, 0]))  # one element of 4000 off by a fifth of its scale
+    conv[0, 0] += 0.2 * max(20.0, abs(ref[0, 0]))  # one element of 800 off by a fifth of its scale
     m = judge(ref, conv, FP16)
     assert m.scaled_p99_error == 0.0 and m.cosine > FP16.min_cosine
     assert not m.passed and m.criterion == "max"
@@ -112,6 +113,25 @@ def test_scaled_max_error_catches_what_p99_misses():
     fine = ref.copy()
     fine[0, 0] += 0.05 * max(20.0, abs(ref[0, 0]))
     assert judge(ref, fine, FP16).passed
+
+
+def test_on_a_large_output_the_max_criterion_reads_the_999th_percentile():
+    """From 1000 elements on, a few elements (< 0.1%) far off are left to the cosine; 0.25% of them fail.
+
+    Correct bf16 conversions of 640x640 probability maps move 0.02% to 0.06% of their pixels by 0.3 to 0.5
+    (steep edges, docs/validation.md): a single far element is no evidence against a large output.
+    """
+    ref = _rng().standard_normal((4, 1000)) * 20
+    one = ref.copy()
+    one[0, 0] += 0.2 * max(20.0, abs(ref[0, 0]))  # one element of 4000
+    m = judge(ref, one, FP16)
+    assert m.passed and m.scaled_max_error == pytest.approx(0.2, rel=0.01)
+    assert m.scaled_p999_error == 0.0
+    ten = ref.copy()
+    ten[0, :10] += 0.2 * np.maximum(20.0, np.abs(ref[0, :10]))  # ten elements: 0.25%
+    bad = judge(ref, ten, FP16)
+    assert not bad.passed and bad.criterion == "max"
+    assert bad.decided_by == "scaled p99.9 error 0.2 > 0.1 (max 0.2)"
 
 
 # 4. cosine
@@ -342,7 +362,9 @@ def test_a_bounded_output_still_fails_a_real_error():
     conv = np.clip(ref + 0.2, 0, 1)
     nature = Nature("bounded", "a sigmoid output in [0, 1]", 0.0, 1.0)
     m = judge(ref, conv, default_criteria("fp16"), nature)
-    assert not m.passed and m.criterion == "p99"
+    # Both the cosine (at 0.999 for a bounded output) and the p99 on the range fail; cosine is named first.
+    assert not m.passed and m.criterion == "cosine" and m.scaled_p99_error > 0.03
+    assert m.decided_by.endswith("(a sigmoid output in [0, 1]: judged on its range)")
 
 
 def test_output_natures_read_the_graph():
