@@ -424,3 +424,29 @@ def test_sequence_words_say_whether_the_divergence_was_a_near_tie():
     assert "leads by 10.2, beyond fp16's resolution" in clear.decided_by
     same = judge_sequence(ref, ref, None, "fp16")
     assert same.passed and same.decided_by == "token sequences: all 1 row(s) equal"
+
+
+def test_a_near_zero_bounded_output_is_still_judged_by_its_cosine():
+    """A sigmoid map near 0 whose shape is lost (30% relative noise) fails on the cosine, though tiny on [0, 1]."""
+    from ampconv.validate.natures import Nature
+
+    rng = np.random.default_rng(3)
+    ref = (1 / (1 + np.exp(12 + rng.standard_normal(4096)))).astype(np.float32)  # about 6e-6
+    lost = (ref * (1 + 0.3 * rng.standard_normal(4096))).astype(np.float32)
+    kept = (ref * (1 + 0.01 * rng.standard_normal(4096))).astype(np.float32)
+    nature = Nature("bounded", "a sigmoid output in [0, 1]", 0.0, 1.0)
+    bad = judge(ref, lost, default_criteria("bf16"), nature)
+    assert not bad.passed and bad.criterion == "cosine" and bad.scaled_max_error < 1e-4
+    assert bad.decided_by.startswith("cosine 0.9") and "< 0.999 (a sigmoid output in [0, 1]" in bad.decided_by
+    assert judge(ref, kept, default_criteria("fp16"), nature).passed  # fp16's 0.9999 does not apply: 0.999
+
+
+def test_the_cosine_is_skipped_only_where_the_low_type_cannot_resolve_the_output():
+    """fp16 below 16 subnormal spacings (~9.5e-7): absolute terms only; bf16 keeps float32's range: judged."""
+    rng = np.random.default_rng(4)
+    ref = (2e-7 * rng.standard_normal(256)).astype(np.float32)
+    conv = (ref + 6e-8 * rng.standard_normal(256)).astype(np.float32)  # fp16 subnormal-sized noise
+    fp16 = judge(ref, conv, default_criteria("fp16"))
+    assert fp16.passed and fp16.cosine < 0.99 and fp16.criterion != "cosine"
+    bf16 = judge(ref, conv, default_criteria("bf16"))
+    assert not bf16.passed and bf16.criterion == "cosine"
