@@ -22,6 +22,8 @@ from ampconv.fastcast import cast_into
 from ampconv.lowtypes import RangeLimits, low_type, range_limits
 
 _INF_BITS = 0x7F800000
+# The largest float32 subnormal's bits (below 2^-126).
+_SUBNORMAL32_BITS = 0x007FFFFF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +38,8 @@ class RangeStats:
     example_overflow: Optional[float] = None
     example_underflow: Optional[float] = None
     mask_fill: Optional[float] = None  # the single negative value every overflow has, if any
+    # Of ``underflow``, the values float32 itself holds only as subnormals (|x| < 2^-126 ~ 1.2e-38).
+    subnormal: int = 0
     # The limits "overflow" and "underflow" were counted against (None: the LOW type's own).
     limits: Optional[RangeLimits] = dataclasses.field(default=None, compare=False)
 
@@ -46,13 +50,17 @@ class RangeStats:
         flushing it changes the op's meaning, e.g. ``x / sqrt(var + 0)``) or a
         tensor where more than 1% of the non-zero values vanish; a large weight
         with a few subnormal entries is only reported, because flushing them is
-        below the weight's own rounding noise.
+        below the weight's own rounding noise. Values that are subnormal in
+        float32 itself (training leftovers such as -9e-42 in a bias) never pin:
+        no float32 computation resolves them either (GPU kernels commonly flush
+        them to zero), so flushing them changes nothing the model relies on.
         """
         if self.overflow:
             return True
-        if not self.underflow:
+        significant = self.underflow - self.subnormal
+        if not significant:
             return False
-        return self.size <= 16 or self.underflow > 0.01 * max(self.nonzero, 1)
+        return self.size <= 16 or significant > 0.01 * max(self.nonzero, 1)
 
 
 def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = None) -> RangeStats:
@@ -72,7 +80,7 @@ def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = No
             if fits is not None:
                 return fits
         chunks = (flat[i : i + CHUNK_ELEMENTS] for i in range(0, flat.size, CHUNK_ELEMENTS))
-    overflow = underflow = nonzero = size = 0
+    overflow = underflow = nonzero = size = subnormal = 0
     mask_like = True
     max_abs = 0.0
     ex_over = ex_under = None
@@ -103,11 +111,13 @@ def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = No
         max_abs = max(max_abs, float(np.uint32(top).view(np.float32)))
         if n_under:
             underflow += n_under
+            tiny_bits = min(limits.underflow_bits, _SUBNORMAL32_BITS)
+            subnormal += int(np.count_nonzero(bits <= tiny_bits)) - zeros
             if ex_under is None:
                 under = (bits > 0) & (bits <= limits.underflow_bits)
                 ex_under = float(values[int(np.argmax(under))])
     fill = ex_over if overflow and mask_like else None
-    return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill, limits)
+    return RangeStats(size, nonzero, overflow, underflow, max_abs, ex_over, ex_under, fill, subnormal, limits)
 
 
 # Up to this many elements, a tensor is first checked in one step (``_all_in_range``):

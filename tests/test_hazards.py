@@ -304,6 +304,29 @@ def test_h07_constants_fp16_pinned_and_reported(tmp_path):
     check_numerics(src, dst, tmp_path, _edge_feeds(), "fp16")
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_h07_float32_subnormals_in_a_constant_never_keep_its_consumer_float32(tmp_path, dtype):
+    """A bias holding training leftovers such as -9e-42 (subnormal in float32 itself) is stored LOW.
+
+    A published table detector kept all four of its heavy ops float32 for such values. Negative: the
+    normal-float32 1e-9 of ``tiny`` still keeps its Add float32 in fp16 (test above).
+    """
+    from onnx import helper as oh
+
+    bias = np.array([0.5, -9.02e-42, 1.12e-41, 0.25, -0.125, 0.0, 3e-39, 1.0], dtype=np.float32)
+    graph = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "eye"], ["h"], name="mm"), oh.make_node("Add", ["h", "bias"], ["y"], name="add")],
+        "g", [oh.make_tensor_value_info("x", T.FLOAT, [1, 8])], [oh.make_tensor_value_info("y", T.FLOAT, [1, 8])],
+        [onnx.numpy_helper.from_array(np.eye(8, dtype=np.float32), "eye"), onnx.numpy_helper.from_array(bias, "bias")],
+    )
+    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 22)])
+    src, dst, report = convert(proto, tmp_path, f"sub_{dtype}", dtype=dtype)
+    assert hm.report_node(report, "add")["precision"] == "LOW"
+    (record,) = [c for c in report.constants if c["tensor"] == "bias"]
+    assert record["underflow"] >= 2 and "float32 subnormals" in record["action"]
+    check_numerics(src, dst, tmp_path, _edge_feeds(), dtype)
+
+
 def test_h07_constants_fp16_clamped_only_when_asked(tmp_path):
     src, dst, report = convert(hm.edge_constants(), tmp_path, "h07c", clamp=True)
     edge = [c for c in report.constants if c["tensor"] == "edge"]

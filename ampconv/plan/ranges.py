@@ -102,6 +102,8 @@ _ACTIONS = {
     "pinned": "consumer kept float32",
     "reported": "stored rounded (flush to zero is below the weight's rounding noise)",
 }
+# A reported constant whose only too small values are float32 subnormals (RangeStats.pins).
+_FLOAT32_SUBNORMALS = "stored rounded (float32 subnormals: no float32 kernel resolves them either)"
 # A reported constant whose consumer ended up float32 (a later rule): nothing was rounded.
 _NOT_ROUNDED = "consumer runs float32, so it reads the constant unrounded"
 
@@ -136,6 +138,8 @@ def constant_record(note: "ConstantNote", low: str, consumer_low: bool = True) -
         action = _clamp_action(s, limits, low)
     elif note.action == "reported" and not consumer_low:
         action = _NOT_ROUNDED
+    elif note.action == "reported" and s.underflow and s.subnormal == s.underflow:
+        action = _FLOAT32_SUBNORMALS
     elif note.action == "reported" and limits.min_set:
         action = "stored rounded (few values below min_positive; below the weight's rounding noise)"
     else:
