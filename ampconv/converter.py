@@ -137,6 +137,13 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
     if note:
         reason = f" ({why}; --keep-opset keeps the model's opset)" if why else ""
         report.notes.insert(0, note + reason)
+        if report.unchanged:
+            # Not "unchanged": the written model has the new opset, and nothing gained by it.
+            report.unchanged = False
+            report.warnings.append(
+                f"no node converts even at opset {opset}: the output differs from the input only by the opset "
+                "upgrade; --keep-opset writes the model as it is"
+            )
     return report
 
 

@@ -170,17 +170,82 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
         # The copy declares the value_info its source declared, no more: the converted
         # file keeps only what its input declared (ampconv.writer), and its input is this copy.
         result.meta[DECLARED_META_KEY] = declared_value_info(model) or frozenset()
-        hidden = hide_undeclared_types(result)
-        try:
-            ir.save(result, path, external_data=f"{src.stem}.data" if external else None)
-        finally:
-            restore_types(hidden)
+        _save(result, path, f"{src.stem}.data" if external else None)
+        note = f"upgraded from opset {current} to {target} with onnx's version converter before converting"
         error = checker_error(path, full=True)
+        if error is not None and checker_error(src, full=True) is None:
+            # An output declared with a shape the graph does not make (rank 2 for a rank-3
+            # Reshape) passes the checker at an old opset whose inference cannot tell.
+            corrected = correct_output_shapes(result)
+            if corrected:
+                _save(result, path, f"{src.stem}.data" if external else None)
+                error = checker_error(path, full=True)
+                note += "; declared output shape contradicted by the graph, written as inferred: " + ", ".join(corrected)
         if error is not None and checker_error(src, full=True) is None:
             raise UpgradeError(
                 f"{src}: the model upgraded to opset {target} fails onnx.checker: {first_line(error)}"
             )
-        yield path, f"upgraded from opset {current} to {target} with onnx's version converter before converting"
+        yield path, note
+
+
+def _save(model: ir.Model, path: Path, data: Optional[str]) -> None:
+    """Save ``model`` declaring only the value_info its source declared (``ampconv.writer``)."""
+    hidden = hide_undeclared_types(model)
+    try:
+        ir.save(model, path, external_data=data)
+    finally:
+        restore_types(hidden)
+
+
+def correct_output_shapes(model: ir.Model) -> list:
+    """Give each main-graph output whose declared shape contradicts onnx shape inference the inferred shape.
+
+    Inference runs on a weight-free copy whose outputs declare no shape, with
+    data propagation (Shape -> Concat -> Reshape). A contradiction is another
+    rank, or another fixed size on some axis; symbolic and unknown dims are no
+    evidence. Returns ``"name [declared] -> [inferred]"`` per corrected output.
+    """
+    import onnx.shape_inference
+
+    from ampconv.prepare import weight_free_proto
+
+    proto = weight_free_proto(model)
+    for info in proto.graph.output:
+        if info.type.HasField("tensor_type"):
+            info.type.tensor_type.ClearField("shape")
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - best effort: without inference nothing is corrected
+        return []
+    inferred = {
+        info.name: [d.dim_value if d.HasField("dim_value") else _symbol(d.dim_param)
+                    for d in info.type.tensor_type.shape.dim]
+        for info in proto.graph.output
+        if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape")
+    }
+    corrected = []
+    for value in model.graph.outputs:
+        dims = inferred.get(value.name)
+        if value.shape is None or dims is None or not _contradicts(list(value.shape), dims):
+            continue
+        corrected.append(f"{value.name} {_text(value.shape)} -> {_text(dims)}")
+        value.shape = ir.Shape(dims)
+    return corrected
+
+
+def _symbol(name: str):
+    # onnx inference names the dims it cannot tell "unk__<n>": unknown, not a symbol to declare.
+    return name if name and not name.startswith("unk__") else None
+
+
+def _contradicts(declared: list, inferred: list) -> bool:
+    if len(declared) != len(inferred):
+        return True
+    return any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(declared, inferred))
+
+
+def _text(dims) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 __all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "schema_opset_warning", "upgraded_copy"]

@@ -180,3 +180,51 @@ def test_a_failed_default_upgrade_converts_at_the_models_opset(tmp_path, monkeyp
     report, model = convert_text(tmp_path, CONV, dtype="bf16")
     assert _opset(model) == 17 and report.count("LOW") == 0
     assert report.notes[0].startswith("not upgraded to opset 22") and "made up" in report.notes[0]
+
+
+def _wrong_output_shape_model(path, declared):
+    """Opset 12: x [1, w] -> Transpose -> Reshape to [w, 1, -1]; the output declares ``declared``.
+
+    The checker passes the wrong rank-2 declaration at opset 12 (Unsqueeze's axes attribute stops
+    inference from counting the new shape); from opset 13 it sees rank 3 and refuses the upgraded copy.
+    """
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    nodes = [h.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]), h.make_node("Shape", ["xt"], ["sh"]),
+             h.make_node("Gather", ["sh", "i0"], ["g0"], axis=0), h.make_node("Unsqueeze", ["g0"], ["u0"], axes=[0]),
+             h.make_node("Concat", ["u0", "one", "minus"], ["shape"], axis=0),
+             h.make_node("Reshape", ["xt", "shape"], ["r"]),
+             h.make_node("Conv", ["r", "w"], ["y"])]
+    weights = [onnx.numpy_helper.from_array(np.array(0, np.int64), "i0"),
+               onnx.numpy_helper.from_array(np.array([1], np.int64), "one"),
+               onnx.numpy_helper.from_array(np.array([-1], np.int64), "minus"),
+               onnx.numpy_helper.from_array(np.full((2, 1, 1), 0.5, np.float32), "w")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, declared)], weights)
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 12)]), path)
+    return path
+
+
+def test_an_output_shape_the_graph_contradicts_is_corrected_so_the_upgrade_goes_through(tmp_path):
+    """A captcha recognizer declared its rank-3 output rank 2: bf16 upgraded nothing and made 0 nodes LOW."""
+    src = _wrong_output_shape_model(tmp_path / "wrong.onnx", [1, 4])
+    report = ampconv.convert(src, tmp_path / "wrong.bf16.onnx", ampconv.Config(dtype="bf16"))
+    model = onnx.load(tmp_path / "wrong.bf16.onnx")
+    assert _opset(model) == 22 and report.count("LOW") >= 1
+    assert "written as inferred: y [1, 4] -> [4, 2, 1]" in report.notes[0]
+    onnx.checker.check_model(model, full_check=True)
+    # Negative: a true declaration is left alone.
+    right = _wrong_output_shape_model(tmp_path / "right.onnx", [4, 2, 1])
+    report = ampconv.convert(right, tmp_path / "right.bf16.onnx", ampconv.Config(dtype="bf16"))
+    assert report.notes[0].startswith("upgraded from opset 12 to 22") and "inferred" not in report.notes[0]
+
+
+def test_an_upgrade_that_converts_nothing_is_not_called_unchanged(tmp_path):
+    """Every node kept float32 by the user: the output differs from the input only by its opset, and says so."""
+    report, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"))
+    assert _opset(model) == 22 and report.count("LOW") == 0 and not report.unchanged
+    assert any("differs from the input only by the opset upgrade" in w for w in report.warnings)
+    kept, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"), keep_opset=True)
+    assert _opset(model) == 17 and kept.unchanged  # negative: nothing upgraded, nothing said of it
+    assert not any("opset upgrade" in w for w in kept.warnings)
