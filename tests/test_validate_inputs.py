@@ -253,3 +253,15 @@ def test_a_converted_interface_may_lower_floats_and_fix_symbolic_dims(tmp_path):
     half = _single(tmp_path / "half.onnx", "Relu", T.FLOAT16, [2, 4], [2, 4], out_type=T.FLOAT16)
     result = validate(ref, half, ValidateOptions(shapes=(("batch", (2,)),)))
     assert result.passed
+
+
+def test_a_corrected_output_shape_is_not_an_unrelated_model(tmp_path):
+    """The converter writes the inferred shape where a declared output shape is wrong: still the same model."""
+    from onnx import TensorProto as T
+
+    ref = _single(tmp_path / "ref.onnx", "Relu", T.FLOAT, [1, 4], [1, 4, 1])  # output declared rank 3: wrong
+    conv = _single(tmp_path / "conv.onnx", "Relu", T.FLOAT, [1, 4], [1, 4])
+    assert validate(ref, conv).passed
+    ints = _single(tmp_path / "ints.onnx", "Cast", T.FLOAT, [1, 4], [1, 4], out_type=T.INT64)
+    with pytest.raises(UsageError, match="output 'y' is int64, float"):
+        validate(ref, ints)
