@@ -11,6 +11,7 @@ from ampconv import outputs
 from ampconv.config import Config
 from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
+from ampconv.validate import check_inputs
 from ampconv_cli import collection
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import (
@@ -89,6 +90,9 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
     )
     check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples)
     check_input_range_names(model, validation["input_ranges"])
+    if do_validate:
+        # Inputs validation would refuse stop the command here, before the model and report are written.
+        check_inputs(model, options_from_cli(**{k: _validation_only(validation)[k] for k in VALIDATION_PARAMS}))
     # The model is cyclic garbage once converted: see ampconv_cli.collection.
     with collection.deferred():
         with make_progress(quiet) as progress:
@@ -118,8 +122,7 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
     if not do_validate:
         return
     collection.resume()
-    if validation["inputs"]:  # --shape/--input-range were for the random calibration samples only
-        validation = {**validation, "shapes": (), "input_ranges": ()}
+    validation = _validation_only(validation)
     options = options_from_cli(
         decisions=report.decisions_by_node(), show_progress=not quiet,
         **{k: validation[k] for k in VALIDATION_PARAMS},
@@ -131,6 +134,14 @@ def command(model, output, level, preset, op_info, mixlists, block_ops, target, 
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
         click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+
+
+def _validation_only(validation: dict) -> dict:
+    """The validation parameters as validation reads them: with --inputs, --shape/--input-range were for
+    the random calibration samples only."""
+    if validation["inputs"]:
+        return {**validation, "shapes": (), "input_ranges": ()}
+    return validation
 
 
 def _check_random_input_flags(given, validation, calibration_data, do_validate) -> None:

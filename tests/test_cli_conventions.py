@@ -344,3 +344,32 @@ def test_an_integer_range_beyond_the_gathered_table_is_refused(tmp_path):
     assert inside.exit_code == 0, inside.output
     beyond = _run("validate", gpt, out, *shape, "--input-range", "input_ids:0,600")
     assert beyond.exit_code == 2 and "outside the 500 rows" in beyond.output
+
+
+@pytest.mark.parametrize("bad", ["names", "second_file", "missing"])
+def test_convert_validate_refuses_bad_inputs_before_writing_anything(ranged, tmp_path, bad):
+    """An .npz whose names do not match (even the second of a folder) stops convert --validate first."""
+    folder = tmp_path / "samples"
+    folder.mkdir()
+    good = {"audio": np.ones((1, 64), np.float32), "pixels": np.ones((1, 64), np.int64)}
+    np.savez(folder / "a.npz", **good)
+    np.savez(folder / "b.npz", **({"audio": good["audio"], "pixel": good["pixels"]} if bad == "second_file" else good))
+    if bad == "names":
+        np.savez(folder / "a.npz", audi0=good["audio"], pixels=good["pixels"])
+    inputs = tmp_path / "none" if bad == "missing" else folder
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    result = _run("convert", ranged, "-o", out, "--report", report, "--validate", "--inputs", inputs)
+    assert result.exit_code == 2, result.output
+    expected = {"names": "a.npz: unknown input 'audi0'", "second_file": "b.npz: unknown input 'pixel'",
+                "missing": "none: no such inputs file or folder"}[bad]
+    assert expected in result.output
+    assert not out.exists() and not report.exists()
+
+
+def test_convert_validate_with_good_inputs_still_runs(ranged, tmp_path):
+    """Negative: matching samples pass the early check and validation runs on them."""
+    np.savez(tmp_path / "s.npz", audio=np.ones((1, 64), np.float32), pixels=np.ones((1, 64), np.int64))
+    out = tmp_path / "o.onnx"
+    result = _run("convert", ranged, "-o", out, "--validate", "--inputs", tmp_path / "s.npz")
+    assert result.exit_code == 0, result.output
+    assert out.exists() and "outputs pass" in result.output

@@ -22,6 +22,7 @@ __all__ = [
     "OutputResult",
     "ValidateOptions",
     "ValidationResult",
+    "check_inputs",
     "parse_shape",
     "validate",
 ]
@@ -40,6 +41,13 @@ def validate(reference, converted, options: ValidateOptions | None = None):
     from ampconv.validate.core import validate as _validate
 
     return _validate(reference, converted, options)
+
+
+def check_inputs(reference, options: ValidateOptions) -> None:
+    """Raise ``UsageError`` for inputs ``validate(reference, ..., options)`` would refuse, without running a model."""
+    from ampconv.validate.core import check_inputs as _check
+
+    _check(reference, options)
 
 
 def __getattr__(name: str):

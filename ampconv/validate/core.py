@@ -279,6 +279,24 @@ def _interface_mismatch(ref_type, ref_dims, conv_type, conv_dims) -> str | None:
     return None
 
 
+def check_inputs(reference: str, options: ValidateOptions) -> None:
+    """Raise ``UsageError`` for inputs ``validate(reference, ..., options)`` would refuse, running nothing.
+
+    ``convert --validate`` calls it before converting, so a sample whose
+    names do not match, a missing inputs file or a bad ``--shape`` stops the
+    command before the model and report are written. Sample files: the first
+    sample is read and checked in full, the names of every ``.npz`` (without
+    reading its arrays). Random inputs: shapes resolve and ranges fit.
+    """
+    ref = modelio.load(os.fspath(reference))
+    specs = modelio.declared_inputs(ref)
+    stream = _samples(options, specs, ref)
+    if stream.random:
+        return
+    next(iter(stream), None)
+    inputs_mod.check_npz_names(options.inputs, specs)
+
+
 def _samples(options: ValidateOptions, specs, ref_model) -> inputs_mod.SampleStream:
     """The samples as a stream: read or drawn one at a time, so memory never grows with their number."""
     if options.inputs:

@@ -130,6 +130,30 @@ def _read_path(path: str, specs: Sequence[InputSpec]):
     raise UsageError(f"{path}: no .npz files or test_data_set_* folders inside")
 
 
+def check_npz_names(paths: Sequence[str], specs: Sequence[InputSpec]) -> None:
+    """Raise ``UsageError`` naming the first ``.npz`` among ``paths`` whose array names are not the model's inputs.
+
+    Reads each archive's index only, not its arrays.
+    """
+    declared = [s.name for s in specs]
+    names = ", ".join(declared) or "none"
+    for path in paths:
+        for source, _read in _read_path(path, specs):
+            if not source.endswith(".npz"):
+                continue
+            try:
+                with np.load(source, allow_pickle=False) as data:
+                    found = list(data.files)
+            except Exception as exc:  # noqa: BLE001 -- zipfile and numpy errors all mean "not a usable .npz"
+                raise UsageError(f"{source}: cannot read as .npz: {exc}") from None
+            for name in found:
+                if name not in declared:
+                    raise UsageError(f"{source}: unknown input {name!r} (model inputs: {names})")
+            for name in declared:
+                if name not in found:
+                    raise UsageError(f"{source}: missing input {name!r} (model inputs: {names})")
+
+
 def _natural(text: str):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
