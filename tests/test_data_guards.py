@@ -330,3 +330,34 @@ def test_the_planner_checks_a_release_pin_again(peak, config, released):
     assert (decision is None) == released
     unpinned, _ = _planner_context(MARGIN_SCALE, peak, [], **config)
     assert data.activation_range(unpinned, node, facts).rule == "data-overflow"  # negative: no pin, kept
+
+
+def _attention(tmp_path, name):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    import hazard_models as hm
+
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(hm.attention(float(np.finfo(np.float32).min)), str(path))
+    return path
+
+
+def test_a_mask_fill_the_guard_stores_low_is_not_data_overflow(tmp_path):
+    """-3.4e38 fill: stored as -32768, so the masked scores are no overflow; the summary no longer contradicts itself."""
+    src = _attention(tmp_path, "att")
+    report = ampconv.convert(src, tmp_path / "att.fp16.onnx", ampconv.Config(calibration_data=("random",)))
+    by_name = report.decisions_by_node()
+    assert by_name["add_mask"]["precision"] == "LOW"
+    assert by_name["softmax"]["rule"] != "data-overflow"  # kept float32 only by the fully masked row (range-mask)
+    assert not any(d["rule"] == "data-overflow" for d in by_name.values())
+
+
+def test_scores_that_overflow_beside_a_mask_fill_still_keep_the_masked_add_float32(tmp_path):
+    """Negative: the fill explains the masked tensor's peak only when the scores themselves stay in range."""
+    src = _attention(tmp_path, "att_big")
+    config = ampconv.Config(calibration_data=("random",), input_ranges={"q": (-3000, 3000), "k": (-3000, 3000)})
+    report = ampconv.convert(src, tmp_path / "att_big.fp16.onnx", config)
+    by_name = report.decisions_by_node()
+    assert by_name["add_mask"]["rule"] == "data-overflow" and by_name["qk"]["rule"] == "data-overflow"
+    assert by_name["softmax"]["precision"] == "HIGH"

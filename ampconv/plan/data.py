@@ -7,6 +7,9 @@ in this order:
    rounding made validation fail; the reason quotes the error it caused.
 2. ``data-overflow``: an input or output of the node in its main type reached
    values beyond ``Thresholds.max_abs`` on some sample (they would become inf).
+   Values an attention-mask fill accounts for do not count: the guard stores
+   the fill as the LOW type's mask value (``guards``, case 1), so the masked
+   scores stay finite and softmax still gives 0 there.
    Under ``--tune`` a node over the default guard but within the LOW maximum
    (the guard's margin, ``ampconv.data.margin``) is left to the later rules
    when the accuracy search lowered it again (its pin is a ``Lowered``).
@@ -34,6 +37,8 @@ from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.guards import MASK_PATH, feeds_softmax
+from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 
 # Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
@@ -77,7 +82,8 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
     observed = [(stats, kind, index, value) for kind, index, value in slots
-                if (stats := calibration.tensor(value.name if value is not None else None)) is not None]
+                if (stats := calibration.tensor(value.name if value is not None else None)) is not None
+                and not _mask_fill_explains(ctx, value, stats.max_abs)]
     if observed:
         # The worst slot is the evidence: a square's output says more than its input.
         stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
@@ -119,6 +125,50 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
+    """Whether an attention-mask fill reaching ``value`` accounts for its largest magnitude ``max_abs``.
+
+    Looks upstream through at most ``depth`` mask-path ops (``guards.MASK_PATH``)
+    for a constant the guard stores as the LOW mask value: one with a mask
+    fill beyond the LOW range, consumed by an op that feeds a softmax. A fill
+    of -3.4e38 makes every masked score about -3.4e38, so a magnitude of at
+    least half the fill is the fill's, not the scores'. The scores the fill is
+    added to must themselves stay within the guard: then every value of
+    ``value`` does, but the fill's.
+    """
+    frontier, seen = [value], set()
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            producer = current.producer() if current is not None else None
+            if producer is None or producer.op_type not in MASK_PATH:
+                continue
+            for source in producer.inputs:
+                if source is None or source in seen:
+                    continue
+                seen.add(source)
+                if not is_constant(source):
+                    following.append(source)
+                    continue
+                stats = ctx.ranges.stats(source)
+                fill = stats.mask_fill if stats is not None else None
+                if fill is not None and abs(fill) > ctx.low_record.max and abs(fill) >= 0.5 * max_abs:
+                    return feeds_softmax(producer) and _scores_within_guard(ctx, producer)
+        frontier = following
+    return False
+
+
+def _scores_within_guard(ctx: PlanContext, node: ir.Node) -> bool:
+    """Whether every observed non-constant input of ``node`` (the scores a mask is added to) is within the guard."""
+    for source in node.inputs:
+        if source is None or is_constant(source):
+            continue
+        stats = ctx.calibration.tensor(source.name)
+        if stats is not None and stats.max_abs > ctx.thresholds.max_abs:
+            return False
+    return True
 
 
 def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
