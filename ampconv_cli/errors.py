@@ -10,7 +10,7 @@ records every file as it is published, and ``handle_errors`` reads that record.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, Optional
 
 import click
 
@@ -56,6 +56,16 @@ def interrupted_message(record: outputs.RunRecord) -> str:
     return f"ampconv: interrupted{during}; {written}"
 
 
+# The record of the last command run through ``handle_errors``: a Ctrl-C that lands after the command
+# returned (click reports it as ``Abort``) still names what that command wrote.
+_last_record: Optional[outputs.RunRecord] = None
+
+
+def last_run_interrupted_message() -> str:
+    """The Ctrl-C line for an interrupt after the last command returned (``interrupted_message`` of its record)."""
+    return interrupted_message(_last_record or outputs.RunRecord())
+
+
 def handle_errors(func: Callable) -> Callable:
     """Run a command body, mapping ``AmpconvError`` and Ctrl-C to exit codes.
 
@@ -65,7 +75,9 @@ def handle_errors(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        global _last_record
         with outputs.recording() as record:
+            _last_record = record
             try:
                 return func(*args, **kwargs)
             except AmpconvError as exc:

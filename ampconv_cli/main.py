@@ -66,7 +66,9 @@ class OneLineErrorGroup(LazyGroup):
         except click.ClickException as exc:
             fail(exc.format_message(), exc.exit_code)
         except click.Abort:
-            click.echo("ampconv: interrupted; nothing was written", err=True)
+            from ampconv_cli.errors import last_run_interrupted_message
+
+            click.echo(last_run_interrupted_message(), err=True)
             sys.exit(130)
         sys.exit(result if isinstance(result, int) else 0)
 
@@ -85,8 +87,20 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    Once the command is over (its files written and named, its summary
+    printed), a Ctrl-C has nothing left to interrupt: it is ignored from then
+    on. Without that, one arriving while the interpreter frees a large model
+    at exit killed the process with status 130 and no word, after a complete
+    run.
+    """
+    import signal
+
     from ampconv_cli import collection
 
     collection.mark_process_ends()
-    cli()
+    try:
+        cli()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -424,3 +424,43 @@ def test_convert_validate_output_is_a_sample(cli_runner, work):
     result = run(cli_runner, "convert", work / "m.onnx", "-o", npz, "--validate", "--inputs", npz, "--overwrite")
     refused(result, "would overwrite the input sample")
     assert snapshot(work) == before
+
+
+def test_an_interrupt_after_the_command_returned_names_what_it_wrote(cli_runner, work, monkeypatch):
+    """click turns a Ctrl-C after the command body into Abort; the line still names the written model."""
+    import ampconv_cli.convert as convert_cli
+
+    real = convert_cli.command.callback
+
+    def then_interrupt(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt  # after handle_errors returned: click reports Abort
+
+    monkeypatch.setattr(convert_cli.command, "callback", then_interrupt)
+    out = work / "o.onnx"
+    result = run(cli_runner, "convert", work / "m.onnx", "-o", out, "-q")
+    assert result.exit_code == 130 and out.exists()
+    assert result.stderr.strip().splitlines()[-1] == f"ampconv: interrupted; the converted model was written to {out}"
+
+
+def test_ctrl_c_is_ignored_once_the_command_is_over(tmp_path):
+    """A late Ctrl-C (while the interpreter frees a large model at exit) killed a finished run with 130 and no word.
+
+    The console script ignores SIGINT once the command returned; a process that signals itself then exits 0.
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sys\n"
+        "from ampconv_cli.main import main\n"
+        "sys.argv = ['ampconv', '--version']\n"
+        "try:\n    main()\n"
+        "except SystemExit as done:\n"
+        "    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    raise\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ampconv, version") and "KeyboardInterrupt" not in done.stderr
