@@ -206,3 +206,54 @@ def test_tune_on_the_greedy_decoder_at_o3_finds_both_nodes_in_few_evaluations(tm
     assert {k["node"] for k in tune["kept"]} == {"logits_bias", "argmax"}
     assert tune["evaluations"] <= 4 and tune["ranking_head"][:2] == ["logits_bias", "argmax"]
     assert {k["op_type"] for k in tune["kept"]} == {"Add", "ArgMax"}
+
+
+def test_tune_pins_nothing_for_a_model_the_verdict_passes(tmp_path):
+    """The near-zero text map passes validation; tune judges it the same way and keeps every node LOW.
+
+    On the starting commit tune judged outputs on their RMS (no natures) and kept 3 of 5 nodes float32.
+    """
+    import onnx
+    import validate_models as vm
+
+    src = tmp_path / "det.onnx"
+    onnx.save(vm.text_detector(), str(src))
+    config = ampconv.Config(calibration_data=("random",), input_ranges={"x": (-1.0, 1.0)}, tune=True)
+    report = ampconv.convert(src, tmp_path / "det.fp16.onnx", config)
+    assert report.tune["evaluations"] == 1 and report.tune["kept"] == [] and report.count("HIGH") == 0
+    verdict = ampconv.validate(src, tmp_path / "det.fp16.onnx",
+                               ampconv.ValidateOptions(input_ranges={"x": (-1.0, 1.0)}, samples=8))
+    assert verdict.passed
+
+
+def _tune_record(kept: int, low: int, details, passed=True):
+    from ampconv.data.tune import Evaluation, TuneResult
+
+    result = TuneResult(passed=passed, low_nodes=low, budget=20)
+    result.evaluations = [Evaluation(("n",) * i, False, d) for i, d in enumerate(details)]
+    if passed:
+        result.evaluations.append(Evaluation(("n",) * kept, True, "every output passes on every sample"))
+    result.kept = [{"node": f"n{i}"} for i in range(kept)]
+    return result
+
+
+def test_tune_says_why_it_keeps_most_of_a_decoder_float32():
+    from ampconv.data.tune import why_so_much
+    from ampconv.validate.criteria import NEAR_TIE_WORDS
+
+    tie = f"output 'tokens' on sample 0: token sequences: 0 of 1 row(s) equal; ... {NEAR_TIE_WORDS}, after which"
+    (note,) = why_so_much(_tune_record(217, 300, [tie, tie]), "fp16")
+    assert note.startswith("kept 217 of 300 LOW node(s) float32: a token sequence diverges at a near-tie")
+    assert "within fp16's resolution" in note and "not a search failure" in note
+    (gave_up,) = why_so_much(_tune_record(0, 300, [tie], passed=False), "bf16")
+    assert gave_up.startswith("found no passing candidate: a token sequence diverges at a near-tie")
+    (plain,) = why_so_much(_tune_record(200, 300, ["output 'y' on sample 1: cosine 0.99 < 0.9999"]), "fp16")
+    assert "every smaller candidate failed (output 'y' on sample 1: cosine 0.99 < 0.9999)" in plain
+
+
+def test_tune_says_nothing_extra_when_it_kept_little():
+    """Negative: 2 of 8 nodes kept, or the planned conversion passed: no explanation is owed."""
+    from ampconv.data.tune import why_so_much
+
+    assert why_so_much(_tune_record(2, 8, ["output 'y' on sample 0: cosine 0.9 < 0.9999"]), "fp16") == []
+    assert why_so_much(_tune_record(0, 8, []), "fp16") == []

@@ -54,8 +54,8 @@ REFERENCE_CACHE_BYTES = 256 * 1024**2
 
 # build(pins) -> the converted model (in memory) for a candidate.
 Build = Callable[[Mapping[str, str]], ir.Model]
-# judge(reference output, converted output) -> an object with ``passed`` and ``decided_by``.
-Judge = Callable[[np.ndarray, np.ndarray], object]
+# judge(output name, reference outputs, converted outputs) -> an object with ``passed`` and ``decided_by``.
+Judge = Callable[[str, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], object]
 
 
 @dataclasses.dataclass
@@ -151,7 +151,7 @@ class Evaluator:
             ref = self._cache[index] if self._cache is not None else self._ref_runner.run(sample, self._names)
             conv = runner.run(sample, self._names)
             for name in self._names:
-                verdict = self.judge(ref[name], conv[name])
+                verdict = self.judge(name, ref, conv)
                 if not verdict.passed:
                     detail = f"output {name!r} on sample {index}: {getattr(verdict, 'decided_by', 'over tolerance')}"
                     return Evaluation(tuple(pins), False, detail)
@@ -292,7 +292,8 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     from ampconv.prepare import InferTypesPass, NameNodesPass
     from ampconv.passes.pipeline import run_passes
     from ampconv.validate import ValidateOptions
-    from ampconv.validate.criteria import judge
+    from ampconv.validate.comparison import Judging, judge_output
+    from ampconv.validate.natures import output_natures
 
     low = low_type(config.dtype)
     criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
@@ -324,13 +325,16 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
     def candidate(pins):
         return build(margin.release(pins, margins))[0]
 
-    evaluator = Evaluator(str(src), samples, candidate, lambda r, c: judge(r, c, criteria), external)
+    # The verdict's own judge: natures of the outputs, token sequences read as sequences.
+    judging = Judging(criteria, config.dtype, output_natures(fresh()))
+    evaluator = Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
     try:
         pins, result = search(evaluator, low_nodes, rank)
     finally:
         evaluator.close()
     result.margin_nodes = len(margins)
     result.notes.extend(notes)
+    result.notes.extend(why_so_much(result, config.dtype))
     ranking = " and one ranked the nodes by their own error" if result.ranking else ""
     result.notes.append(
         f"evaluations count candidate validations; besides them one float32 pass collected the statistics{ranking}"
@@ -341,6 +345,43 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
         entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
     _record_margin(result, margins, pins, low)
     return margin.release(pins, margins), result
+
+
+# From this share of the LOW nodes kept float32, the search says why the price is what it is.
+MOSTLY_KEPT = 0.5
+
+
+def why_so_much(result: TuneResult, dtype: str) -> List[str]:
+    """Notes on why the search kept most LOW nodes float32 or gave up, from what its failing trials showed.
+
+    A failing output that diverged at a near-tie (a decoder's greedy step whose
+    top two scores lie within the LOW type's resolution) is the usual cause:
+    rounding anywhere upstream of that step can flip it, so nothing short of
+    keeping that path float32 passes. Empty when the search kept little.
+    """
+    from ampconv.validate.criteria import NEAR_TIE_WORDS
+
+    kept = len(result.kept)
+    heavy = result.passed and result.low_nodes and kept >= MOSTLY_KEPT * result.low_nodes
+    if result.passed and not heavy:
+        return []
+    failing = [e for e in result.evaluations if not e.passed]
+    tie = next((e.detail for e in failing if NEAR_TIE_WORDS in e.detail), None)
+    share = f"kept {kept} of {result.low_nodes} LOW node(s) float32" if result.passed else "found no passing candidate"
+    if tie is not None:
+        return [
+            f"{share}: a token sequence diverges at a near-tie ({tie.split(':')[0]}): at that step the reference's "
+            f"top two scores lie within {dtype}'s resolution, so rounding anywhere upstream can flip it and the "
+            "rest of the sequence cannot agree; only keeping that path float32 passes. That is the honest price "
+            "of this decoder in LOW, not a search failure: judge it on its task with real inputs (--inputs) "
+            "before accepting the float32 share"
+        ]
+    if not failing:
+        return []
+    return [
+        f"{share}: every smaller candidate failed ({failing[-1].detail}); the outputs are sensitive to the "
+        "rounding of most nodes, so most of the model stays float32"
+    ]
 
 
 def _margin_candidates(report, fresh, low, config, notes: List[str]) -> Dict[str, margin.MarginNode]:

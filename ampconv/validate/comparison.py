@@ -115,6 +115,22 @@ def compare(
     return Compared(outputs, count, tuple(sources), first_failed, spans)
 
 
+def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging) -> metrics.Metrics:
+    """Judge output ``name`` of one sample as ``validate`` does: a token sequence as sequences, any other
+    output by the criteria on the scale it lives on. Raises ValueError when the shapes differ.
+
+    ``--tune`` judges its candidates with this too, so it pins nothing for a model the verdict passes.
+    """
+    reference = ref_out[name]
+    nature = judging.natures.get(name)
+    steps = sequence_axis(reference, nature)
+    if steps is not None:
+        ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (reference, conv_out[name]))
+        return judge_rules.judge_sequence(ref_rows, conv_rows, scores_of(ref_out, name), judging.dtype)
+    # Integer and bool outputs are judged exact by judge itself.
+    return judge_rules.judge(reference, conv_out[name], judging.criteria, nature)
+
+
 def _judge_output(tally: _Tally, name: str, index: int, ref_out: dict, conv_out: dict, judging: Judging) -> bool:
     """Judge one output on one sample into ``tally``; True when it failed there."""
     reference = ref_out[name]
@@ -126,13 +142,7 @@ def _judge_output(tally: _Tally, name: str, index: int, ref_out: dict, conv_out:
     if tally.error:
         return False
     try:
-        steps = sequence_axis(reference, nature)
-        if steps is not None:
-            ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (reference, conv_out[name]))
-            measured = judge_rules.judge_sequence(ref_rows, conv_rows, scores_of(ref_out, name), judging.dtype)
-        else:
-            # Integer and bool outputs are judged exact by judge itself.
-            measured = judge_rules.judge(reference, conv_out[name], judging.criteria, nature)
+        measured = judge_output(name, ref_out, conv_out, judging)
     except ValueError as exc:
         tally.error = f"sample {index}: {exc}"
         return True

@@ -236,6 +236,8 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
     )
 
 
+# The words ``judge_sequence`` uses for a divergence at a near-tie (``--tune`` reads them to say why it pins).
+NEAR_TIE_WORDS = "a near-tie rounding alone can flip"
 # Resolution of the LOW type relative to a value's magnitude: 2 units in the last place, so a lead
 # this small between the top two scores can swap on rounding alone.
 _NEAR_TIE_ULPS = {"fp16": 2.0 * 2.0**-10, "bf16": 2.0 * 2.0**-7}
@@ -280,7 +282,7 @@ def _tie_words(scores, row: int, step: int, dtype: str | None) -> str:
     resolution = _NEAR_TIE_ULPS.get(dtype or "fp16", _NEAR_TIE_ULPS["fp16"]) * max(abs(float(top2[1])), 1e-30)
     if lead <= resolution:
         return (f"; at that step the reference's top two scores differ by {lead:.3g}, within {dtype}'s "
-                f"resolution there ({resolution:.3g}): a near-tie rounding alone can flip, after which the "
+                f"resolution there ({resolution:.3g}): {NEAR_TIE_WORDS}, after which the "
                 "sequences cannot agree")
     return f"; at that step the reference's top score leads by {lead:.3g}, beyond {dtype}'s resolution ({resolution:.3g})"
 
