@@ -8,13 +8,16 @@ dropped, so memory depends on one sample's activations, never on how many
 samples there are. The copy is saved with external data when the model has it
 or is large, so models over 2 GB work.
 
-Tensors inside If/Loop/Scan bodies are not visible to onnxruntime's outputs and
-are not observed; the calibration section of the report says how many nodes
-that leaves out.
+Tensors inside If/Loop/Scan bodies leave the copy the same way, through the
+outputs ``ampconv.validate.bodies`` adds (a Loop's stacked over its
+iterations; an If branch that did not run on a sample gives nothing); when
+onnxruntime refuses that copy, the main graph alone is observed and the
+report's calibration section says how many nodes that leaves out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from typing import Dict, Iterable, Mapping, Optional, Tuple
@@ -25,7 +28,9 @@ import onnx_ir as ir
 from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
-from ampconv.validate import localize, modelio, runners
+from ampconv.errors import AmpconvError
+from ampconv.loadcheck import first_line
+from ampconv.validate import bodies, localize, modelio, runners
 from ampconv.graphs import all_graphs
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
@@ -33,11 +38,11 @@ PRODUCT_BOUND_MAX_MACS = 2 * 10**8
 
 
 def exposable_tensors(model: ir.Model) -> Dict[str, ir.Value]:
-    """Main-graph node outputs holding float32 tensors, by name (what calibration observes)."""
+    """Main-graph node outputs holding float32 tensors, by name (``collect`` observes body values too)."""
     found = {}
     for node in model.graph:
         for value in node.outputs:
-            if value.name and value.dtype == ir.DataType.FLOAT and isinstance(value.type, ir.TensorType):
+            if value.name and _is_float32_tensor(value):
                 found[value.name] = value
     return found
 
@@ -45,17 +50,33 @@ def exposable_tensors(model: ir.Model) -> Dict[str, ir.Value]:
 def collect(source: str, samples: Iterable, low: LowType, *, random: bool = False) -> Calibration:
     """Run the float32 model ``source`` over ``samples`` (``(label, {input: array})`` pairs).
 
+    Values inside If/Loop/Scan bodies are observed too (``validate.bodies``);
+    when onnxruntime refuses the copy that routes them out, the pass runs
+    again on the main graph alone and a note says what was not observed.
     Raises ``AmpconvError`` when onnxruntime cannot load or run the model on a
     sample (the message names the file).
     """
+    try:
+        return _collect(source, samples, low, random, with_bodies=True)
+    except AmpconvError as exc:
+        calibration = _collect(source, samples, low, random, with_bodies=False)
+        if not calibration.notes:  # no body to blame: the model itself failed, and the retry passed
+            raise
+        note = f"{calibration.notes[0]}: onnxruntime refused the copy that routes them out ({first_line(exc)})"
+        return dataclasses.replace(calibration, notes=(note,) + calibration.notes[1:])
+
+
+def _collect(source: str, samples: Iterable, low: LowType, random: bool, with_bodies: bool) -> Calibration:
+    """One float32 pass (see ``collect``); ``with_bodies``: route body values out too."""
     start = time.perf_counter()
     model = modelio.load(source)
     NameNodesPass()(model)  # the converter's names: accumulations are keyed by node name
     modelio.ensure_types(model)
     external = modelio.wants_external(model, source)
     observed = exposable_tensors(model)
+    inner = bodies.body_values(model, _is_float32_tensor) if with_bodies else {}
     graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT}
-    tensors = {name: TensorStats(name) for name in list(graph_inputs) + list(observed)}
+    tensors = {name: TensorStats(name) for name in list(graph_inputs) + list(observed) + list(inner)}
     accumulations = {
         node.name: Accumulation(node.name, node.op_type)
         for node in model.graph
@@ -63,9 +84,10 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
     }
     constants = _ConstantArrays(model)
     watched = [node for node in model.graph if node.name in accumulations]
-    hidden = sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
+    hidden = 0 if with_bodies else sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
     names = list(observed)
     localize.expose(model, names)
+    routed = bodies.expose_body_values(model, list(inner))
     sources = []
 
     def fold(index, label, sample, values) -> None:
@@ -73,24 +95,31 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
             tensors[name].update(sample[name], low, index)
         for name in names:
             tensors[name].update(values[name], low, index)
+        for name, output in routed.items():
+            if np.size(values[output]):  # empty: the If branch that computes it did not run on this sample
+                tensors[name].update(values[output], low, index)
         for node in watched:
             _accumulate(accumulations[node.name], node, values, sample, constants)
         sources.append(label)
 
-    run_copy(model, source, "calibration", external, samples, names, fold)
+    run_copy(model, source, "calibration", external, samples, names + list(routed.values()), fold)
     notes = []
     if hidden:
-        notes.append(f"{hidden} node(s) inside If/Loop/Scan bodies are not observed (onnxruntime cannot expose them)")
+        notes.append(f"{hidden} node(s) inside If/Loop/Scan bodies are not observed")
     return Calibration(
         low=low,
         samples=len(sources),
         random=random,
         sources=tuple(sources),
-        tensors=tensors,
+        tensors={name: stats for name, stats in tensors.items() if name not in inner or stats.samples},
         accumulations={k: a for k, a in accumulations.items() if a.terms},
         seconds=time.perf_counter() - start,
         notes=tuple(notes),
     )
+
+
+def _is_float32_tensor(value: ir.Value) -> bool:
+    return value.dtype == ir.DataType.FLOAT and isinstance(value.type, ir.TensorType)
 
 
 def run_copy(model: ir.Model, source: str, stem: str, external: bool, samples: Iterable, names, fold) -> None:

@@ -17,7 +17,7 @@ from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import comparison, localize, modelio, runners
+from ampconv.validate import bodies, comparison, localize, modelio, runners
 from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
@@ -385,16 +385,19 @@ def _has_bf16_io(model: ir.Model) -> bool:
     return any(v.dtype == ir.DataType.BFLOAT16 for v in values)
 
 
-def _expose_widened(model: ir.Model, names) -> dict[str, str]:
-    """Expose ``names`` as outputs, bfloat16 ones through an exact Cast to float32; returns output aliases.
+def _expose_widened(model: ir.Model, names, inner=()) -> dict[str, str]:
+    """Expose ``names`` (main graph) and ``inner`` (inside bodies, ``bodies.expose_body_values``) as outputs,
+    bfloat16 ones through an exact Cast to float32; returns output aliases (a body value's name -> its output).
 
     Exposed first, widened second: ``expose`` finds tensors by their names,
     which the wrapper hands to its Casts.
     """
     localize.expose(model, names)
+    routed = bodies.expose_body_values(model, inner)
     before = [v.name for v in model.graph.outputs]
     emulation.widen_bfloat16_io(model)
-    return _output_aliases(before, model)
+    renamed = _output_aliases(before, model)
+    return {**renamed, **{name: renamed.get(output, output) for name, output in routed.items()}}
 
 
 def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple, decisions) -> Localization:
@@ -407,33 +410,17 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
     ref_floats = localize.float_node_outputs(ref.with_types())
     conv_floats = localize.float_node_outputs(conv.with_types())  # as written: names and types the user sees
     names = [n for n in conv_floats if n in ref_floats]
-    if not names:
+    ref_inner = localize.float_node_outputs(ref.model, inside_bodies=True)
+    inner = [n for n in localize.float_node_outputs(conv.model, inside_bodies=True) if n in ref_inner]
+    if not names and not inner:
         return Localization(backend=setup.backend, sample=index, checked=0)
-
-    ref_copy = ref.copy()
-    ref_aliases = _expose_widened(ref_copy, names)
-    ref_path = modelio.save_derived(ref_copy, setup.tmp, "reference_localize", ref.external)
-
-    conv_copy, _ = _derive(conv, setup.backend)
-    conv_aliases = _expose_widened(conv_copy, names)
-    conv_path = modelio.save_derived(conv_copy, setup.tmp, "converted_localize", conv.external)
-
-    ref_runner = runners.make_session(
-        ref_path, "reference model (localization copy)", runners.CPU, optimize=False,
-        aliases=ref_aliases, source=ref.path,
-    )
-    conv_runner = runners.make_session(
-        conv_path, "converted model (localization copy)", setup.provider, optimize=(setup.backend == "native"),
-        aliases=conv_aliases, source=conv.path,
-    )
-    ref_names = set(ref_runner.output_names())
-    conv_names = set(conv_runner.output_names())
-    fetch = [n for n in names if n in ref_names and n in conv_names]
     try:
-        ref_values = ref_runner.run(sample, fetch)
-        conv_values = conv_runner.run(sample, fetch)
-    except AmpconvError as exc:
-        raise AmpconvError(f"localization failed: {exc}") from None
+        fetch, ref_values, conv_values = _run_exposed(ref, conv, setup, sample, names, inner)
+    except AmpconvError:
+        if not inner:
+            raise
+        # onnxruntime refused the copies routing body values out: localize on the main graph alone.
+        fetch, ref_values, conv_values = _run_exposed(ref, conv, setup, sample, names, [])
     dtype = modelio.low_dtype(conv.model) or "fp16"
     strict = getattr(setup.criteria, "mode", "default") == "strict"
     judge = localize.elementwise_judge(setup.rtol, setup.atol) if strict else localize.drift_judge(dtype)
@@ -451,6 +438,36 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
         cause = _cause(ref, conv, sample, located.node)
     fix = _check_fix(conv, setup, sample, expected, cause) if cause is not None else None
     return dataclasses.replace(located, cause=cause, fix=fix)
+
+
+def _run_exposed(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, names, inner) -> tuple:
+    """Run copies of both models exposing ``names`` and the body values ``inner`` on ``sample``.
+
+    Returns (the names both copies return, the reference's values, the converted model's values).
+    """
+    ref_copy = ref.copy()
+    ref_aliases = _expose_widened(ref_copy, names, inner)
+    ref_path = modelio.save_derived(ref_copy, setup.tmp, "reference_localize", ref.external)
+
+    conv_copy, _ = _derive(conv, setup.backend)
+    conv_aliases = _expose_widened(conv_copy, names, inner)
+    conv_path = modelio.save_derived(conv_copy, setup.tmp, "converted_localize", conv.external)
+
+    ref_runner = runners.make_session(
+        ref_path, "reference model (localization copy)", runners.CPU, optimize=False,
+        aliases=ref_aliases, source=ref.path,
+    )
+    conv_runner = runners.make_session(
+        conv_path, "converted model (localization copy)", setup.provider, optimize=(setup.backend == "native"),
+        aliases=conv_aliases, source=conv.path,
+    )
+    ref_names = set(ref_runner.output_names())
+    conv_names = set(conv_runner.output_names())
+    fetch = [n for n in list(names) + list(inner) if n in ref_names and n in conv_names]
+    try:
+        return fetch, ref_runner.run(sample, fetch), conv_runner.run(sample, fetch)
+    except AmpconvError as exc:
+        raise AmpconvError(f"localization failed: {exc}") from None
 
 
 def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict) -> dict | None:

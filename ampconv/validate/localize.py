@@ -1,10 +1,12 @@
 """Find where drift starts, and name the fix.
 
-Both models get copies that expose the float intermediate tensors of their
-main graph as extra outputs. Tensors are matched by name (the converter keeps
+Both models get copies that expose their float intermediate tensors as extra
+outputs: the main graph's, and those inside If/Loop/Scan bodies
+(``bodies.expose_body_values``: a Loop's stacked over its iterations, an If
+branch's empty on a sample that does not take it). Tensors are matched by name (the converter keeps
 original names on node outputs; the casts it inserts get new names, which the
 reference lacks, so they are skipped). The converted model's nodes are walked
-in topological order:
+in topological order, a node's body nodes before the node (``bodies.walk``):
 
 1. **Overflow first.** The first node whose LOW output turns non-finite where
    the reference is finite, or whose reference output lies beyond the LOW
@@ -31,20 +33,42 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.validate import metrics
+from ampconv.validate import bodies, metrics
 from ampconv.validate.modelio import LOW_TYPES
 from ampconv.validate.result import Localization
 
 _FLOATS = set(LOW_TYPES) | {ir.DataType.FLOAT, ir.DataType.DOUBLE}
 
 
-def float_node_outputs(model: ir.Model) -> dict[str, ir.DataType]:
-    """Names and types of main-graph node outputs with a floating-point tensor type."""
+def float_node_outputs(model: ir.Model, inside_bodies: bool = False) -> dict[str, ir.DataType]:
+    """Names and types of node outputs with a floating-point tensor type: the main graph's, or (``inside_bodies``)
+    those of nodes inside If/Loop/Scan bodies."""
+    if inside_bodies:
+        return {name: v.dtype for name, v in bodies.body_values(model, _is_float_tensor).items()}
     found = {}
     for node in model.graph:
         for value in node.outputs:
-            if value.name and value.dtype in _FLOATS and isinstance(value.type, ir.TensorType):
+            if value.name and _is_float_tensor(value):
                 found[value.name] = value.dtype
+    return found
+
+
+def _is_float_tensor(value: ir.Value) -> bool:
+    return value.dtype in _FLOATS and isinstance(value.type, ir.TensorType)
+
+
+def parents(model: ir.Model) -> dict[str, str]:
+    """Node name -> ``"<op> '<name>'"`` of the node whose body holds it, for nodes inside bodies (innermost)."""
+    found = {}
+
+    def visit(graph: ir.Graph, parent: str | None) -> None:
+        for node in graph:
+            if parent is not None and node.name:
+                found[node.name] = parent
+            for body in bodies.body_graphs(node):
+                visit(body, f"{node.op_type} {node.name!r}")
+
+    visit(model.graph, None)
     return found
 
 
@@ -109,19 +133,20 @@ def first_divergence(
     """
     backend, sample = place
     source = overflow_source(converted, names, ref_values, conv_values, low_max)
+    inside = parents(converted)
     wanted = set(names)
     checked = 0
     first = None
     node_errors = []
-    for node in converted.graph:
+    for node in bodies.walk(converted.graph):
         worst = None
         for value in node.outputs:
             if value.name not in wanted or value.name not in ref_values or value.name not in conv_values:
                 continue
             ref = np.asarray(ref_values[value.name])
             conv = np.asarray(conv_values[value.name])
-            if ref.shape != conv.shape:
-                continue  # a shape mismatch is not drift; the output check reports it
+            if ref.shape != conv.shape or ref.size == 0:
+                continue  # a shape mismatch is not drift (the output check reports it); empty: a branch not taken
             error = scaled_error(ref, conv)
             worst = error if worst is None else max(worst, error)
             if first is not None:
@@ -140,6 +165,7 @@ def first_divergence(
                 op_type=node.op_type if not node.domain else f"{node.domain}::{node.op_type}",
                 output=value.name, reason=reason, max_abs=m.max_abs, max_rel=m.max_rel,
                 new_nonfinite=m.new_nonfinite, precision=precision, rule=rule, overflow=source is not None,
+                inside=inside.get(node.name),
             )
         if worst is not None and node.name:
             node_errors.append((node.name, float(f"{worst:.4g}")))
@@ -151,11 +177,13 @@ def first_divergence(
 def overflow_source(converted: ir.Model, names, ref_values, conv_values, low_max: float):
     """(node, output, reason) of the first node whose LOW output overflows (new NaN/Inf, or a reference beyond ``low_max``)."""
     wanted = set(names)
-    for node in converted.graph:
+    for node in bodies.walk(converted.graph):
         for value in node.outputs:
             if value.name not in wanted or value.dtype not in LOW_TYPES or value.name not in ref_values:
                 continue
             ref = np.asarray(ref_values[value.name], dtype=np.float64)
+            if ref.size == 0:
+                continue
             conv = np.asarray(conv_values.get(value.name, ref), dtype=np.float64)
             finite = ref[np.isfinite(ref)]
             peak = float(np.max(np.abs(finite))) if finite.size else 0.0
@@ -181,7 +209,7 @@ def out_of_range_nodes(converted: ir.Model, ref_values: Mapping[str, np.ndarray]
                                                                 neginf=0.0)))) > low_max
     }
     keep = []
-    for node in converted.graph:
+    for node in bodies.walk(converted.graph):
         if node.op_type == "Cast" or not node.name:
             continue
         makes = any(v.name in beyond for v in node.outputs)

@@ -141,13 +141,13 @@ def _localization_lines(result: ValidationResult) -> list[str]:
         return [
             (
                 f"Localization ({loc.backend}, sample {loc.sample}): none of {loc.checked} matched "
-                "intermediate tensors is over tolerance; drift starts at the outputs or inside a subgraph."
+                "intermediate tensors is over tolerance; drift starts at the outputs themselves (or inside a body onnxruntime could not expose)."
             )
         ]
     return [
         (
             f"Localization ({loc.backend}, sample {loc.sample}): drift starts at node {loc.node!r} "
-            f"({loc.op_type}), output {loc.output!r}: {loc.reason} "
+            f"({loc.op_type}{f', inside {loc.inside}' if loc.inside else ''}), output {loc.output!r}: {loc.reason} "
             f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)})."
         ),
         f"  precision {loc.precision}: {loc.rule}.",

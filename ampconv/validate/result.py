@@ -51,7 +51,7 @@ class Localization:
     """Where drift starts: the first node (topological order) whose output fails.
 
     ``node`` is None when no exposed intermediate tensor failed (the drift
-    starts at the outputs themselves or inside a subgraph).
+    starts at the outputs themselves, or inside a body onnxruntime could not expose).
     """
 
     backend: str
@@ -78,6 +78,8 @@ class Localization:
     # What the suggested fix does, checked on ``sample`` under emulation before it is suggested:
     # {"nodes": [...], "suggestion": "--keep-fp32 ...", "passes": bool, "before": str, "after": str}.
     fix: dict | None = None
+    # The node whose body holds ``node`` ("Loop 'decode'"), when ``node`` runs inside an If/Loop/Scan body.
+    inside: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict."""
