@@ -37,6 +37,23 @@ from ampconv.verdict import ACCEPT, PIN, Verdict, judge
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckSettings:
+    """How a written model is checked.
+
+    ``runtime``: run onnxruntime too (else the checker alone); ``dtype``: the
+    LOW type, to read a missing-kernel refusal; ``rankless``: main-graph
+    inputs/outputs whose rank is not fixed (``repair.rankless_interface``);
+    ``plan_again``: a refusal that blames nodes returns pins (conversion)
+    rather than failing (validation judges a model, it does not re-plan it).
+    """
+
+    runtime: bool
+    dtype: str
+    rankless: Sequence[str] = ()
+    plan_again: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckOutcome:
     """What the checks of a written model decided: notes to report, or nodes to pin and plan again."""
 
@@ -48,23 +65,21 @@ def check_staged(
     model: ir.Model,
     staged: Path,
     src: Path,
+    settings: CheckSettings,
     *,
-    runtime: bool,
-    dtype: str,
     known_pins: Mapping[str, str],
     timings: Dict[str, object],
-    rankless: Sequence[str] = (),
-    plan_again: bool = True,
 ) -> CheckOutcome:
     """Check the model ``staged`` (written from ``model``, converted from ``src``); see the module docstring.
 
     Returns the notes to report when the model may be published, or the new
     pins when a check blames nodes not pinned yet (``known_pins``). Raises
     ``ConversionError`` when a check fails with nothing new to pin (or, with
-    ``plan_again`` off, whenever it fails: validation judges a model, it does
-    not re-plan it), and ``ModelLoadError`` when onnxruntime refuses the input
-    itself. ``timings`` (the report's ``load_check``) records how the checks ran.
+    ``settings.plan_again`` off, whenever it fails), and ``ModelLoadError``
+    when onnxruntime refuses the input itself. ``timings`` (the report's
+    ``load_check``) records how the checks ran.
     """
+    runtime, dtype, rankless = settings.runtime, settings.dtype, settings.rankless
     probe = build_probe(model, inferred_shapes(model)) if runtime and runtime_available() else None
     timings.update(
         runtime=runtime,
@@ -90,7 +105,7 @@ def check_staged(
         return CheckOutcome(notes)
     if verdict.kind == ACCEPT:
         return CheckOutcome(notes + [verdict.note] if verdict.note else notes)
-    if verdict.kind == PIN and plan_again and not set(pins) <= set(known_pins):
+    if verdict.kind == PIN and settings.plan_again and not set(pins) <= set(known_pins):
         return CheckOutcome(notes, pins)
     refusal = input_refusal(src) if error.tool == ConversionError.RUNTIME else None
     if refusal is not None:
@@ -136,4 +151,4 @@ def _judged(exc: ConversionError, model: ir.Model, probe: Optional[Probe], stage
     return exc, None, {}
 
 
-__all__ = ["CheckOutcome", "check_staged"]
+__all__ = ["CheckOutcome", "CheckSettings", "check_staged"]

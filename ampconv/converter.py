@@ -12,39 +12,26 @@ from __future__ import annotations
 import dataclasses
 import gc
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict
 
 import onnx
 import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
-from ampconv.conversion_figures import conversion_figures
 from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
-from ampconv.data.stats import Calibration
-from ampconv.data.tune import TuneResult, tune_model
+from ampconv.data.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError
-from ampconv.load import external_data_files, load_model, weight_bytes
-from ampconv.checks import check_staged
+from ampconv.load import load_model
 from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import auto_upgrade_target, default_opset, schema_opset_warning, upgraded_copy
-from ampconv.outputs import check_output_path, default_output_path, publish, staging_dir
-from ampconv.passes.annotate import AnnotatePass
-from ampconv.passes.apply import ApplyPlanPass, ApplyResult
-from ampconv.passes.cleanup import CleanupPass, cast_cleanup
-from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
-from ampconv.passes.opset import EnsureDefaultOpsetPass
-from ampconv.passes.pipeline import run_passes
-from ampconv.plan import Plan, Planner
-from ampconv.plan.coverage import coverage_notes, heavy_warning
-from ampconv.plan.ranges import constant_record
+from ampconv.opset_upgrade import auto_upgrade_target, default_opset, upgraded_copy
+from ampconv.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
-from ampconv.prepare import InferTypesPass, NameNodesPass
-from ampconv.repair import accept_input, rankless_interface, repair
+from ampconv.repair import accept_input, repair
 from ampconv.report import Report
-from ampconv.writer import write_model
-from ampconv.graphs import all_graphs, fixed_graph_list
+from ampconv.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
+from ampconv.graphs import fixed_graph_list
 
 MAX_RUNTIME_RETRIES = 8
 
@@ -101,19 +88,45 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     data = DataFindings()
     if config.calibration_data:
         data = _data_findings(src, model, policy, config, complaint)
-    runtime_pins: Dict[str, str] = {}
+    request = Request(src, dst, policy, config, dry_run)
+
+    def fresh() -> ir.Model:
+        # A pin was added: plan again from the original.
+        return load_model(src, infer_types=infer_at_load)
+
+    report = _attempts(request, model, fresh, complaint, data)
+    if upgrade_failed:
+        report.notes.insert(0, upgrade_failed)
+    return report
+
+
+def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFindings) -> Report:
+    """Rewrite, write and check until the checks accept the model; the loop owns the runtime pins.
+
+    Each refusal that blames nodes not pinned yet pins them (the tool's words
+    as the reason) and plans again from a ``fresh()`` copy of the input.
+    """
+    pins: Dict[str, str] = {}
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
-        repairs = []
+        repairs = ()
         if complaint is not None:
-            repairs = [f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy"]
-            repairs += repair(model)
-        report, model = _convert_once(src, dst, model, policy, config, runtime_pins, dry_run, repairs, data)
-        if dry_run or report.output is not None:
-            if upgrade_failed:
-                report.notes.insert(0, upgrade_failed)
+            repairs = (f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy",
+                       *repair(model))
+        attempt = dataclasses.replace(request, repairs=repairs)
+        # No stage adds or removes a node that holds a subgraph: the graph list is walked once.
+        with fixed_graph_list(model):
+            done = rewrite(attempt, model, pins, data)
+            report = report_of(attempt, done, pins, data)
+            if attempt.dry_run:
+                return report
+            outcome = write_checked(attempt, done, pins, report)
+        if not outcome.pins:
+            report.notes.extend(outcome.notes)
+            report.output = str(attempt.dst)
             return report
-        model = load_model(src, infer_types=infer_at_load)  # a pin was added: plan again from the original
-    raise ConversionError(f"{src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
+        pins = {**pins, **outcome.pins}
+        model = fresh()
+    raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
 def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bool, why: str = "") -> Report:
@@ -147,15 +160,6 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
     return report
 
 
-@dataclasses.dataclass
-class DataFindings:
-    """What calibration data (and the accuracy search) decided, for every planning attempt."""
-
-    calibration: Optional[Calibration] = None
-    tune_pins: Dict[str, str] = dataclasses.field(default_factory=dict)
-    tune: Optional[TuneResult] = None
-
-
 def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, complaint) -> DataFindings:
     """Collect activation statistics over the calibration samples, then run the accuracy search if asked.
 
@@ -175,12 +179,14 @@ def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, c
             repair(copy)
         return copy
 
-    def build(pins):
-        report, converted = _convert_once(src, src, fresh(), policy, config, {}, False, [],
-                                          DataFindings(calibration, dict(pins)), write=False)
-        return converted, report
+    request = Request(src, src, policy, config, dry_run=True)
 
-    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, config)
+    def build(pins) -> Rewritten:
+        model = fresh()
+        with fixed_graph_list(model):
+            return rewrite(request, model, {}, DataFindings(calibration, dict(pins)))
+
+    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, config, calibration)
     return findings
 
 
@@ -192,141 +198,6 @@ def _check_opset(src: Path, model: ir.Model) -> None:
         raise UnsupportedModelError(
             f"{src}: opset {default} is newer than the installed onnx supports ({supported}); upgrade onnx"
         )
-
-
-def _convert_once(
-    src: Path,
-    dst: Path,
-    model: ir.Model,
-    policy: Policy,
-    config: Config,
-    runtime_pins: Dict[str, str],
-    dry_run: bool,
-    repairs: List[str],
-    data: Optional[DataFindings] = None,
-    *,
-    write: bool = True,
-) -> Tuple[Report, ir.Model]:
-    """Plan and rewrite ``model``; then (``write``, not ``dry_run``) write, check and publish it to ``dst``.
-
-    No step adds or removes a node that holds a subgraph, so the model's graph
-    list is walked once for the whole conversion (``fixed_graph_list``).
-    """
-    with fixed_graph_list(model):
-        data = data or DataFindings()
-        run_passes(model, NameNodesPass(), InferTypesPass())
-        casts_before = _count_casts(model)
-        weights_before = weight_bytes(model)
-        # Decided before the rewrite: converted initializers become lazy tensors
-        # that no longer say they came from external data (hazard 11).
-        external = bool(external_data_files(model))
-        report = Report(
-            source=str(src),
-            output=None,
-            dtype=config.dtype,
-            level=policy.level,
-            requested_level=config.level,
-            preset=policy.preset,
-            policy_sources=list(policy.sources),
-            dry_run=dry_run,
-            casts_before=casts_before,
-            weight_bytes_before=weights_before,
-            warnings=list(policy.warnings),
-        )
-        report.notes.extend(repairs)
-        if policy.level_note:
-            report.notes.append(policy.level_note)
-        report.notes.extend(policy.notes)  # framework names read as ONNX ops, an operator-info base
-        report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(runtime_pins.items())]
-
-        plan: Optional[Plan] = None
-        applied = ApplyResult()
-        if policy.level != "O0":
-            plan = Planner(
-                model, policy, config, runtime_pins=runtime_pins, calibration=data.calibration, tune_pins=data.tune_pins
-            ).run()
-            _fill_plan(report, plan, model)
-            opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
-            if opset_warning:
-                report.warnings.append(opset_warning)
-            report.notes.extend(coverage_notes(plan.nodes))
-            report.warnings.extend(heavy_warning(plan.nodes, low_type(config.dtype).name))
-            # A dry run rewrites too (in memory; converted weights are lazy, so no
-            # weight is computed) so that its casts and weights predict the real run.
-            # The rewrite checks Loop/Scan state types after it (ConversionError);
-            # cleanup repeats its sweep until nothing changes.
-            rewrite, sweep, opset = ApplyPlanPass(plan), CleanupPass(), EnsureDefaultOpsetPass()
-            run_passes(model, rewrite, cast_cleanup(sweep), opset, UntypeShapelessSubgraphIOPass())
-            applied = rewrite.result
-            if config.annotate:
-                run_passes(model, AnnotatePass(plan))
-            report.notes.extend(opset.notes)
-            report.initializers = [f.record() for f in applied.initializers]
-        elif config.annotate:
-            report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
-        report.casts_inserted = applied.casts_inserted
-        report.casts_after = _count_casts(model)
-        # Derived, so the counts add up: a cast the cleanup bypasses and then drops
-        # as dead would otherwise be counted twice.
-        report.casts_removed = casts_before + applied.casts_inserted - report.casts_after
-        # Measured on the rewritten model (converted tensors are lazy: their size is metadata).
-        report.weight_bytes_after = weight_bytes(model)
-        report.figures = conversion_figures(model, report.weight_bytes_after, config.shapes).to_dict()
-        low_nodes = plan.count("LOW") if plan is not None else 0
-        report.unchanged = low_nodes == 0 and applied.casts_inserted == 0 and report.casts_removed == 0
-        if data.calibration is not None:
-            report.calibration = data.calibration.summary()
-        if data.tune is not None:
-            report.tune = data.tune.summary()
-        if dry_run or not write:
-            return report, model
-
-        with staging_dir(dst) as stage:
-            staged = stage / dst.name
-            written_note = write_model(
-                model, staged, external=external, progress=config.progress, max_workers=config.max_workers,
-                weights=report.weight_bytes_after,
-            )
-            if written_note:
-                report.notes.append(written_note)
-            outcome = check_staged(
-                model, staged, src, runtime=config.check_runtime, dtype=config.dtype, known_pins=runtime_pins,
-                timings=report.load_check, rankless=rankless_interface(model),
-            )
-            if outcome.pins:
-                runtime_pins.update(outcome.pins)
-                return report, model  # output None: the caller plans again
-            report.notes.extend(outcome.notes)
-            publish(stage, dst)
-        report.output = str(dst)
-        return report, model
-
-
-def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
-    report.warnings.extend(plan.warnings)
-    graph_names = {}
-    for graph in all_graphs(model):
-        graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")
-    for node, node_plan in plan.nodes.items():
-        d = node_plan.decision
-        report.nodes.append(
-            {
-                "name": node.name,
-                "op_type": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}",
-                "graph": graph_names.get(node.graph, "subgraph"),
-                "precision": d.precision,
-                "rule": d.rule,
-                "reason": d.reason,
-                "follows": d.follows,
-            }
-        )
-    final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
-    for note in plan.constants:
-        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == "LOW"))
-
-
-def _count_casts(model: ir.Model) -> int:
-    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
 
 
 __all__ = ["convert"]

@@ -26,7 +26,7 @@ from typing import Dict, Optional
 import onnx_ir as ir
 
 import ampconv
-from ampconv.checks import check_staged
+from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError
 from ampconv.load import load_model
 from ampconv.loadcheck import runtime_refusal
@@ -74,9 +74,8 @@ def _whole_verdict(model: ir.Model, path: str, dtype: str):
 def _decided(model: ir.Model, dst: Path, src: Path, dtype: str):
     """(kind, pins) the converter's checks decide for the written model: load (or accept), pin or fail."""
     try:
-        outcome = check_staged(
-            model, dst, src, runtime=True, dtype=dtype, known_pins={}, timings={}, rankless=rankless_interface(model)
-        )
+        settings = CheckSettings(runtime=True, dtype=dtype, rankless=rankless_interface(model))
+        outcome = check_staged(model, dst, src, settings, known_pins={}, timings={})
     except AmpconvError:
         return ("fail", ())
     if outcome.pins:

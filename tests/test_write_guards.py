@@ -19,7 +19,7 @@ import pytest
 from ampconv_cli.main import cli
 from conftest import sha256, tiny_mlp
 
-from ampconv import converter, outputs
+from ampconv import converter, outputs, stages
 from ampconv.errors import ModelLoadError
 
 
@@ -206,7 +206,7 @@ def test_interrupt_before_publishing_writes_nothing(cli_runner, work, monkeypatc
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(converter, "write_model", interrupt)
+    monkeypatch.setattr(stages, "write_model", interrupt)
     before = snapshot(work)
     result = run(cli_runner, "convert", work / "m.onnx", "-o", work / "o.onnx", "--report", work / "r.json")
     assert result.exit_code == 130

@@ -30,7 +30,7 @@ from typing import Dict, Iterable, Mapping, Optional
 
 import onnx_ir as ir
 
-from ampconv.data.stats import MARGIN, fmt
+from ampconv.data.stats import MARGIN, Calibration, fmt
 from ampconv.lowtypes import LowType
 
 
@@ -58,20 +58,20 @@ class MarginNode:
 def margin_nodes(
     model: ir.Model,
     overflow_nodes: Iterable[str],
-    calibration: Mapping[str, object],
+    calibration: Calibration,
     low: LowType,
 ) -> Dict[str, MarginNode]:
     """Of the ``overflow_nodes`` (rule ``data-overflow``), those kept only by the margin.
 
     ``model`` is the float32 input with the converter's node names;
-    ``calibration`` the report's calibration section: its ``overflowing``
-    tensors exceed the LOW maximum, its ``near_max`` ones (tensor -> max |x|)
-    lie between the default guard and the LOW maximum. A node qualifies when
-    none of its tensors overflow and one lies in the margin.
+    ``calibration`` the statistics pass: its ``overflowing()`` tensors exceed
+    the LOW maximum, its ``near_max()`` ones (tensor -> max |x|) lie between
+    the default guard and the LOW maximum. A node qualifies when none of its
+    tensors overflow and one lies in the margin.
     """
     wanted = set(overflow_nodes)
-    overflowing = set(calibration.get("overflowing") or ())
-    near = dict(calibration.get("near_max") or {})
+    overflowing = set(calibration.overflowing())
+    near = calibration.near_max()
     found: Dict[str, MarginNode] = {}
     for node in model.graph:
         if node.name not in wanted:

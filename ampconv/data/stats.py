@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -137,6 +137,17 @@ class Calibration:
         """The statistics of tensor ``name``, None when it was not observed."""
         return self.tensors.get(name) if name else None
 
+    def overflowing(self) -> List[str]:
+        """Names of the tensors with values beyond the LOW maximum, sorted."""
+        return sorted(n for n, s in self.tensors.items() if s.overflow)
+
+    def near_max(self) -> Dict[str, float]:
+        """Tensor -> max |x| of the tensors in range but over the default guard: what only the margin keeps float32."""
+        return {
+            n: s.max_abs for n, s in sorted(self.tensors.items())
+            if not s.overflow and s.max_abs > self.low.max * MARGIN
+        }
+
     def summary(self) -> Dict[str, object]:
         """The report's ``calibration`` section (the per-tensor figures behind decisions are in the reasons)."""
         return {
@@ -144,12 +155,8 @@ class Calibration:
             "random": self.random,
             "sources": list(self.sources[:20]) + ([f"... {len(self.sources) - 20} more"] if len(self.sources) > 20 else []),
             "tensors": len(self.tensors),
-            "overflowing": sorted(n for n, s in self.tensors.items() if s.overflow),
-            # In range, but over the default guard: what only the margin keeps float32.
-            "near_max": {
-                n: s.max_abs for n, s in sorted(self.tensors.items())
-                if not s.overflow and s.max_abs > self.low.max * MARGIN
-            },
+            "overflowing": self.overflowing(),
+            "near_max": self.near_max(),
             "accumulations": {
                 name: {"op_type": a.op_type, "terms": a.terms, "max_sum": a.max_sum}
                 for name, a in self.accumulations.items()

@@ -45,10 +45,17 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.data import margin
+from ampconv.data import margin, ownerror
 from ampconv.data.ownerror import OwnError
+from ampconv.lowtypes import low_type
+from ampconv.passes.pipeline import run_passes
+from ampconv.prepare import InferTypesPass, NameNodesPass
 from ampconv.validate import emulate as emulation
 from ampconv.validate import modelio, runners
+from ampconv.validate.comparison import Judging, judge_output
+from ampconv.validate.criteria import NEAR_TIE_WORDS
+from ampconv.validate.natures import output_natures
+from ampconv.validate.options import ValidateOptions
 
 REFERENCE_CACHE_BYTES = 256 * 1024**2
 
@@ -277,61 +284,67 @@ def _jsonable(value: float):
     return value if math.isfinite(value) else str(value)
 
 
-def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tuple[Dict[str, str], TuneResult]:
+def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config, calibration) -> Tuple[Dict[str, str], TuneResult]:
     """Run the search for the conversion of ``src`` under ``config``; returns (pins, record).
 
     ``fresh()`` loads the float32 input again; ``build(pins)`` returns the
-    converted (model, report) with ``pins`` kept float32 (a ``Lowered`` pin
-    releases a node from the overflow guard's margin instead). Nodes kept
-    only by that margin are candidates of the search like the LOW nodes:
-    every candidate starts with them LOW, and one the search keeps stays
-    under its ``data-overflow`` rule (``ampconv.data.margin``).
+    ``stages.Rewritten`` conversion with ``pins`` kept float32 (a ``Lowered``
+    pin releases a node from the overflow guard's margin instead), whose
+    ``plan`` the search reads. ``calibration`` is the statistics pass's
+    ``Calibration``. Nodes kept only by the margin are candidates of the
+    search like the LOW nodes: every candidate starts with them LOW, and one
+    the search keeps stays under its ``data-overflow`` rule (``ampconv.data.margin``).
     """
-    from ampconv.data import ownerror
-    from ampconv.lowtypes import low_type
-    from ampconv.prepare import InferTypesPass, NameNodesPass
-    from ampconv.passes.pipeline import run_passes
-    from ampconv.validate import ValidateOptions
-    from ampconv.validate.comparison import Judging, judge_output
-    from ampconv.validate.natures import output_natures
-
     low = low_type(config.dtype)
-    criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
-    external = modelio.wants_external(fresh(), str(src))
-    planned, report = build({})
     notes: List[str] = []
-    margins = _margin_candidates(report, fresh, low, config, notes)
+    planned = build({})
+    margins = _margin_candidates(planned.plan, calibration, fresh, config, notes)
     if margins:
         del planned
-        planned, report = build(margin.release({}, margins))
-        lowered = {n["name"] for n in report.nodes if n["precision"] == "LOW"}
+        planned = build(margin.release({}, margins))
+        lowered = set(_low_names(planned.plan))
         margins = {name: m for name, m in margins.items() if name in lowered}  # else a later rule keeps it
-    low_nodes = [n["name"] for n in report.nodes if n["precision"] == "LOW"]
-    slots = ownerror.slots_from_converted(planned)
+    low_nodes = _low_names(planned.plan)
+    slots = ownerror.slots_from_converted(planned.model)
     del planned
-
+    external = modelio.wants_external(fresh(), str(src))
     kinds: Dict[str, str] = {}  # node -> op type, for the ranking and the report
 
     def rank():
         copy = fresh()
         run_passes(copy, NameNodesPass(), InferTypesPass())
-        weights = ownerror.amplification(copy, low_nodes)
         errors = ownerror.measure(copy, str(src), slots, _first(samples, RANKING_SAMPLES), low, external)
-        consumers = ownerror.low_consumers(copy, low_nodes)
         kinds.update(ownerror.op_types(copy, low_nodes))
         discrete = [name for name, op in kinds.items() if op in ownerror.DISCRETE]
-        return ownerror.ranked(errors, low_nodes, weights, consumers, discrete), errors
+        order = ownerror.ranked(errors, low_nodes, ownerror.amplification(copy, low_nodes),
+                                ownerror.low_consumers(copy, low_nodes), discrete)
+        return order, errors
 
-    def candidate(pins):
-        return build(margin.release(pins, margins))[0]
-
-    # The verdict's own judge: natures of the outputs, token sequences read as sequences.
-    judging = Judging(criteria, config.dtype, output_natures(fresh()))
-    evaluator = Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
+    evaluator = _evaluator(src, fresh, samples, lambda pins: build(margin.release(pins, margins)).model, config,
+                           external)
     try:
         pins, result = search(evaluator, low_nodes, rank)
     finally:
         evaluator.close()
+    return _finish(result, pins, margins, notes, kinds, config)
+
+
+def _low_names(plan) -> List[str]:
+    """Names of the nodes ``plan`` makes LOW, in plan order (empty at O0)."""
+    if plan is None:
+        return []
+    return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == "LOW"]
+
+
+def _evaluator(src, fresh, samples, candidate, config, external: bool) -> Evaluator:
+    """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
+    criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
+    judging = Judging(criteria, config.dtype, output_natures(fresh()))
+    return Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
+
+
+def _finish(result: TuneResult, pins, margins, notes, kinds, config) -> Tuple[Dict[str, str], TuneResult]:
+    """The search's record completed with its notes, kept nodes' op types and margin nodes; the pins."""
     result.margin_nodes = len(margins)
     result.notes.extend(notes)
     result.notes.extend(why_so_much(result, config.dtype))
@@ -343,7 +356,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config) -> Tu
         return {}, result  # the conversion as planned: the margin keeps its nodes float32
     for entry in result.kept:
         entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
-    _record_margin(result, margins, pins, low)
+    _record_margin(result, margins, pins, low_type(config.dtype))
     return margin.release(pins, margins), result
 
 
@@ -359,8 +372,6 @@ def why_so_much(result: TuneResult, dtype: str) -> List[str]:
     rounding anywhere upstream of that step can flip it, so nothing short of
     keeping that path float32 passes. Empty when the search kept little.
     """
-    from ampconv.validate.criteria import NEAR_TIE_WORDS
-
     kept = len(result.kept)
     heavy = result.passed and result.low_nodes and kept >= MOSTLY_KEPT * result.low_nodes
     if result.passed and not heavy:
@@ -384,20 +395,20 @@ def why_so_much(result: TuneResult, dtype: str) -> List[str]:
     ]
 
 
-def _margin_candidates(report, fresh, low, config, notes: List[str]) -> Dict[str, margin.MarginNode]:
+def _margin_candidates(plan, calibration, fresh, config, notes: List[str]) -> Dict[str, margin.MarginNode]:
     """The nodes the planned conversion keeps float32 only by the overflow guard's margin."""
-    from ampconv.prepare import NameNodesPass
-
-    overflow = [n["name"] for n in report.nodes if n["rule"] == "data-overflow"]
-    if not overflow or report.calibration is None:
+    overflow = [node.name for node, node_plan in (plan.nodes.items() if plan is not None else ())
+                if node_plan.decision.rule == "data-overflow"]
+    if not overflow or calibration is None:
         return {}
+    low = low_type(config.dtype)
     if config.data_max is not None:
         notes.append(f"--data-max {config.data_max:g} is the user's threshold, not a margin: the "
                      f"{len(overflow)} node(s) over it stay float32 and the search does not lower them")
         return {}
     copy = fresh()
     NameNodesPass()(copy)
-    found = margin.margin_nodes(copy, overflow, report.calibration, low)
+    found = margin.margin_nodes(copy, overflow, calibration, low)
     hard = len(overflow) - len(found)
     if hard:
         notes.append(f"{hard} node(s) with values over the {low.name} max {low.max:g} stay float32: "

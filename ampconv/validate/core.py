@@ -11,7 +11,7 @@ import time
 
 import onnx_ir as ir
 
-from ampconv.checks import check_staged
+from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
@@ -160,8 +160,8 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
         # The model as read (no inference of its own): untyped values leave the probe out and the
         # whole model is loaded, which is what validation pays for its sessions anyway.
         outcome = check_staged(
-            conv.model, Path(conv.path), Path(reference), runtime=True, dtype=dtype, known_pins={},
-            timings={}, plan_again=False,
+            conv.model, Path(conv.path), Path(reference), CheckSettings(runtime=True, dtype=dtype, plan_again=False),
+            known_pins={}, timings={},
         )
     except ConversionError as exc:
         raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None

@@ -1,0 +1,223 @@
+"""One conversion attempt as typed stages: a ``Request``, a ``Rewritten`` model, a ``CheckOutcome``.
+
+``ampconv.converter`` runs them in a retry loop that owns the runtime pins::
+
+    Request --rewrite(model, pins, data)--> Rewritten --write_checked(pins)--> CheckOutcome
+                                               |                                 | pins: plan again
+                                               +--report_of(pins, data)--> Report (built once, at the edge)
+
+- ``rewrite`` plans the model (``Planner`` -> ``Plan``) and rewrites it in
+  memory (apply the plan, clean casts up, opset, annotate). The accuracy
+  search (``--tune``) calls it for each candidate and reads the ``Plan``.
+- ``report_of`` turns what the stages found into the ``Report``.
+- ``write_checked`` writes the rewritten model into a staging folder, checks
+  it (``checks.check_staged``) and publishes it when the checks accept it;
+  when they blame nodes it returns their pins and publishes nothing.
+
+No stage mutates what another owns: pins come in as a mapping and leave in a
+``CheckOutcome``; the plan and the rewrite's counts leave in ``Rewritten``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional
+
+import onnx_ir as ir
+
+from ampconv.checks import CheckOutcome, CheckSettings, check_staged
+from ampconv.config import Config
+from ampconv.conversion_figures import conversion_figures
+from ampconv.data.stats import Calibration
+from ampconv.data.tune import TuneResult
+from ampconv.graphs import all_graphs
+from ampconv.load import external_data_files, weight_bytes
+from ampconv.lowtypes import low_type
+from ampconv.opset_upgrade import schema_opset_warning
+from ampconv.outputs import publish, staging_dir
+from ampconv.passes.annotate import AnnotatePass
+from ampconv.passes.apply import ApplyPlanPass, ApplyResult
+from ampconv.passes.cleanup import CleanupPass, cast_cleanup
+from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
+from ampconv.passes.opset import EnsureDefaultOpsetPass
+from ampconv.passes.pipeline import run_passes
+from ampconv.plan import Plan, Planner
+from ampconv.plan.coverage import coverage_notes, heavy_warning
+from ampconv.plan.ranges import constant_record
+from ampconv.policy import Policy
+from ampconv.prepare import InferTypesPass, NameNodesPass
+from ampconv.repair import rankless_interface
+from ampconv.report import Report
+from ampconv.writer import write_model
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What one conversion was asked to do: from where, to where, with which policy and options."""
+
+    src: Path
+    dst: Path
+    policy: Policy
+    config: Config
+    dry_run: bool = False
+    repairs: tuple = ()  # what the repair of a checker-refused input did, for the report
+
+
+@dataclasses.dataclass
+class DataFindings:
+    """What calibration data (and the accuracy search) decided, for every planning attempt."""
+
+    calibration: Optional[Calibration] = None
+    tune_pins: Dict[str, str] = dataclasses.field(default_factory=dict)
+    tune: Optional[TuneResult] = None
+
+
+@dataclasses.dataclass
+class Rewritten:
+    """The model after planning and the in-memory rewrite, and what those steps counted.
+
+    ``plan`` is None at level O0 (nothing decided). ``casts_before`` and
+    ``weights_before`` are the input's; ``external`` says whether the input
+    kept weights in external data (decided before the rewrite: converted
+    initializers become lazy tensors that no longer say so).
+    """
+
+    model: ir.Model
+    plan: Optional[Plan]
+    applied: ApplyResult
+    casts_before: int
+    weights_before: int
+    external: bool
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+
+def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: DataFindings) -> Rewritten:
+    """Plan ``model`` (edited in place) with the runtime ``pins`` and the data findings, then rewrite it.
+
+    A dry run rewrites too (in memory; converted weights are lazy, so no weight
+    is computed), so that its casts and weights predict the real run. The
+    rewrite checks Loop/Scan state types after it (``ConversionError``);
+    cleanup repeats its sweep until nothing changes.
+    """
+    run_passes(model, NameNodesPass(), InferTypesPass())
+    done = Rewritten(model, None, ApplyResult(), count_casts(model), weight_bytes(model),
+                     bool(external_data_files(model)))
+    if request.policy.level == "O0":
+        return done
+    config = request.config
+    done.plan = Planner(
+        model, request.policy, config, runtime_pins=dict(pins), calibration=data.calibration,
+        tune_pins=data.tune_pins,
+    ).run()
+    apply, opset = ApplyPlanPass(done.plan), EnsureDefaultOpsetPass()
+    run_passes(model, apply, cast_cleanup(CleanupPass()), opset, UntypeShapelessSubgraphIOPass())
+    done.applied = apply.result
+    if config.annotate:
+        run_passes(model, AnnotatePass(done.plan))
+    done.notes.extend(opset.notes)
+    return done
+
+
+def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: DataFindings) -> Report:
+    """The report of one attempt, built from the request, the stages' values and the data findings."""
+    policy, config = request.policy, request.config
+    report = Report(
+        source=str(request.src), output=None, dtype=config.dtype, level=policy.level,
+        requested_level=config.level, preset=policy.preset, policy_sources=list(policy.sources),
+        dry_run=request.dry_run, casts_before=done.casts_before, weight_bytes_before=done.weights_before,
+        warnings=list(policy.warnings),
+    )
+    report.notes.extend(request.repairs)
+    if policy.level_note:
+        report.notes.append(policy.level_note)
+    report.notes.extend(policy.notes)  # framework names read as ONNX ops, an operator-info base
+    report.runtime_pins = [{"node": k, "reason": v} for k, v in sorted(pins.items())]
+    if done.plan is not None:
+        _fill_plan(report, done.plan, done.model)
+        report.notes.extend(done.notes)
+        report.initializers = [f.record() for f in done.applied.initializers]
+    elif config.annotate:
+        report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
+    _fill_counts(report, done, config)
+    if data.calibration is not None:
+        report.calibration = data.calibration.summary()
+    if data.tune is not None:
+        report.tune = data.tune.summary()
+    return report
+
+
+def _fill_counts(report: Report, done: Rewritten, config: Config) -> None:
+    """Casts, weights and the GPU figures, measured on the rewritten model (converted tensors are lazy)."""
+    report.casts_inserted = done.applied.casts_inserted
+    report.casts_after = count_casts(done.model)
+    # Derived, so the counts add up: a cast the cleanup bypasses and then drops
+    # as dead would otherwise be counted twice.
+    report.casts_removed = done.casts_before + done.applied.casts_inserted - report.casts_after
+    report.weight_bytes_after = weight_bytes(done.model)
+    report.figures = conversion_figures(done.model, report.weight_bytes_after, config.shapes).to_dict()
+    low_nodes = done.plan.count("LOW") if done.plan is not None else 0
+    report.unchanged = low_nodes == 0 and done.applied.casts_inserted == 0 and report.casts_removed == 0
+
+
+def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], report: Report) -> CheckOutcome:
+    """Write ``done.model`` into a staging folder, check it, and publish it to ``request.dst`` when accepted.
+
+    Returns the checks' outcome: its notes when the model was published, or
+    the nodes to pin (nothing published) when a check blames nodes not in
+    ``pins``. The writer's note and the checks' timings go into ``report``.
+    """
+    config = request.config
+    with staging_dir(request.dst) as stage:
+        staged = stage / request.dst.name
+        written_note = write_model(
+            done.model, staged, external=done.external, progress=config.progress, max_workers=config.max_workers,
+            weights=report.weight_bytes_after,
+        )
+        if written_note:
+            report.notes.append(written_note)
+        settings = CheckSettings(runtime=config.check_runtime, dtype=config.dtype,
+                                 rankless=rankless_interface(done.model))
+        outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins, timings=report.load_check)
+        if not outcome.pins:
+            publish(stage, request.dst)
+    return outcome
+
+
+def plan_warnings(report: Report, plan: Plan, model: ir.Model, dtype: str) -> None:
+    """The plan's own warnings: an opset that keeps nodes float32, coverage, heavy ops all float32."""
+    opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
+    if opset_warning:
+        report.warnings.append(opset_warning)
+    report.notes.extend(coverage_notes(plan.nodes))
+    report.warnings.extend(heavy_warning(plan.nodes, low_type(dtype).name))
+
+
+def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
+    """Every node's decision, the plan's warnings and the constants' records, into ``report``."""
+    report.warnings.extend(plan.warnings)
+    plan_warnings(report, plan, model, report.dtype)
+    graph_names = {}
+    for graph in all_graphs(model):
+        graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")
+    for node, node_plan in plan.nodes.items():
+        d = node_plan.decision
+        report.nodes.append(
+            {
+                "name": node.name,
+                "op_type": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}",
+                "graph": graph_names.get(node.graph, "subgraph"),
+                "precision": d.precision,
+                "rule": d.rule,
+                "reason": d.reason,
+                "follows": d.follows,
+            }
+        )
+    final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
+    for note in plan.constants:
+        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == "LOW"))
+
+
+def count_casts(model: ir.Model) -> int:
+    """Default-domain Cast nodes in every graph of ``model``."""
+    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
