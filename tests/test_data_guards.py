@@ -11,7 +11,7 @@ import ampconv
 from ampconv.data.collect import collect
 from ampconv.data.stats import TensorStats, Thresholds
 from ampconv.lowtypes import low_type
-from ampconv.validate.inputs import SampleStream
+from ampconv.validate.inputs import RandomDraw, SampleStream
 from ampconv.validate.modelio import declared_inputs, load
 from ampconv_cli.main import cli
 from helpers import decisions, model_from_text, save
@@ -158,7 +158,7 @@ def test_calibration_memory_does_not_grow_with_the_number_of_samples(tmp_path):
     specs = declared_inputs(load(src))
 
     def peak(count):
-        stream = SampleStream((), specs, random=True, count=count, seed=0)
+        stream = SampleStream((), specs, RandomDraw(count=count, seed=0))
         tracemalloc.start()
         collect(src, stream, FP16)
         _current, top = tracemalloc.get_traced_memory()

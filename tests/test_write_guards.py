@@ -19,7 +19,7 @@ import pytest
 from ampconv_cli.main import cli
 from conftest import sha256, tiny_mlp
 
-from ampconv import converter, outputs, stages
+from ampconv import outputs, stages
 from ampconv.errors import ModelLoadError
 
 

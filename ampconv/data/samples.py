@@ -20,11 +20,10 @@ def calibration_samples(model: ir.Model, config: Config) -> inputs.SampleStream:
     """
     specs = modelio.declared_inputs(model)
     if tuple(config.calibration_data) == (RANDOM,):
-        return inputs.SampleStream(
-            (), specs, random=True, shapes=dict(config.shapes), count=config.calibration_samples,
-            seed=config.calibration_seed, int_bounds=inputs.integer_bounds(model),
-            ranges=dict(config.input_ranges),
-        )
+        return inputs.SampleStream((), specs, inputs.RandomDraw(
+            config.calibration_samples, config.calibration_seed, dict(config.shapes), inputs.integer_bounds(model),
+            dict(config.input_ranges),
+        ))
     stream = inputs.SampleStream(config.calibration_data, specs)
     for _source, _sample in stream:  # check every sample up front: a bad one fails before any conversion work
         pass

@@ -176,84 +176,120 @@ def search(
     LOW node names, most harmful first, and their measured own errors.
     """
     start = time.perf_counter()
-    result = TuneResult(passed=False, low_nodes=len(low_nodes), budget=budget(len(low_nodes)))
-
-    def run(pins: Dict[str, str]) -> Evaluation:
-        outcome = evaluate(pins)
-        result.evaluations.append(outcome)
-        return outcome
-
-    first = run({})
+    state = _Search(evaluate, TuneResult(passed=False, low_nodes=len(low_nodes), budget=budget(len(low_nodes))))
+    result = state.result
+    first = state.run({})
     if first.passed or not low_nodes:
         result.passed = first.passed
         if not first.passed:
             result.notes.append("no LOW node left to keep float32: the failure is not LOW precision's")
         result.seconds = time.perf_counter() - start
         return {}, result
-    order, errors = rank()
-    result.ranking = list(order)
-    result.own_errors = {name: e.error for name, e in errors.items()}
-    why: Dict[str, str] = {}
-
-    def left() -> int:
-        return result.budget - len(result.evaluations)
-
-    def attempt(names: Sequence[str]) -> Evaluation:
-        return run({name: why.get(name) or _why(name, errors) for name in names})
-
-    # Step 3: the shortest passing prefix of the ranking (exponential, then binary search).
-    lo, hi, k, failed_at = 0, None, 1, {0: first}
-    while hi is None and left() > 0:
-        k = min(k, len(order))
-        outcome = attempt(order[:k])
-        if outcome.passed:
-            hi = k
-        else:
-            lo, failed_at[k] = k, outcome
-            if k == len(order):
-                break
-            k *= 2
-    if hi is None:
-        result.notes.append(
-            "keeping every LOW node float32 does not pass either: the failure is not LOW precision's "
-            "(check the tolerance)" if lo == len(order) else "evaluation budget spent before a passing candidate"
-        )
+    state.order, state.errors = rank()
+    result.ranking = list(state.order)
+    result.own_errors = {name: e.error for name, e in state.errors.items()}
+    found = state.shortest_prefix(first)
+    if found is None:
         result.seconds = time.perf_counter() - start
         return {}, result
-    hi = _shortest(lambda j: attempt(order[:j]), lo, hi, failed_at, left)
-    best = list(order[:hi])
-    # Step 4: order[hi - 1] is needed; find the others among order[:hi - 1] the same way, one by one.
-    needed = [order[hi - 1]]
-    upper = hi - 1 if hi - 1 in failed_at else 0  # else: budget spent, keep the passing prefix
-    if upper or hi == 1:
-        why[needed[0]] = f"lowering it fails validation ({failed_at[hi - 1].detail})"
-    while upper > 0 and left() > 0:
-        alone = attempt(needed)
-        if alone.passed:
-            best = list(needed)
-            break
-        failed_at = {0: alone}
-        # order[:upper] + needed is the last passing set: search below it.
-        j = _shortest(lambda j: attempt(order[:j] + needed), 0, upper, failed_at, left)
-        best = list(order[:j]) + needed
-        if j - 1 not in failed_at:
-            break  # budget spent before order[j - 1] was shown to be needed
-        needed.append(order[j - 1])
-        why[order[j - 1]] = f"lowering it fails validation ({failed_at[j - 1].detail})"
-        upper = j - 1
-    kept = [name for name in order if name in set(best)]
-    result.passed = True
-    result.kept = [
-        {
-            "node": name,
-            "op_type": errors[name].op_type if name in errors else None,
-            "own_error": _jsonable(errors[name].error) if name in errors else None,
-            "evidence": why.get(name) or _why(name, errors),
-        }
-        for name in kept
-    ]
+    pins = state.keep(state.prune(*found))
     result.seconds = time.perf_counter() - start
-    return {name: why.get(name) or _why(name, errors) for name in kept}, result
+    return pins, result
+
+
+class _Search:
+    """The search's state: the evaluations so far (in ``result``), the ranking, and why each node is kept."""
+
+    def __init__(self, evaluate: Callable[[Mapping[str, str]], Evaluation], result: TuneResult) -> None:
+        self.evaluate = evaluate
+        self.result = result
+        self.order: List[str] = []
+        self.errors: Mapping[str, OwnError] = {}
+        self.why: Dict[str, str] = {}
+
+    def run(self, pins: Dict[str, str]) -> Evaluation:
+        """Evaluate one candidate and record it."""
+        outcome = self.evaluate(pins)
+        self.result.evaluations.append(outcome)
+        return outcome
+
+    def left(self) -> int:
+        """Evaluations left in the budget."""
+        return self.result.budget - len(self.result.evaluations)
+
+    def attempt(self, names: Sequence[str]) -> Evaluation:
+        """Evaluate the candidate that keeps ``names`` float32."""
+        return self.run({name: self.reason(name) for name in names})
+
+    def reason(self, name: str) -> str:
+        """Why ``name`` is kept: the failure lowering it caused, else its own error."""
+        return self.why.get(name) or _why(name, self.errors)
+
+    def shortest_prefix(self, first: Evaluation) -> Optional[Tuple[int, Dict[int, Evaluation]]]:
+        """Step 3: the shortest passing prefix of the ranking (exponential, then binary search).
+
+        Returns its length and the failing outcomes by prefix length; None (with
+        a note) when no prefix passes within the budget.
+        """
+        order = self.order
+        lo, hi, k, failed_at = 0, None, 1, {0: first}
+        while hi is None and self.left() > 0:
+            k = min(k, len(order))
+            outcome = self.attempt(order[:k])
+            if outcome.passed:
+                hi = k
+            else:
+                lo, failed_at[k] = k, outcome
+                if k == len(order):
+                    break
+                k *= 2
+        if hi is None:
+            self.result.notes.append(
+                "keeping every LOW node float32 does not pass either: the failure is not LOW precision's "
+                "(check the tolerance)" if lo == len(order) else "evaluation budget spent before a passing candidate"
+            )
+            return None
+        return _shortest(lambda j: self.attempt(order[:j]), lo, hi, failed_at, self.left), failed_at
+
+    def prune(self, hi: int, failed_at: Dict[int, Evaluation]) -> List[str]:
+        """Step 4: ``order[hi - 1]`` is needed; find the other needed nodes of the prefix one by one."""
+        order = self.order
+        best = list(order[:hi])
+        needed = [order[hi - 1]]
+        upper = hi - 1 if hi - 1 in failed_at else 0  # else: budget spent, keep the passing prefix
+        if upper or hi == 1:
+            self.why[needed[0]] = f"lowering it fails validation ({failed_at[hi - 1].detail})"
+        while upper > 0 and self.left() > 0:
+            alone = self.attempt(needed)
+            if alone.passed:
+                return list(needed)
+            failed_at = {0: alone}
+            # order[:upper] + needed is the last passing set: search below it.
+            j = _shortest(lambda j: self.attempt(order[:j] + needed), 0, upper, failed_at, self.left)
+            best = list(order[:j]) + needed
+            if j - 1 not in failed_at:
+                break  # budget spent before order[j - 1] was shown to be needed
+            needed.append(order[j - 1])
+            self.why[order[j - 1]] = f"lowering it fails validation ({failed_at[j - 1].detail})"
+            upper = j - 1
+        return best
+
+    def keep(self, best: Sequence[str]) -> Dict[str, str]:
+        """Record ``best`` as the passing set, in ranking order; returns its pins."""
+        chosen = set(best)
+        kept = [name for name in self.order if name in chosen]
+        errors = self.errors
+        self.result.passed = True
+        self.result.kept = [
+            {
+                "node": name,
+                "op_type": errors[name].op_type if name in errors else None,
+                "own_error": _jsonable(errors[name].error) if name in errors else None,
+                "evidence": self.reason(name),
+            }
+            for name in kept
+        ]
+        return {name: self.reason(name) for name in kept}
 
 
 def _shortest(passes_with, lo: int, hi: int, failed_at: Dict[int, Evaluation], left: Callable[[], int]) -> int:

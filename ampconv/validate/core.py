@@ -38,96 +38,102 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     model cannot be run.
     """
     options = options or ValidateOptions()
-    reference, converted = os.fspath(reference), os.fspath(converted)
+    run = _prepare(os.fspath(reference), os.fspath(converted), options)
+    timings = {}
+    with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
+        start = time.perf_counter()
+        setup = _Setup(backend=run.backend, provider=run.provider, rtol=run.criteria.rtol, atol=run.criteria.atol,
+                       tmp=tmp, criteria=run.criteria)
+        ref_runner, conv_runner = _sessions(run, setup)
+        setup = dataclasses.replace(setup, provider=conv_runner.provider)
+        timings["prepare_s"] = time.perf_counter() - start
+        out_names = ref_runner.output_names()
+        judging = comparison.Judging(run.criteria, run.dtype, output_natures(run.ref.model))
+        progress = None
+        if options.progress is not None:
+            def progress(done, total=run.samples.count):
+                options.progress(done, total)
+        compared = comparison.compare(
+            run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging,
+            progress,
+        )
+        timings["reference_s"] = ref_runner.seconds
+        timings["converted_s"] = conv_runner.seconds
+        if run.samples.random:
+            run.notes.extend(_weak_check_notes(compared.spans, judging.natures))
+        passed = all(o.passed for o in compared.outputs)
+        located = None
+        if not passed and options.localize and compared.first_failed is not None:
+            start = time.perf_counter()
+            index, sample, failed_reference = compared.first_failed
+            located = _localize(run.ref, run.conv, setup, sample, (index, failed_reference), options.decisions)
+            timings["localize_s"] = time.perf_counter() - start
+    return ValidationResult(
+        reference=run.ref.path, converted=run.conv.path, passed=passed, backend=run.backend,
+        provider=setup.provider, dtype=run.dtype, rtol=run.criteria.rtol, atol=run.criteria.atol,
+        tolerance_source=run.source, criteria=run.criteria, random_inputs=run.samples.random,
+        input_sources=compared.sources, sample_count=compared.count, outputs=compared.outputs,
+        localization=located, notes=tuple(run.notes), timings=tuple(timings.items()),
+    )
+
+
+@dataclasses.dataclass
+class _Run:
+    """One validation, prepared: both models read, the LOW type and criteria, the samples, the backend, notes."""
+
+    ref: "_Loaded"
+    conv: "_Loaded"
+    dtype: str
+    criteria: object
+    source: str  # where the criteria came from
+    samples: inputs_mod.SampleStream
+    backend: str
+    provider: str
+    notes: list
+
+
+def _prepare(reference: str, converted: str, options: ValidateOptions) -> _Run:
+    """Read both models, refuse a pair that is not one model or a converted model no runtime loads, pick the rest."""
     runners.import_runtime()
     ref = _Loaded.read(reference)
     conv = _Loaded.read(converted)
-    specs = modelio.declared_inputs(ref.model)
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
     dtype = found_dtype or "fp16"
     load_notes = _loads(conv, reference, dtype)
     criteria, source = options.criteria(dtype)
-    # The elementwise numbers: strict mode's rule, and localization's in both modes.
-    rtol, atol = criteria.rtol, criteria.atol
-    samples = _samples(options, specs, ref.model)
+    samples = _samples(options, modelio.declared_inputs(ref.model), ref.model)
     backend, provider = _pick_backend(options.backend)
-    notes = []
-    if samples.random:
-        notes.append(RANDOM_NOTE)
+    notes = [RANDOM_NOTE] if samples.random else []
     notes.extend(samples.notes)
     if found_dtype is None:
         notes.append(f"{converted}: no float16/bfloat16 tensor found; judged with the fp16 criteria")
     if backend == "native" and provider == runners.CPU:
         notes.append(CPU_NATIVE_NOTE)
     notes.extend(load_notes)
+    return _Run(ref, conv, dtype, criteria, source, samples, backend, provider, notes)
 
-    timings = {}
-    with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
-        start = time.perf_counter()
-        setup = _Setup(backend=backend, provider=provider, rtol=rtol, atol=atol, tmp=tmp, criteria=criteria)
-        conv_path, conv_aliases = _prepare_converted(conv, setup, notes)
-        ref_path, ref_aliases = _prepare_reference(ref, tmp)
-        ref_runner = runners.make_session(
-            ref_path, "reference model", runners.CPU, optimize=False, aliases=ref_aliases, source=reference
-        )
-        try:
-            conv_runner = runners.make_session(
-                conv_path, "converted model", provider, optimize=(backend == "native"),
-                aliases=conv_aliases, source=converted,
-            )
-        except AmpconvError as exc:
-            if backend == "native" and provider == runners.CPU:
-                # Typically a bfloat16 kernel the CPU provider lacks.
-                raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try backend='emulate')") from None
-            raise
-        if conv_runner.provider != provider:
-            notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
-        provider = conv_runner.provider
-        setup = dataclasses.replace(setup, provider=provider)
-        timings["prepare_s"] = time.perf_counter() - start
-        out_names = ref_runner.output_names()
-        judging = comparison.Judging(criteria, dtype, output_natures(ref.model))
-        progress = None
-        if options.progress is not None:
-            def progress(done, total=samples.count):
-                options.progress(done, total)
-        compared = comparison.compare(
-            samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging, progress,
-        )
-        timings["reference_s"] = ref_runner.seconds
-        timings["converted_s"] = conv_runner.seconds
 
-        outputs = compared.outputs
-        if samples.random:
-            notes.extend(_weak_check_notes(compared.spans, judging.natures))
-        passed = all(o.passed for o in outputs)
-        located = None
-        if not passed and options.localize and compared.first_failed is not None:
-            start = time.perf_counter()
-            index, sample, failed_reference = compared.first_failed
-            located = _localize(ref, conv, setup, sample, (index, failed_reference), options.decisions)
-            timings["localize_s"] = time.perf_counter() - start
-
-    return ValidationResult(
-        reference=reference,
-        converted=converted,
-        passed=passed,
-        backend=backend,
-        provider=provider,
-        dtype=dtype,
-        rtol=rtol,
-        atol=atol,
-        tolerance_source=source,
-        criteria=criteria,
-        random_inputs=samples.random,
-        input_sources=compared.sources,
-        sample_count=compared.count,
-        outputs=outputs,
-        localization=located,
-        notes=tuple(notes),
-        timings=tuple(timings.items()),
+def _sessions(run: _Run, setup: "_Setup") -> tuple:
+    """The reference's session (CPU, no graph optimization) and the converted model's, as the backend runs it."""
+    conv_path, conv_aliases = _prepare_converted(run.conv, setup, run.notes)
+    ref_path, ref_aliases = _prepare_reference(run.ref, setup.tmp)
+    ref_runner = runners.make_session(
+        ref_path, "reference model", runners.CPU, optimize=False, aliases=ref_aliases, source=run.ref.path
     )
+    try:
+        conv_runner = runners.make_session(
+            conv_path, "converted model", run.provider, optimize=(run.backend == "native"),
+            aliases=conv_aliases, source=run.conv.path,
+        )
+    except AmpconvError as exc:
+        if run.backend == "native" and run.provider == runners.CPU:
+            # Typically a bfloat16 kernel the CPU provider lacks.
+            raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try backend='emulate')") from None
+        raise
+    if conv_runner.provider != run.provider:
+        run.notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
+    return ref_runner, conv_runner
 
 
 # A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.
@@ -301,10 +307,10 @@ def _samples(options: ValidateOptions, specs, ref_model) -> inputs_mod.SampleStr
     """The samples as a stream: read or drawn one at a time, so memory never grows with their number."""
     if options.inputs:
         return inputs_mod.SampleStream(options.inputs, specs)
-    return inputs_mod.SampleStream(
-        (), specs, random=True, shapes=dict(options.shapes), count=options.samples, seed=options.seed,
-        int_bounds=inputs_mod.integer_bounds(ref_model), ranges=dict(options.input_ranges),
-    )
+    return inputs_mod.SampleStream((), specs, inputs_mod.RandomDraw(
+        options.samples, options.seed, dict(options.shapes), inputs_mod.integer_bounds(ref_model),
+        dict(options.input_ranges),
+    ))
 
 
 def _pick_backend(requested: str) -> tuple[str, str]:
@@ -426,7 +432,7 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
     judge = localize.elementwise_judge(setup.rtol, setup.atol) if strict else localize.drift_judge(dtype)
     low_max = low_type(dtype).max
     located = localize.first_divergence(
-        conv.model, fetch, ref_values, conv_values, judge, (setup.backend, index), low_max, decisions
+        conv.model, localize.Observed(fetch, ref_values, conv_values), judge, (setup.backend, index), low_max, decisions
     )
     if located.overflow:
         keep = localize.out_of_range_nodes(conv.model, ref_values, low_max)

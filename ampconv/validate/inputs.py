@@ -67,30 +67,35 @@ def iter_samples(paths: Sequence[str], specs: Sequence[InputSpec]):
             yield source, sample
 
 
+@dataclasses.dataclass(frozen=True)
+class RandomDraw:
+    """How random samples are drawn: ``count`` of them from ``seed``, at ``shapes``, integers under
+    ``int_bounds``, values in ``ranges`` (see ``random_samples``)."""
+
+    count: int = 8
+    seed: int = 0
+    shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    int_bounds: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    ranges: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+
 class SampleStream:
     """Samples read again on every iteration, one at a time, so memory never grows with their number.
 
-    From files (``paths``) or, with ``random=True``, drawn from a seeded
-    generator exactly as ``random_samples`` draws them (``ranges``: see there).
+    From files (``paths``) or, given a ``RandomDraw``, drawn from a seeded
+    generator exactly as ``random_samples`` draws them.
     """
 
-    def __init__(self, paths: Sequence[str], specs: Sequence[InputSpec], *, random: bool = False,
-                 shapes: Mapping[str, tuple[int, ...]] | None = None, count: int = 8, seed: int = 0,
-                 int_bounds: Mapping[str, int] | None = None,
-                 ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
+    def __init__(self, paths: Sequence[str], specs: Sequence[InputSpec], draw: RandomDraw | None = None) -> None:
         self.paths = tuple(paths)
         self.specs = tuple(specs)
-        self.random = random
+        self.random = draw is not None
         self.notes: tuple[str, ...] = ()
-        self._shapes = dict(shapes or {})
-        self._count, self._seed, self._bounds = count, seed, dict(int_bounds or {})
-        self._ranges = dict(ranges or {})
-        if random:
-            self._resolved, self.notes = _resolve_all(self.specs, self._shapes)
-            check_ranges(self.specs, self._ranges, self._bounds)
-        elif self._ranges:
-            raise UsageError("input_ranges sets the range of random inputs; with sample files it does nothing")
-        self.count = count if random else sum(1 for _ in self._sources())
+        self._draw = draw or RandomDraw()
+        if draw is not None:
+            self._resolved, self.notes = _resolve_all(self.specs, dict(draw.shapes))
+            check_ranges(self.specs, dict(draw.ranges), dict(draw.int_bounds))
+        self.count = self._draw.count if self.random else sum(1 for _ in self._sources())
 
     def _sources(self):
         for path in self.paths:
@@ -101,13 +106,14 @@ class SampleStream:
         if not self.random:
             yield from iter_samples(self.paths, self.specs)
             return
-        rng = np.random.default_rng(self._seed)
-        for index in range(self._count):
+        draw = self._draw
+        rng = np.random.default_rng(draw.seed)
+        for index in range(draw.count):
             sample = {
-                s.name: _random_array(s, self._resolved[s.name], rng, self._bounds.get(s.name), self._ranges.get(s.name))
+                s.name: _random_array(s, self._resolved[s.name], rng, draw.int_bounds.get(s.name), draw.ranges.get(s.name))
                 for s in self.specs
             }
-            yield f"random sample {index} (seed {self._seed})", sample
+            yield f"random sample {index} (seed {draw.seed})", sample
 
 
 def _read_path(path: str, specs: Sequence[InputSpec]):
@@ -382,9 +388,7 @@ def random_samples(
     fed int16-scale audio or 0-255 pixels). -1 and unnamed dims that
     ``shapes`` leaves open are 1, and ``Samples.notes`` says so.
     """
-    stream = SampleStream(
-        (), specs, random=True, shapes=shapes, count=count, seed=seed, int_bounds=int_bounds, ranges=ranges
-    )
+    stream = SampleStream((), specs, RandomDraw(count, seed, dict(shapes), dict(int_bounds or {}), dict(ranges or {})))
     drawn = list(stream)
     return Samples(tuple(s for _, s in drawn), tuple(src for src, _ in drawn), random=True, notes=stream.notes)
 

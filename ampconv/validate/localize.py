@@ -113,17 +113,24 @@ def elementwise_judge(rtol: float, atol: float) -> TensorJudge:
     return lambda ref, conv: _failure(ref, conv, rtol, atol)
 
 
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """The intermediate tensors both copies returned on one sample: their names, the reference's and ours."""
+
+    names: Sequence[str]
+    reference: Mapping[str, np.ndarray]
+    converted: Mapping[str, np.ndarray]
+
+
 def first_divergence(
     converted: ir.Model,
-    names: Sequence[str],
-    ref_values: Mapping[str, np.ndarray],
-    conv_values: Mapping[str, np.ndarray],
+    observed: Observed,
     judge: TensorJudge,
     place: tuple,
     low_max: float,
     decisions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Localization:
-    """Walk ``converted``'s main graph in order; return the overflow source, else the first node that fails ``judge``.
+    """Walk ``converted``'s nodes in order; return the overflow source, else the first node that fails ``judge``.
 
     ``converted`` is the converted model as written (not the emulated copy), so
     node names, op types and tensor types are those the user sees. ``place``
@@ -131,6 +138,7 @@ def first_divergence(
     record every checked node's error (``Localization.node_errors``);
     ``checked`` counts the tensors checked up to the first failure.
     """
+    names, ref_values, conv_values = observed.names, observed.reference, observed.converted
     backend, sample = place
     source = overflow_source(converted, names, ref_values, conv_values, low_max)
     inside = parents(converted)
