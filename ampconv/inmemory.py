@@ -28,6 +28,7 @@ from ampconv.config import Config
 from ampconv.errors import AmpconvError, UsageError
 from ampconv.load import weight_bytes
 from ampconv.report import Report
+from ampconv.converter import convert
 from ampconv.graphs import all_graphs
 
 # How the report and error messages name a model that has no path.
@@ -56,8 +57,6 @@ def convert_model(model: AnyModel, config: Optional[Config] = None) -> Tuple[Any
         ir_model = ir.serde.deserialize_model(model) if is_proto else model
         external = "model.data" if _needs_data_file(ir_model) else None
         ir.save(ir_model, src, external_data=external)
-        from ampconv.converter import convert
-
         # ``overwrite`` only concerns the private folder; the user's files are not involved.
         try:
             report = convert(src, dst, dataclasses.replace(config, overwrite=True))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import onnx
+import onnx.shape_inference
 import onnx.version_converter
 import onnx_ir as ir
 
@@ -40,6 +41,7 @@ from ampconv.lowtypes import low_type
 from ampconv.graphs import all_graphs
 from ampconv.schema import FLOAT, first_opset_allowing, normalize_domain, op_info
 from ampconv.writer import hide_undeclared_types, restore_types
+from ampconv.prepare import weight_free_proto
 
 # Nodes whose refusal of the LOW type makes an upgrade worth its risk: the heavy ops a GPU
 # gains from, and Q/DQ (a float32 scale puts a Cast on every quantized edge).
@@ -205,10 +207,6 @@ def correct_output_shapes(model: ir.Model) -> list:
     rank, or another fixed size on some axis; symbolic and unknown dims are no
     evidence. Returns ``"name [declared] -> [inferred]"`` per corrected output.
     """
-    import onnx.shape_inference
-
-    from ampconv.prepare import weight_free_proto
-
     proto = weight_free_proto(model)
     for info in proto.graph.output:
         if info.type.HasField("tensor_type"):

@@ -56,6 +56,11 @@ _CONVERT_REPORT_KEYS = frozenset({"source", "output", "dtype", "level", "nodes"}
 # (what it is, its path), e.g. ("the input model", Path("m.onnx")).
 Named = Tuple[str, Path]
 
+# Total weight bytes above which ``ampconv.writer`` writes a model asked for inline with external
+# data anyway (protobuf cannot serialize 2 GB; the margin is for the graph): the output guard must
+# expect that data file.
+INLINE_WEIGHT_LIMIT = int(1.8 * 1024**3)
+
 
 def default_output_path(src: Path, dtype: str) -> Path:
     """``<stem>.<dtype>.onnx`` beside the input."""
@@ -89,10 +94,8 @@ def check_output_path(src: Path, dst: Path, model: ir.Model, overwrite: bool) ->
     with external data (as ``write_model`` decides). The rules are
     ``check_model_output``'s (shared by every write path).
     """
-    # Imported here: this module stays free of onnx/onnx-ir at import (the CLI
-    # loads it at start-up), and ampconv.writer imports this module.
+    # Imported here: this module stays free of onnx/onnx-ir at import (the CLI loads it at start-up).
     from ampconv.load import external_data_files, weight_bytes
-    from ampconv.writer import INLINE_WEIGHT_LIMIT
 
     data_files = external_data_files(model)
     writes_data = bool(data_files) or weight_bytes(model) > INLINE_WEIGHT_LIMIT

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv import tensorsize
+from ampconv import outputs, tensorsize
 from ampconv.chunks import release_mapped, tensor_sources
 from ampconv.errors import OutputError
 from ampconv.load import declared_value_info, weight_bytes
@@ -37,12 +37,10 @@ from ampconv.schema import is_known_op, normalize_domain
 from ampconv.outputs import data_file_name
 from ampconv.graphs import all_graphs
 
-# The protobuf limit. Anything whose serialized form could reach it must use
-# external data; we switch with a margin for the graph itself.
-PROTOBUF_LIMIT = 2 * 1024**3
-# Total weight bytes above which a model asked for inline is written with
-# external data anyway (``outputs.check_output_path`` expects the same).
-INLINE_WEIGHT_LIMIT = int(1.8 * 1024**3)
+# Total weight bytes above which a model asked for inline is written with external data anyway:
+# protobuf cannot serialize 2 GB, and the margin is for the graph itself. Defined where the output
+# guard reads it too (``outputs.check_output_path`` must expect the data file the writer makes).
+INLINE_WEIGHT_LIMIT = outputs.INLINE_WEIGHT_LIMIT
 # Tensors up to this many bytes stay inline in the .onnx file; larger ones go
 # to external data (onnx-ir's default is 256 B; tiny tensors stay inline so
 # shape-like constants remain readable). Per tensor, unlike INLINE_WEIGHT_LIMIT.

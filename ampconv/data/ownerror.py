@@ -35,6 +35,7 @@ from ampconv.lowtypes import LowType
 from ampconv.validate import modelio
 from ampconv.validate.emulate import NameMaker, round_trip
 from ampconv.graphs import all_graphs
+from ampconv.plan.data import AMPLIFIERS, feeds_amplifier
 
 FLOAT = ir.DataType.FLOAT
 _TWIN = "__ampconv_own"
@@ -89,7 +90,6 @@ def measure(
     names match the converted model's; ``source`` names it in messages.
     """
     modelio.ensure_types(reference)
-    from ampconv.plan.data import feeds_amplifier
 
     # Where an amplifier (Log, a divisor, ...) follows, it turns each element's relative error into
     # the result's error: small values count as much as large ones there.
@@ -297,8 +297,6 @@ def amplification(model: ir.Model, names: Optional[Iterable[str]] = None) -> Dic
     divisor, Pow, Sqrt, a normalization) downstream: x10 likewise. Subgraph
     nodes count the ops of their own body.
     """
-    from ampconv.plan.data import AMPLIFIERS
-
     wanted = set(names) if names is not None else None
     weights: Dict[str, float] = {}
     for graph in all_graphs(model):

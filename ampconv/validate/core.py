@@ -21,6 +21,9 @@ from ampconv.validate import bodies, comparison, localize, modelio, runners
 from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
+from ampconv.validate import criteria as judging
+from ampconv.data import ownerror
+from ampconv.prepare import NameNodesPass
 
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
@@ -483,8 +486,6 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
     after are quoted (the first failing one's words, or the closest to its
     threshold), so a suggestion is never a guess.
     """
-    from ampconv.validate import criteria as judging
-
     nodes = cause.get("nodes") or [cause["node"]]
     model, _ = _derive(conv, "emulate", float32_nodes=nodes)
     path = modelio.save_derived(model, setup.tmp, "converted_fix", conv.external)
@@ -514,10 +515,6 @@ def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | N
     unlike the first diverging node, this names where precision is lost, not
     where the loss becomes visible.
     """
-    from ampconv.data import ownerror
-    from ampconv.lowtypes import low_type
-    from ampconv.prepare import NameNodesPass
-
     dtype = modelio.low_dtype(conv.model) or "fp16"
     slots = ownerror.slots_from_converted(conv.model)
     copy = ref.copy()

@@ -18,6 +18,8 @@ from ampconv.graphs import all_graphs
 
 from ampconv.errors import ModelLoadError
 from ampconv.prepare import infer_types
+from ampconv.load import load_model
+from ampconv.repair import accept_input, repair
 
 LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
 # A derived copy whose estimated size (whole model) is above this is saved with
@@ -49,9 +51,6 @@ def load(path: str) -> ir.Model:
     onnxruntime accepts (a truncated weight, say) is refused here, with both
     tools' words, before any copy of it is derived and run.
     """
-    from ampconv.load import load_model
-    from ampconv.repair import accept_input, repair
-
     if not os.path.isfile(path):
         raise ModelLoadError(f"{path}: no such model file")
     model = load_model(path)
