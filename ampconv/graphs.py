@@ -16,23 +16,23 @@ constants but never a node that holds a graph, so the list cannot change.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Iterator, List, Tuple
+from typing import Iterator, List
 
 import onnx_ir as ir
 
 _GRAPH = ir.AttributeType.GRAPH
 _GRAPHS = ir.AttributeType.GRAPHS
 
-# id(model) -> (model, its graph list) for the models inside ``fixed_graph_list``.
-# The model is kept beside its id so a recycled id can never match another model.
-_FIXED: Dict[int, Tuple[ir.Model, List[ir.Graph]]] = {}
+# The key of ``model.meta`` that holds the graph list inside ``fixed_graph_list``: the list lives
+# and dies with the model it describes (no module-level cache to outlive it).
+_META_KEY = "ampconv.fixed_graph_list"
 
 
 def all_graphs(model: ir.Model) -> List[ir.Graph]:
     """The main graph of ``model`` and all its subgraphs, in ``ir.Model.graphs()`` order."""
-    fixed = _FIXED.get(id(model))
-    if fixed is not None and fixed[0] is model:
-        return list(fixed[1])
+    fixed = model.meta.get(_META_KEY)
+    if fixed is not None:
+        return list(fixed)
     return walk_graphs(model)
 
 
@@ -51,15 +51,14 @@ def fixed_graph_list(model: ir.Model) -> Iterator[None]:
     Scan) while the block runs. Nested scopes over one model share the outer
     walk.
     """
-    key = id(model)
-    if key in _FIXED and _FIXED[key][0] is model:
+    if _META_KEY in model.meta:
         yield
         return
-    _FIXED[key] = (model, walk_graphs(model))
+    model.meta[_META_KEY] = walk_graphs(model)
     try:
         yield
     finally:
-        _FIXED.pop(key, None)
+        model.meta.pop(_META_KEY, None)
 
 
 def subgraphs_of(node: ir.Node) -> List[ir.Graph]:

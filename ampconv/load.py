@@ -23,6 +23,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import onnx
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.errors import ModelLoadError
 from ampconv.loadcheck import first_line
 from ampconv import tensorsize
@@ -341,7 +342,7 @@ def weight_bytes(model: ir.Model) -> int:
             if value.const_value is not None:
                 total += tensorsize.nbytes(value.const_value)
         for node in graph:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            if node.op_type == "Constant" and is_default(node):
                 total += _constant_bytes(node)
     return total
 

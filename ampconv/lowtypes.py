@@ -60,11 +60,6 @@ def low_type(key: str) -> LowType:
     return LOW_TYPES[key]
 
 
-def low_type_of(dtype: ir.DataType) -> Optional[LowType]:
-    """The record whose element type is ``dtype``, or None for any other type."""
-    return next((t for t in LOW_TYPES.values() if t.dtype == dtype), None)
-
-
 CLAMP_SMALL = ("raise", "flush")  # what --clamp does to tiny non-zero values; the first is the default
 
 
@@ -194,4 +189,4 @@ def _float32_at_least(value: float) -> np.float32:
     return near if float(near) >= value else np.nextafter(near, np.float32(np.inf))
 
 
-__all__ = ["CLAMP_SMALL", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "low_type_of", "range_limits"]
+__all__ = ["CLAMP_SMALL", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "range_limits"]

@@ -33,13 +33,14 @@ import onnx.shape_inference
 import onnx.version_converter
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.errors import ConversionError, UsageError
 from ampconv.load import DECLARED_META_KEY, declared_value_info, external_data_files, load_model
 from ampconv.loadcheck import checker_error, first_line
 from ampconv.figures import HEAVY_OPS
 from ampconv.lowtypes import low_type
 from ampconv.graphs import all_graphs
-from ampconv.schema import FLOAT, first_opset_allowing, normalize_domain, op_info
+from ampconv.schema import FLOAT, first_opset_allowing, op_info
 from ampconv.writer import hide_undeclared_types, restore_types
 from ampconv.prepare import weight_free_proto
 
@@ -70,7 +71,7 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
     ops: Counter = Counter()
     needed = 0
     for node, node_plan in plan_nodes.items():
-        if node_plan.decision.rule != "hard-schema" or normalize_domain(node.domain) != "":
+        if node_plan.decision.rule != "hard-schema" or not is_default(node):
             continue
         later = first_opset_allowing("", node.op_type, opset, low)
         if later is not None:
@@ -105,7 +106,7 @@ def auto_upgrade_target(model: ir.Model, low: str) -> Optional[tuple]:
     worth_it = False
     for graph in all_graphs(model):
         for node in graph:
-            if normalize_domain(node.domain) != "" or not _refuses_low(node.op_type, current, low):
+            if not is_default(node) or not _refuses_low(node.op_type, current, low):
                 continue
             later = first_opset_allowing("", node.op_type, current, low)
             if later is None or later > ceiling:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional, Tuple
@@ -58,10 +57,6 @@ class Report:
     def summary(self, verbose: bool = False) -> str:
         """The human summary the CLI prints (``verbose``: every node's decision too)."""
         return render_text(self, verbose=verbose)
-
-    def to_json(self) -> str:
-        """Deterministic, indented JSON."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision (all graphs)."""

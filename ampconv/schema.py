@@ -29,14 +29,10 @@ import onnx
 import onnx.defs
 
 from ampconv import runtime_schemas
+from ampconv.domains import normalize_domain
 from ampconv.lowtypes import low_type
 
 FLOAT = "tensor(float)"
-
-
-def normalize_domain(domain: str) -> str:
-    """``ai.onnx`` and the empty string name the same (default) domain."""
-    return "" if domain in ("", "ai.onnx") else domain
 
 
 @dataclasses.dataclass(frozen=True)

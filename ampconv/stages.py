@@ -26,6 +26,7 @@ from typing import Dict, List, Mapping, Optional
 
 import onnx_ir as ir
 
+from ampconv.domains import is_default, op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
 from ampconv.config import Config
 from ampconv.conversion_figures import conversion_figures
@@ -205,7 +206,7 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
         report.nodes.append(
             {
                 "name": node.name,
-                "op_type": node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}",
+                "op_type": op_label(node),
                 "graph": graph_names.get(node.graph, "subgraph"),
                 "precision": d.precision,
                 "rule": d.rule,
@@ -220,4 +221,4 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
 
 def count_casts(model: ir.Model) -> int:
     """Default-domain Cast nodes in every graph of ``model``."""
-    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and n.domain in ("", "ai.onnx"))
+    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and is_default(n))

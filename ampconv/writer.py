@@ -29,11 +29,12 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv import outputs, tensorsize
 from ampconv.chunks import release_mapped, tensor_sources
 from ampconv.errors import OutputError
 from ampconv.load import declared_value_info, weight_bytes
-from ampconv.schema import is_known_op, normalize_domain
+from ampconv.schema import is_known_op
 from ampconv.outputs import data_file_name
 from ampconv.graphs import all_graphs
 
@@ -141,7 +142,7 @@ def hide_undeclared_types(model: ir.Model) -> List[Tuple[ir.Value, ir.TypeProtoc
         interface = set(graph.inputs) | set(graph.outputs)
         candidates = [v for v in graph.initializers.values() if v not in interface]
         for node in graph:
-            if normalize_domain(node.domain) == "" and is_known_op("", node.op_type):
+            if is_default(node) and is_known_op("", node.op_type):
                 candidates.extend(v for v in node.outputs if v not in interface)
         for value in candidates:
             # Plain tensors only: onnx's inference turns some sequence types into tensor(float).

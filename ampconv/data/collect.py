@@ -25,6 +25,7 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
@@ -80,7 +81,7 @@ def _collect(source: str, samples: Iterable, low: LowType, random: bool, with_bo
     accumulations = {
         node.name: Accumulation(node.name, node.op_type)
         for node in model.graph
-        if node.domain in ("", "ai.onnx") and node.op_type in REDUCTIONS | PRODUCTS
+        if is_default(node) and node.op_type in REDUCTIONS | PRODUCTS
     }
     constants = _ConstantArrays(model)
     watched = [node for node in model.graph if node.name in accumulations]

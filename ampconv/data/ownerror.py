@@ -30,6 +30,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.data.collect import run_copy
 from ampconv.lowtypes import LowType
 from ampconv.validate import modelio
@@ -67,7 +68,7 @@ def slots_from_converted(converted: ir.Model) -> Dict[str, LowSlots]:
     low = {ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
     found = {}
     for node in converted.graph:
-        if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+        if node.op_type == "Cast" and is_default(node):
             continue  # the converter's own casts: their rounding is the LOW node's input rounding
         ins = tuple(i for i, v in enumerate(node.inputs) if v is not None and v.dtype in low)
         outs = tuple(j for j, v in enumerate(node.outputs) if v.dtype in low)

@@ -32,6 +32,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
+from ampconv.domains import is_default
 from ampconv.chunks import CastTensor
 from ampconv.constants import to_low
 from ampconv.passes.invariants import check_loop_state_types
@@ -236,7 +237,7 @@ class _Rewriter:
         producer = value.producer()
         if value.is_initializer() and value.const_value is not None:
             return self._initializer_copy(value, need)
-        if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+        if producer is not None and producer.op_type == "Constant" and is_default(producer):
             return self._constant_copy(producer, value, need)
         return self._cast(value, need, scope)
 

@@ -24,6 +24,7 @@ import dataclasses
 from typing import Dict, Optional, Tuple
 
 import onnx_ir as ir
+from ampconv.domains import is_default
 from ampconv.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassManager, PassResult
 
@@ -47,7 +48,7 @@ class CleanupResult:
 
 
 def _is_cast(node: ir.Node) -> bool:
-    return node.op_type == "Cast" and node.domain == "" and "to" in node.attributes
+    return node.op_type == "Cast" and is_default(node) and "to" in node.attributes
 
 
 def _cast_to(node: ir.Node) -> ir.DataType:

@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional, Tuple
 
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.errors import ConversionError
 from ampconv.schema import loop_slots
 from ampconv.graphs import all_graphs
@@ -34,7 +35,7 @@ def check_loop_state_types(model: ir.Model) -> None:
     problems: List[str] = []
     for graph in all_graphs(model):
         for node in graph:
-            if node.domain not in ("", "ai.onnx") or node.op_type not in ("Loop", "Scan"):
+            if not is_default(node) or node.op_type not in ("Loop", "Scan"):
                 continue
             if "body" not in node.attributes:
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List
 
 import onnx_ir as ir
+from ampconv.domains import is_default
 from ampconv.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassResult
 
@@ -21,7 +22,7 @@ class EnsureDefaultOpsetPass(InPlacePass):
     def call(self, model: ir.Model) -> PassResult:
         if "" in model.opset_imports or "ai.onnx" in model.opset_imports:
             return PassResult(model, modified=False)
-        if not any(n.domain in ("", "ai.onnx") for g in all_graphs(model) for n in g):
+        if not any(is_default(n) for g in all_graphs(model) for n in g):
             return PassResult(model, modified=False)
         # Opset 13 is the first whose Cast takes bfloat16; it needs IR version 7.
         version = 13 if (model.ir_version or 0) >= 7 else 9

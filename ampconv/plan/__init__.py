@@ -20,7 +20,7 @@ Where a decision is made, in one step:
 from __future__ import annotations
 
 from ampconv.plan.decision import ANY, FREE, LOW_DTYPES, NONE, ConstantNote, Decision, NodePlan, Plan
-from ampconv.plan.driver import Planner, plan_model
+from ampconv.plan.driver import Planner
 from ampconv.plan.values import constant_array, is_constant, is_float
 
 __all__ = [
@@ -36,5 +36,4 @@ __all__ = [
     "constant_array",
     "is_constant",
     "is_float",
-    "plan_model",
 ]

@@ -87,7 +87,3 @@ class PlanContext:
         return self.low_record.name
 
 
-def op_label(node: ir.Node) -> str:
-    """``Op`` for the default domain, ``domain::Op`` otherwise (how policies and reasons name ops)."""
-    domain = normalize_domain(node.domain)
-    return node.op_type if domain == "" else f"{domain}::{node.op_type}"

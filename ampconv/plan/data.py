@@ -32,6 +32,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.data.margin import Lowered
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
@@ -192,7 +193,7 @@ def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.
         for current in frontier:
             for use in current.uses():
                 consumer, slot = use.node, use.idx
-                if consumer.domain not in ("", "ai.onnx"):
+                if not is_default(consumer):
                     continue
                 if slot in AMPLIFIERS.get(consumer.op_type, ()):
                     return consumer

@@ -22,6 +22,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.config import Config
 from ampconv.data.stats import Calibration
 from ampconv.errors import UsageError
@@ -120,7 +121,7 @@ class Planner:
         gray.backward(self, order)
 
     def _forward(self, node: ir.Node) -> None:
-        if node.op_type in STRUCTURAL and normalize_domain(node.domain) == "":
+        if node.op_type in STRUCTURAL and is_default(node):
             self._plan_structural(node)
             return
         facts = self.facts[node] = node_facts(node, self.ctx.opsets)
@@ -445,7 +446,7 @@ class Planner:
         """Whether ``node`` is a Cast whose (float) output the plan has made LOW."""
         decision = self.decisions.get(node)
         return (
-            node.op_type == "Cast" and normalize_domain(node.domain) == ""
+            node.op_type == "Cast" and is_default(node)
             and decision is not None and decision.precision == LOW
         )
 
@@ -474,10 +475,3 @@ def summary(outputs: Sequence[Optional[str]]) -> str:
     """The precisions of a structural node's float outputs, for its reason."""
     parts = [p for p in outputs if p is not None]
     return ", ".join(parts) if parts else "no float outputs"
-
-
-def plan_model(
-    model: ir.Model, policy: Policy, config: Config, runtime_pins: Optional[Mapping[str, str]] = None
-) -> Plan:
-    """Plan ``model`` under ``policy`` and ``config`` (reads only; nodes named ``runtime_pins`` stay float32)."""
-    return Planner(model, policy, config, runtime_pins).run()

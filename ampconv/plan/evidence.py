@@ -33,6 +33,7 @@ from typing import FrozenSet, Iterable, Optional, Set
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
@@ -80,7 +81,7 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
 def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``range-reduction``: an fp16 sum over an extent that a modest mean overflows."""
     squares = node.op_type in _SQUARES
-    if ctx.low != "fp16" or not (squares or node.op_type in _SUMS) or normalize_domain(node.domain) != "":
+    if ctx.low != "fp16" or not (squares or node.op_type in _SUMS) or not is_default(node):
         return None
     if not _guarded(ctx, node):
         return None
@@ -100,7 +101,7 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
 
 def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``range-mask``: a softmax over scores with a constant mask that masks a whole row."""
-    if node.op_type not in ("Softmax", "LogSoftmax") or normalize_domain(node.domain) != "":
+    if node.op_type not in ("Softmax", "LogSoftmax") or not is_default(node):
         return None
     if not _guarded(ctx, node) or not _last_axis(node, ctx.opsets.get("", 1)):
         return None
@@ -131,7 +132,7 @@ def decomposed_normalizations(graph: ir.Graph) -> FrozenSet[ir.Node]:
     """
     found: Set[ir.Node] = set()
     for node in graph:
-        if node.op_type not in _MEANS or normalize_domain(node.domain) != "" or not node.inputs:
+        if node.op_type not in _MEANS or not is_default(node) or not node.inputs:
             continue
         square = node.inputs[0].producer() if node.inputs[0] is not None else None
         centred = _squared(square)
@@ -151,7 +152,7 @@ def decomposed_normalizations(graph: ir.Graph) -> FrozenSet[ir.Node]:
 
 def _squared(node: Optional[ir.Node]) -> Optional[ir.Value]:
     """``d`` when ``node`` is ``Pow(d, 2)`` or ``Mul(d, d)``; else None."""
-    if node is None or normalize_domain(node.domain) != "":
+    if node is None or not is_default(node):
         return None
     if node.op_type == "Mul" and len(node.inputs) == 2 and node.inputs[0] is node.inputs[1]:
         return node.inputs[0]
@@ -165,7 +166,7 @@ def _squared(node: Optional[ir.Node]) -> Optional[ir.Value]:
 def _is_mean_of(value: Optional[ir.Value], of: Optional[ir.Value]) -> bool:
     producer = value.producer() if value is not None else None
     return (
-        producer is not None and producer.op_type in _MEANS and normalize_domain(producer.domain) == ""
+        producer is not None and producer.op_type in _MEANS and is_default(producer)
         and bool(producer.inputs) and producer.inputs[0] is of
     )
 
@@ -179,7 +180,7 @@ def _normalizing_tail(mean: ir.Node, sources: Set[ir.Value], depth: int = 4) -> 
             for out in current.outputs:
                 for use in out.uses():
                     reader = use.node
-                    if normalize_domain(reader.domain) != "" or reader.op_type not in _STATISTIC_TAIL:
+                    if not is_default(reader) or reader.op_type not in _STATISTIC_TAIL:
                         continue
                     if reader.op_type in ("Div", "Mul") and any(v in sources for v in reader.inputs):
                         return set(path) | {reader}

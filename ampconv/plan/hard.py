@@ -10,7 +10,8 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.plan.context import PlanContext, op_label
+from ampconv.domains import is_default, op_label
+from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_float
@@ -77,14 +78,14 @@ def tensor_attribute(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
 
 def bitcast(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """BitCast reinterprets bits: changing its types changes its meaning."""
-    if normalize_domain(node.domain) == "" and node.op_type == "BitCast":
+    if is_default(node) and node.op_type == "BitCast":
         return Decision(HIGH, "hard-bitcast", "hard: BitCast reinterprets bits; its types are its meaning")
     return None
 
 
 def function_body(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Ops whose ONNX function body only type-checks in float32."""
-    if normalize_domain(node.domain) == "" and node.op_type in FLOAT32_FUNCTION_BODY:
+    if is_default(node) and node.op_type in FLOAT32_FUNCTION_BODY:
         return Decision(
             HIGH, "hard-function-body", f"hard: {node.op_type}'s ONNX function body only type-checks in float32"
         )
@@ -93,7 +94,7 @@ def function_body(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional
 
 def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Scatter reductions: onnxruntime's CPU provider loads them in LOW, then fails at run time."""
-    if normalize_domain(node.domain) != "" or node.op_type not in REDUCTION_NEEDS_FLOAT32:
+    if not is_default(node) or node.op_type not in REDUCTION_NEEDS_FLOAT32:
         return None
     reduction = node.attributes.get("reduction")
     if reduction is None or reduction.value in ("none", b"none"):

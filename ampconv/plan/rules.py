@@ -76,10 +76,4 @@ RULES: Dict[str, Rule] = {rule.id: rule for rule in _TABLE}
 ORDER: Tuple[str, ...] = tuple(rule.id for rule in _TABLE)
 
 
-def meaning(rule_id: str) -> str:
-    """The one-line meaning of ``rule_id`` (the id itself when unknown)."""
-    rule = RULES.get(rule_id)
-    return rule.meaning if rule is not None else rule_id
-
-
-__all__ = ["ORDER", "RULES", "Rule", "meaning"]
+__all__ = ["ORDER", "RULES", "Rule"]

@@ -11,7 +11,8 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.plan.context import PlanContext, op_label
+from ampconv.domains import op_label
+from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.policy import HIGH, LOW

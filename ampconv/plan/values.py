@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.schema import normalize_domain
+from ampconv.domains import is_default
 
 
 _TENSOR_TYPE = ir.TensorType
@@ -27,7 +27,7 @@ def is_constant(value: ir.Value) -> bool:
     if value.is_initializer() or value.const_value is not None:
         return True
     producer = value.producer()
-    return producer is not None and producer.op_type == "Constant" and normalize_domain(producer.domain) == ""
+    return producer is not None and producer.op_type == "Constant" and is_default(producer)
 
 
 def constant_tensor(value: ir.Value) -> Optional[ir.TensorProtocol]:

@@ -30,6 +30,9 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
+from ampconv.graphs import subgraphs_of
+
 # Ops whose body outputs past the loop-carried ones are stacked over iterations.
 _STACKING = {"Loop": "body", "Scan": "body"}
 _BRANCHES = ("then_branch", "else_branch")
@@ -37,21 +40,10 @@ _BRANCHES = ("then_branch", "else_branch")
 _SUFFIX = "__ampconv_body"
 
 
-def body_graphs(node: ir.Node) -> list[ir.Graph]:
-    """The subgraphs of ``node`` (If branches, Loop/Scan bodies, any graph attribute), in attribute order."""
-    found = []
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            found.append(attr.value)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            found.extend(attr.value)
-    return found
-
-
 def walk(graph: ir.Graph) -> Iterator[ir.Node]:
     """Every node of ``graph`` and of the bodies inside it, a node's body nodes first (they run within it)."""
     for node in graph:
-        for body in body_graphs(node):
+        for body in subgraphs_of(node):
             yield from walk(body)
         yield node
 
@@ -60,7 +52,7 @@ def body_values(model: ir.Model, keep: Callable[[ir.Value], bool]) -> dict[str, 
     """Named outputs of nodes inside bodies (at any depth) that ``keep`` accepts, by name."""
     found = {}
     for node in model.graph:
-        for body in body_graphs(node):
+        for body in subgraphs_of(node):
             for inner in walk(body):
                 for value in inner.outputs:
                     if value.name and keep(value):
@@ -87,7 +79,7 @@ def expose_body_values(model: ir.Model, names) -> dict[str, str]:
 
 def _route_out(node: ir.Node, wanted: set) -> dict[str, ir.Value]:
     """New outputs of ``node`` carrying the wanted values of its bodies: ``{value name: new output}``."""
-    if node.op_type in _STACKING and not node.domain:
+    if node.op_type in _STACKING and is_default(node):
         body = node.attributes.get(_STACKING[node.op_type])
         if body is None or body.type != ir.AttributeType.GRAPH:
             return {}
@@ -98,7 +90,7 @@ def _route_out(node: ir.Node, wanted: set) -> dict[str, ir.Value]:
             body.value.outputs.append(value)
         _extend_scan_attributes(node, len(inner))
         return _new_outputs(node, inner)
-    if node.op_type == "If" and not node.domain:
+    if node.op_type == "If" and is_default(node):
         branches = [node.attributes.get(key) for key in _BRANCHES]
         if any(b is None or b.type != ir.AttributeType.GRAPH for b in branches):
             return {}

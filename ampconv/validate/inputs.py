@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.errors import UsageError
 from ampconv.validate.modelio import InputSpec
 from ampconv.validate.options import split_axis
@@ -510,7 +511,7 @@ def integer_bounds(model: ir.Model) -> dict[str, int]:
 def _id_uses(value: ir.Value, depth: int = 3):
     """(node, input index) of every use of ``value``, following ``_ID_PASSTHROUGH`` ops up to ``depth``."""
     for node, index in value.uses():
-        if node.op_type in _ID_PASSTHROUGH and node.domain in ("", "ai.onnx") and depth > 0 and node.outputs:
+        if node.op_type in _ID_PASSTHROUGH and is_default(node) and depth > 0 and node.outputs:
             yield from _id_uses(node.outputs[0], depth - 1)
         else:
             yield node, index

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import op_label
+from ampconv.graphs import subgraphs_of
 from ampconv.validate import bodies, metrics
 from ampconv.validate.modelio import LOW_TYPES
 from ampconv.validate.result import Localization
@@ -65,7 +67,7 @@ def parents(model: ir.Model) -> dict[str, str]:
         for node in graph:
             if parent is not None and node.name:
                 found[node.name] = parent
-            for body in bodies.body_graphs(node):
+            for body in subgraphs_of(node):
                 visit(body, f"{node.op_type} {node.name!r}")
 
     visit(model.graph, None)
@@ -170,7 +172,7 @@ def first_divergence(
             precision, rule = _decision(node, value, decisions)
             first = Localization(
                 backend=backend, sample=sample, checked=checked, node=node.name,
-                op_type=node.op_type if not node.domain else f"{node.domain}::{node.op_type}",
+                op_type=op_label(node),
                 output=value.name, reason=reason, max_abs=m.max_abs, max_rel=m.max_rel,
                 new_nonfinite=m.new_nonfinite, precision=precision, rule=rule, overflow=source is not None,
                 inside=inside.get(node.name),

@@ -28,6 +28,7 @@ from typing import Dict, Optional
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.domains import is_default
 from ampconv.plan.values import constant_array
 
 # Producers whose outputs lie in a fixed range.
@@ -81,7 +82,7 @@ def output_natures(model: ir.Model) -> Dict[str, Nature]:
 def _nature(value: Optional[ir.Value], depth: int) -> Optional[Nature]:
     """The nature of ``value``, looking back through value-moving ops (at most ``depth``)."""
     producer = value.producer() if value is not None else None
-    if producer is None or depth == 0 or producer.domain not in ("", "ai.onnx"):
+    if producer is None or depth == 0 or not is_default(producer):
         return None
     op = producer.op_type
     if op in _RANGES:
