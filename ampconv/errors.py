@@ -3,15 +3,65 @@
 The CLI maps the classes to exit codes in one place (``ampconv_cli.errors``):
 ``UsageError`` and ``PolicyError`` -> 2, the rest -> 1. Exit code 3 (over tolerance)
 is not an error: the CLI reads it from the validation result.
+
+A message that advises setting a parameter names it with ``named()``: the
+parameter travels with the error as data (``AmpconvError.parameters``), the
+message reads in a Python caller's words (``overwrite=True``), and the CLI
+renders the same message with its flags (``--overwrite``, ``render``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+from typing import Callable, Optional, Tuple
+
+# A parameter inside a message: private-use characters around its JSON, never typed by anyone.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+_MARKER = re.compile(_OPEN + "(.*?)" + _CLOSE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """A library parameter an error message names: its name, the value it advises, an entry of it."""
+
+    name: str
+    value: object = None  # None: the parameter itself (``tune``); else what to set (``overwrite=True``)
+    entry: Optional[str] = None  # one entry of a list parameter (``shapes x[0]``)
+
+    def python_text(self) -> str:
+        """The parameter as a Python caller writes it: ``overwrite=True``, ``input_ranges 'x'``."""
+        text = self.name if self.value is None else f"{self.name}={self.value!r}"
+        return text if self.entry is None else f"{text} {self.entry}"
+
+
+def named(name: str, value: object = None, entry: Optional[str] = None) -> str:
+    """``Parameter(name, value, entry)`` as a marker to put in an error message (a JSON-able ``value``)."""
+    return _OPEN + json.dumps([name, value, entry]) + _CLOSE
+
 
 class AmpconvError(Exception):
-    """Base class: something went wrong that the user can fix or must know about."""
+    """Base class: something went wrong that the user can fix or must know about.
+
+    ``str()`` is the message in a Python caller's words; ``render`` spells
+    the parameters it names (``named()``) another way.
+    """
 
     exit_code = 1
+
+    def __init__(self, message: str = "", *args: object) -> None:
+        self.template = str(message)
+        super().__init__(self.render(Parameter.python_text), *args)
+
+    @property
+    def parameters(self) -> Tuple[Parameter, ...]:
+        """The parameters the message names, in order."""
+        return tuple(Parameter(*json.loads(found)) for found in _MARKER.findall(self.template))
+
+    def render(self, spell: Callable[[Parameter], str]) -> str:
+        """The message with each named parameter spelled by ``spell``."""
+        return _MARKER.sub(lambda match: spell(Parameter(*json.loads(match.group(1)))), self.template)
 
 
 class UsageError(AmpconvError):

@@ -55,6 +55,10 @@ LOW_TYPES: Dict[str, LowType] = {
 }
 
 
+# The same records looked up from the other side: a LOW ONNX element type to its --dtype key.
+KEY_OF_DTYPE: Dict[ir.DataType, str] = {record.dtype: key for key, record in LOW_TYPES.items()}
+
+
 def low_type(key: str) -> LowType:
     """The record of ``key`` (fp16 or bf16)."""
     return LOW_TYPES[key]
@@ -189,4 +193,4 @@ def _float32_at_least(value: float) -> np.float32:
     return near if float(near) >= value else np.nextafter(near, np.float32(np.inf))
 
 
-__all__ = ["CLAMP_SMALL", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "range_limits"]
+__all__ = ["CLAMP_SMALL", "KEY_OF_DTYPE", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "range_limits"]

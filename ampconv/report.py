@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ampconv.precision import Precision
+
 import dataclasses
 import re
 from collections import Counter, defaultdict
@@ -47,9 +49,9 @@ class Report:
         """A JSON-ready dict (the ``--report`` file format)."""
         data = dataclasses.asdict(self)
         data["summary"] = {
-            "nodes_low": self.count("LOW"),
-            "nodes_high": self.count("HIGH"),
-            "nodes_without_float": self.count("NONE"),
+            "nodes_low": self.count(Precision.LOW),
+            "nodes_high": self.count(Precision.HIGH),
+            "nodes_without_float": self.count(Precision.NONE),
             "by_op_type": self.op_summary(),
         }
         return data

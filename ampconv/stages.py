@@ -26,6 +26,7 @@ from typing import Dict, List, Mapping, Optional
 
 import onnx_ir as ir
 
+from ampconv.precision import Precision
 from ampconv.domains import is_default, op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
 from ampconv.config import Config
@@ -157,7 +158,7 @@ def _fill_counts(report: Report, done: Rewritten, config: Config) -> None:
     report.casts_removed = done.casts_before + done.applied.casts_inserted - report.casts_after
     report.weight_bytes_after = weight_bytes(done.model)
     report.figures = conversion_figures(done.model, report.weight_bytes_after, config.shapes).to_dict()
-    low_nodes = done.plan.count("LOW") if done.plan is not None else 0
+    low_nodes = done.plan.count(Precision.LOW) if done.plan is not None else 0
     report.unchanged = low_nodes == 0 and done.applied.casts_inserted == 0 and report.casts_removed == 0
 
 
@@ -212,11 +213,19 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
                 "rule": d.rule,
                 "reason": d.reason,
                 "follows": d.follows,
+                **_attribute_records(node_plan.attributes),
             }
         )
     final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
-        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == "LOW"))
+        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW))
+
+
+def _attribute_records(attributes) -> dict:
+    """The report's ``attributes`` entry of a node: present only on nodes the plan set attributes on."""
+    if not attributes:
+        return {}
+    return {"attributes": [{"name": a.name, "value": a.value, "rule": a.rule, "reason": a.reason} for a in attributes]}
 
 
 def count_casts(model: ir.Model) -> int:

@@ -118,11 +118,27 @@ def test_attention_softmax_precision_only_when_it_keeps_types(tmp_path, mode, so
     assert ("softmax_precision" in attrs) == (not softmax_output)
     if "softmax_precision" in attrs:
         assert attrs["softmax_precision"] == onnx.TensorProto.FLOAT
+    # The attribute is the plan's decision, named by its rule in the report (absent when not set).
+    record = by_op(report, "Attention")[0]
+    named = [a["rule"] for a in record.get("attributes", [])]
+    assert named == ([] if softmax_output else ["attention-softmax-fp32"])
     rng = np.random.default_rng(2)
     feeds = {n: rng.standard_normal((1, 2, 4, 8)).astype(np.float32) for n in "qkv"}
     got, want = run(tmp_path / "model.out.onnx", feeds), run(tmp_path / "model.onnx", feeds)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)
+
+
+def test_attention_softmax_rule_leaves_float32_and_model_set_attentions_alone(tmp_path):
+    # A float32 Attention (--block-op) needs no softmax attribute; one the model set is the model's.
+    report, model = convert_text(tmp_path, ATTENTION % ("", "", 0), level="O2", block_ops=("Attention",))
+    assert by_op(report, "Attention")[0]["precision"] == "HIGH"
+    assert "attributes" not in by_op(report, "Attention")[0]
+    assert "softmax_precision" not in {a.name for a in ops(model, "Attention")[0].attribute}
+    own = ATTENTION.replace("<qk_matmul_output_mode = %d>", "<qk_matmul_output_mode = %d, softmax_precision = 10>")
+    report, model = convert_text(tmp_path, own % ("", "", 0), level="O2")
+    assert by_op(report, "Attention")[0]["precision"] == "LOW" and "attributes" not in by_op(report, "Attention")[0]
+    assert {a.name: a.i for a in ops(model, "Attention")[0].attribute}["softmax_precision"] == 10
 
 
 # --------------------------------------------- runtime pins in function bodies

@@ -126,3 +126,22 @@ def test_to_dict_is_json_safe():
     m = compare(np.array([0.0, 1.0]), np.array([0.5, 1.0]), 0.1, 0.1)
     text = json.dumps(m.to_dict(), allow_nan=False)
     assert '"max_rel": "inf"' in text
+
+
+def test_relative_rms_error_is_one_formula_for_localization_and_own_error():
+    from ampconv.data import ownerror
+
+    ref = np.array([3.0, 4.0, np.nan])
+    conv = np.array([3.0, 4.5, 7.0])  # the NaN reference element is left out
+    expected = np.sqrt(0.25 / 2) / np.sqrt(25.0 / 2)
+    assert metrics.relative_rms_error(ref, conv) == pytest.approx(expected)
+    assert ownerror.scaled_error(ref, conv) == (pytest.approx(expected), 0.5)
+    # No difference is no error, even against an all-zero reference.
+    assert metrics.relative_rms_error(np.zeros(4), np.zeros(4)) == 0.0
+
+
+def test_relative_rms_error_is_inf_where_nothing_can_call_it_small():
+    # A difference against an all-zero reference, a new non-finite, a shape mismatch.
+    assert metrics.relative_rms_error(np.zeros(3), np.array([0.0, 1e-6, 0.0])) == math.inf
+    assert metrics.relative_rms_error(np.ones(3), np.array([1.0, np.inf, 1.0])) == math.inf
+    assert metrics.relative_rms_error(np.ones(3), np.ones(4)) == math.inf

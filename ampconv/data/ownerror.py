@@ -34,6 +34,7 @@ from ampconv.domains import is_default
 from ampconv.data.collect import run_copy
 from ampconv.lowtypes import LowType
 from ampconv.validate import modelio
+from ampconv.validate.metrics import relative_rms_error
 from ampconv.validate.emulate import NameMaker, round_trip
 from ampconv.graphs import all_graphs
 from ampconv.plan.data import AMPLIFIERS, feeds_amplifier
@@ -187,25 +188,14 @@ def _expose(graph: ir.Graph, value: ir.Value) -> None:
 
 
 def scaled_error(exact: np.ndarray, approx: np.ndarray) -> Tuple[float, float]:
-    """(RMS of the difference / RMS of ``exact``, max |difference|) over finite values; inf for new non-finites."""
-    exact = np.asarray(exact, dtype=np.float64)
-    approx = np.asarray(approx, dtype=np.float64)
-    if exact.shape != approx.shape:
-        return math.inf, math.inf
-    new_bad = ~np.isfinite(approx) & np.isfinite(exact)
-    if new_bad.any():
-        return math.inf, math.inf
-    both = np.isfinite(approx) & np.isfinite(exact)
-    if not both.any():
-        return 0.0, 0.0
-    diff = approx[both] - exact[both]
-    rms_diff = float(np.sqrt(np.mean(diff * diff)))
-    rms_ref = float(np.sqrt(np.mean(exact[both] ** 2)))
-    max_abs = float(np.abs(diff).max())
-    if rms_diff == 0.0:
-        return 0.0, 0.0
-    return (rms_diff / rms_ref if rms_ref > 0 else math.inf), max_abs
-
+    """(``metrics.relative_rms_error``, max |difference| over values finite in both)."""
+    error = relative_rms_error(exact, approx)
+    if error == 0.0 or math.isinf(error):
+        return error, error
+    exact64 = np.asarray(exact, dtype=np.float64)
+    approx64 = np.asarray(approx, dtype=np.float64)
+    both = np.isfinite(exact64) & np.isfinite(approx64)
+    return error, float(np.abs(approx64[both] - exact64[both]).max())
 
 def _error(exact: np.ndarray, approx: np.ndarray, elementwise: bool) -> Tuple[float, float]:
     error, max_abs = scaled_error(exact, approx)

@@ -45,6 +45,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.precision import Precision
 from ampconv.data import margin, ownerror
 from ampconv.data.ownerror import OwnError
 from ampconv.lowtypes import low_type
@@ -369,7 +370,7 @@ def _low_names(plan) -> List[str]:
     """Names of the nodes ``plan`` makes LOW, in plan order (empty at O0)."""
     if plan is None:
         return []
-    return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == "LOW"]
+    return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == Precision.LOW]
 
 
 def _evaluator(src, fresh, samples, candidate, config, external: bool) -> Evaluator:

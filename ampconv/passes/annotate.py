@@ -13,6 +13,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
+from ampconv.precision import Precision
 from ampconv.lowtypes import low_type
 from ampconv.plan import Plan
 from ampconv.graphs import all_graphs
@@ -30,7 +31,7 @@ class AnnotatePass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:
         """Stamp every node of every graph; nodes the plan never saw were inserted by the rewrite."""
-        names = {"LOW": low_type(self.plan.low).name, "HIGH": "float32", "NONE": "none"}
+        names = {Precision.LOW: low_type(self.plan.low).name, Precision.HIGH: "float32", Precision.NONE: "none"}
         for graph in all_graphs(model):
             for node in graph:
                 node_plan = self.plan.nodes.get(node)

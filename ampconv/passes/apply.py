@@ -140,6 +140,9 @@ class _Rewriter:
         for node, node_plan in plan.nodes.items():  # rule 2
             if node_plan.decision.precision == LOW:
                 self._retype_source(node)
+            for attribute in node_plan.attributes:  # the plan's precision attributes (plan.attributes)
+                node.attributes[attribute.name] = ir.AttrInt64(attribute.name, attribute.value)
+                self.result.attributes_rewritten += 1
         for value, precision in plan.values.items():  # rule 1
             if precision == LOW and is_float(value):
                 value.dtype = self.low_dtype
@@ -371,8 +374,6 @@ class _Rewriter:
         elif op in DTYPE_ATTRIBUTE:
             name = DTYPE_ATTRIBUTE[op]
             node.attributes[name] = ir.AttrInt64(name, low.value)
-        elif op == "Attention" and "softmax_precision" not in node.attributes and not _exports_softmax(node):
-            node.attributes["softmax_precision"] = ir.AttrInt64("softmax_precision", ir.DataType.FLOAT.value)
         else:
             return
         self.result.attributes_rewritten += 1
@@ -430,16 +431,4 @@ class ApplyPlanPass(InPlacePass):
 
 __all__ = ["ApplyPlanPass", "ApplyResult", "InitializerFate", "ANY"]
 
-
-def _exports_softmax(node: ir.Node) -> bool:
-    """Whether an Attention node outputs its softmax (``qk_matmul_output_mode`` 3).
-
-    Attention's ONNX function body takes that output after the softmax, in
-    ``softmax_precision``, so with float32 softmax it would be float32 while the
-    schema types it like Q: the model would not type-check (onnxruntime refuses
-    it). Such a node keeps its softmax in the LOW type.
-    """
-    mode = node.attributes.get("qk_matmul_output_mode")
-    wanted = len(node.outputs) > 3 and node.outputs[3] is not None and bool(node.outputs[3].name)
-    return wanted and mode is not None and mode.value == 3
 

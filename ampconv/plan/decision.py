@@ -7,12 +7,13 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
+from ampconv.precision import Precision
 from ampconv.constants import RangeStats
 from ampconv.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.rules import RULES
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
-NONE = "NONE"  # no float32 data in the node's main type
+NONE = Precision.NONE  # no float32 data in the node's main type
 FREE = "FREE"  # transient: decided by consumers in the backward pass
 ANY = "ANY"  # input slot requirement: any type, no cast needed
 UNKNOWN = "UNKNOWN"  # transient slot requirement of a FREE consumer
@@ -36,6 +37,20 @@ class Decision:
 
 
 @dataclasses.dataclass(frozen=True)
+class AttributeDecision:
+    """An integer attribute the rewrite sets on a node, and the rule that chose it (``plan.attributes``)."""
+
+    name: str
+    value: int
+    rule: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"unregistered rule id {self.rule!r}")
+
+
+@dataclasses.dataclass(frozen=True)
 class ConstantNote:
     """A constant whose values do not fit the LOW type, and what was done."""
 
@@ -52,6 +67,7 @@ class NodePlan:
     decision: Decision
     inputs: Tuple[Optional[str], ...] = ()  # per slot: LOW, HIGH, ANY, or None (not float)
     outputs: Tuple[Optional[str], ...] = ()  # per slot: LOW, HIGH or None (not float)
+    attributes: Tuple[AttributeDecision, ...] = ()  # precision attributes the rewrite sets
 
 
 @dataclasses.dataclass

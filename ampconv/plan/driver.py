@@ -27,6 +27,7 @@ from ampconv.config import Config
 from ampconv.data.stats import Calibration
 from ampconv.errors import UsageError
 from ampconv.plan import gray
+from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
 from ampconv.plan.facts import NodeFacts, node_facts
@@ -407,7 +408,7 @@ class Planner:
                 inputs = tuple(self._slot_need(node, i) if v is not None else None for i, v in enumerate(node.inputs))
                 inputs = tuple(HIGH if n == UNKNOWN else n for n in inputs)
                 outputs = tuple(self.values.get(v) if is_float(v) else None for v in node.outputs)
-            self.nodes[node] = NodePlan(decision, inputs, outputs)
+            self.nodes[node] = NodePlan(decision, inputs, outputs, attribute_decisions(node, decision))
         for value, precision in list(self.values.items()):
             if precision == FREE:
                 self.values[value] = HIGH

@@ -24,6 +24,7 @@ LEVEL = "level"  # the level table and the op lists
 GRAY = "gray"  # the gray rule: follow the activation inputs
 BACKWARD = "backward"  # decided by consumers after the forward pass
 STRUCTURAL = "structural"  # If/Loop/Scan, planned through their subgraphs
+ATTRIBUTE = "attribute"  # a precision attribute the plan sets on a node it decided
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +71,8 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("transparent-low", BACKWARD, "data movement whose consumers are all LOW: the cast moves upstream (same bits)"),
     Rule("transparent-shared", BACKWARD, "data movement that reads the LOW copy of a weight other nodes need LOW"),
     Rule("structural", STRUCTURAL, "If/Loop/Scan: outputs follow the subgraphs"),
+    Rule("attention-softmax-fp32", ATTRIBUTE,
+         "a LOW Attention computes its softmax in float32 (softmax_precision = FLOAT): scores are what LOW risks"),
 )
 
 RULES: Dict[str, Rule] = {rule.id: rule for rule in _TABLE}

@@ -6,6 +6,7 @@ import dataclasses
 import os
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
+from ampconv.precision import Precision
 from ampconv.errors import PolicyError, UsageError
 from ampconv.policy.files import read_policy_file
 from ampconv.policy.lists import (
@@ -23,7 +24,7 @@ from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
 from ampconv.policy.names import op_key, read_name, unknown_op_warning
 from ampconv.policy.opinfo import OpInfo, read_op_info
 
-LOW, HIGH, INHERIT = "LOW", "HIGH", "INHERIT"
+LOW, HIGH, INHERIT = Precision.LOW, Precision.HIGH, Precision.INHERIT
 
 # docs/precision.md sec. 1: what each class means at each level.
 LEVEL_TABLE: Mapping[str, Mapping[str, str]] = {

@@ -44,7 +44,8 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.graphs import all_graphs
-from ampconv.validate.modelio import LOW_TYPES, ensure_types, untyped_values
+from ampconv.lowtypes import KEY_OF_DTYPE
+from ampconv.validate.modelio import ensure_types, untyped_values
 
 FLOAT = ir.DataType.FLOAT
 _DTYPE_ATTRS = ("to", "dtype")
@@ -127,14 +128,14 @@ class NameMaker:
 
 
 def _low_dtype_of(value: ir.Value):
-    return value.dtype if value.dtype in LOW_TYPES else None
+    return value.dtype if value.dtype in KEY_OF_DTYPE else None
 
 
 def _widen_initializers(graph: ir.Graph, stats: EmulationStats) -> None:
     # Rule 1.
     for value in graph.initializers.values():
         tensor = value.const_value
-        if tensor is None or tensor.dtype not in LOW_TYPES:
+        if tensor is None or tensor.dtype not in KEY_OF_DTYPE:
             continue
         value.const_value = _widened(tensor)
         value.dtype = FLOAT
@@ -153,12 +154,12 @@ def _retype_attributes(node: ir.Node, stats: EmulationStats) -> None:
     # Rule 2.
     for name, attr in list(node.attributes.items()):
         if attr.type == ir.AttributeType.INT and name in _DTYPE_ATTRS:
-            if attr.value in LOW_TYPES:
+            if attr.value in KEY_OF_DTYPE:
                 node.attributes[name] = ir.AttrInt64(name, int(FLOAT))
                 stats.retyped_attributes += 1
         elif attr.type == ir.AttributeType.TENSOR:
             tensor = attr.as_tensor()
-            if tensor.dtype in LOW_TYPES:
+            if tensor.dtype in KEY_OF_DTYPE:
                 array = np.asarray(tensor.numpy()).astype(np.float32)
                 node.attributes[name] = ir.AttrTensor(name, ir.tensor(array, name=tensor.name))
                 stats.retyped_attributes += 1
@@ -241,7 +242,7 @@ def _retype_container(value: ir.Value) -> bool:
     # Rule 5: Sequence/Optional of a LOW tensor.
     vtype = value.type
     elem = getattr(vtype, "elem_type", None)
-    if elem is None or getattr(elem, "dtype", None) not in LOW_TYPES:
+    if elem is None or getattr(elem, "dtype", None) not in KEY_OF_DTYPE:
         return False
     new_elem = ir.TensorType(FLOAT)
     value.type = type(vtype)(new_elem)

@@ -26,20 +26,20 @@ in topological order, a node's body nodes before the node (``bodies.walk``):
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.precision import Precision
 from ampconv.domains import op_label
 from ampconv.graphs import subgraphs_of
 from ampconv.validate import bodies, metrics
-from ampconv.validate.modelio import LOW_TYPES
+from ampconv.lowtypes import KEY_OF_DTYPE
 from ampconv.validate.result import Localization
 
-_FLOATS = set(LOW_TYPES) | {ir.DataType.FLOAT, ir.DataType.DOUBLE}
+_FLOATS = set(KEY_OF_DTYPE) | {ir.DataType.FLOAT, ir.DataType.DOUBLE}
 
 
 def float_node_outputs(model: ir.Model, inside_bodies: bool = False) -> dict[str, ir.DataType]:
@@ -102,7 +102,7 @@ def drift_judge(dtype: str) -> TensorJudge:
         new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref.astype(np.float64), conv.astype(np.float64))))
         if new_bad:
             return f"{new_bad} value(s) non-finite where the reference is finite"
-        error = scaled_error(ref, conv)
+        error = metrics.relative_rms_error(ref, conv)
         if error > limit:
             return f"error {error:.3g} of the tensor's RMS, beyond ordinary {dtype} rounding ({limit:.2g})"
         return None
@@ -157,7 +157,7 @@ def first_divergence(
             conv = np.asarray(conv_values[value.name])
             if ref.shape != conv.shape or ref.size == 0:
                 continue  # a shape mismatch is not drift (the output check reports it); empty: a branch not taken
-            error = scaled_error(ref, conv)
+            error = metrics.relative_rms_error(ref, conv)
             worst = error if worst is None else max(worst, error)
             if first is not None:
                 continue
@@ -189,7 +189,7 @@ def overflow_source(converted: ir.Model, names, ref_values, conv_values, low_max
     wanted = set(names)
     for node in bodies.walk(converted.graph):
         for value in node.outputs:
-            if value.name not in wanted or value.dtype not in LOW_TYPES or value.name not in ref_values:
+            if value.name not in wanted or value.dtype not in KEY_OF_DTYPE or value.name not in ref_values:
                 continue
             ref = np.asarray(ref_values[value.name], dtype=np.float64)
             if ref.size == 0:
@@ -245,25 +245,6 @@ def keep_pattern(names: Sequence[str]) -> str:
     return f"--keep-fp32 '^{body}$'"
 
 
-def scaled_error(ref: np.ndarray, conv: np.ndarray) -> float:
-    """RMS of ``conv - ref`` over RMS of ``ref`` (at least 1e-12); inf when ``conv`` turns a finite value non-finite.
-
-    Elements non-finite in the reference are left out: they say nothing of precision.
-    """
-    ref64 = ref.astype(np.float64, copy=False)
-    conv64 = conv.astype(np.float64, copy=False)
-    if ref64.size == 0:
-        return 0.0
-    finite = np.isfinite(ref64)
-    if np.any(finite & ~np.isfinite(conv64)):
-        return math.inf
-    diff = conv64[finite] - ref64[finite]
-    if diff.size == 0:
-        return 0.0
-    scale = max(float(np.sqrt(np.mean(np.square(ref64[finite])))), 1e-12)
-    return float(np.sqrt(np.mean(np.square(diff)))) / scale
-
-
 def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> str | None:
     ref64 = ref.astype(np.float64, copy=False)
     conv64 = conv.astype(np.float64, copy=False)
@@ -284,9 +265,9 @@ def _decision(node: ir.Node, value: ir.Value, decisions) -> tuple[str, str]:
         text = f"{rule}: {reason}" if rule and reason and reason != rule else (rule or reason or "?")
         return str(get("precision", "?")), str(text)
     dtype = value.dtype
-    if dtype in LOW_TYPES:
-        return "LOW", f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
-    return "HIGH", f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
+    if dtype in KEY_OF_DTYPE:
+        return Precision.LOW, f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
+    return Precision.HIGH, f"inferred from its {dtype.name.lower()} output (no converter decisions given)"
 
 
 # A node "causes" drift when its own error is this many times the LOW type's unit roundoff:
@@ -344,11 +325,11 @@ def _low_producers(node: ir.Node) -> list:
     """LOW nodes whose outputs reach ``node``'s LOW inputs, looking through Casts."""
     found = []
     for value in node.inputs:
-        if value is None or value.dtype not in LOW_TYPES:
+        if value is None or value.dtype not in KEY_OF_DTYPE:
             continue
         producer = value.producer()
         while producer is not None and producer.op_type == "Cast" and producer.inputs:
             producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
-        if producer is not None and any(o.dtype in LOW_TYPES for o in producer.outputs) and producer.name:
+        if producer is not None and any(o.dtype in KEY_OF_DTYPE for o in producer.outputs) and producer.name:
             found.append(producer.name)
     return found

@@ -232,6 +232,33 @@ def top1_agreement(ref: np.ndarray, conv: np.ndarray) -> float | None:
     return float(np.mean(a == b))
 
 
+def relative_rms_error(ref: np.ndarray, conv: np.ndarray) -> float:
+    """RMS of ``conv - ref`` over RMS of ``ref``: one node's or one tensor's error as a single number.
+
+    Elements non-finite in the reference are left out (they say nothing of
+    precision); a finite reference value that ``conv`` turns non-finite, or a
+    shape mismatch, is inf. No difference is 0 whatever the reference; a
+    difference against an all-zero reference is inf (there is no scale to
+    call it small against). Localization and the own-error measure of
+    calibration both use it, so their columns on the report page agree.
+    """
+    ref64 = np.asarray(ref, dtype=np.float64)
+    conv64 = np.asarray(conv, dtype=np.float64)
+    if ref64.shape != conv64.shape:
+        return math.inf
+    finite = np.isfinite(ref64)
+    if np.any(finite & ~np.isfinite(conv64)):
+        return math.inf
+    diff = conv64[finite] - ref64[finite]
+    if not diff.size:
+        return 0.0
+    rms_diff = float(np.sqrt(np.mean(diff * diff)))
+    if rms_diff == 0.0:
+        return 0.0
+    rms_ref = float(np.sqrt(np.mean(np.square(ref64[finite]))))
+    return rms_diff / rms_ref if rms_ref > 0 else math.inf
+
+
 def scaled_errors(ref: np.ndarray, conv: np.ndarray, floor: float) -> tuple[float, float, float, float]:
     """(scale, p99, max, p99.9) of the scaled error ``|conv - ref| / max(scale, |ref|)``.
 

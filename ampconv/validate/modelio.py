@@ -19,9 +19,9 @@ from ampconv.graphs import all_graphs
 from ampconv.errors import ModelLoadError
 from ampconv.prepare import infer_types
 from ampconv.load import load_model
+from ampconv.lowtypes import KEY_OF_DTYPE
 from ampconv.repair import accept_input, repair
 
-LOW_TYPES = {ir.DataType.FLOAT16: "fp16", ir.DataType.BFLOAT16: "bf16"}
 # A derived copy whose estimated size (whole model) is above this is saved with
 # external data; well under 2 GiB because widening fp16 weights to float32
 # doubles them. (Not ampconv.writer.INLINE_TENSOR_MAX_BYTES, which is per tensor.)
@@ -92,14 +92,14 @@ def low_dtype(model: ir.Model) -> str | None:
     """"bf16" if any tensor or cast target is bfloat16, else "fp16" if any is float16, else None."""
     found = set()
     for value in iter_values(model):
-        if value.dtype in LOW_TYPES:
-            found.add(LOW_TYPES[value.dtype])
+        if value.dtype in KEY_OF_DTYPE:
+            found.add(KEY_OF_DTYPE[value.dtype])
     for graph in all_graphs(model):
         for node in graph:
             for attr in node.attributes.values():
                 is_dtype = attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype")
-                if is_dtype and attr.value in LOW_TYPES:
-                    found.add(LOW_TYPES[ir.DataType(attr.value)])
+                if is_dtype and attr.value in KEY_OF_DTYPE:
+                    found.add(KEY_OF_DTYPE[ir.DataType(attr.value)])
     if "bf16" in found:
         return "bf16"
     return "fp16" if "fp16" in found else None
@@ -123,7 +123,7 @@ def estimated_float32_bytes(model: ir.Model) -> int:
             if tensor is None:
                 continue
             n = tensor.nbytes
-            total += 2 * n if tensor.dtype in LOW_TYPES else n
+            total += 2 * n if tensor.dtype in KEY_OF_DTYPE else n
     return total
 
 

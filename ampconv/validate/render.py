@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 
+from ampconv.precision import Precision
 from ampconv.validate.criteria import STRICT, Criteria
 from ampconv.validate.result import ValidationResult
 
@@ -172,7 +173,7 @@ def _cause_line(loc) -> str:
             f"reference's exact inputs, its output {cause['output']!r} has {figure}. "
             f"To fix: convert again with {cause['suggestion']}.{_fix_words(loc)}"
         )
-    if loc.precision == "LOW":
+    if loc.precision == Precision.LOW:
         return (
             "  No single low-precision node's own rounding stands out (the drift accumulates over many): "
             "use convert --tune to find the fewest nodes to keep float32."
