@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple, Union
 
-from ampconv.errors import UsageError
+from ampconv.errors import UsageError, named
 
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
@@ -146,11 +146,11 @@ class Config:
         self._check_range_limits()
         if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
                                        or self.opset < 1):
-            raise UsageError(f"opset must be a positive integer, got {self.opset!r}")
+            raise UsageError(f"{named('opset')} must be a positive integer, got {self.opset!r}")
 
     def _check_range_limits(self) -> None:
         if self.clamp_small is not None and not self.clamp:
-            raise UsageError("clamp_small sets what clamp does to tiny values; without clamp it does nothing")
+            raise UsageError(f"{named('clamp_small')} sets what {named('clamp')} does to tiny values; without it it does nothing")
         if self.max_finite is not None or self.min_positive is not None or self.clamp_small is not None:
             from ampconv.lowtypes import check_limits  # numpy: only when limits are given
 
@@ -162,23 +162,23 @@ class Config:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
         if self.input_ranges and tuple(self.calibration_data) != ("random",):
-            raise UsageError("input_ranges sets the range of random calibration inputs; "
-                             "it needs calibration_data=('random',)")
+            raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
+                             f"it needs {named('calibration_data', 'random')}")
         if self.tune and not self.calibration_data:
-            raise UsageError("tune needs calibration_data")
+            raise UsageError(f"{named('tune')} needs {named('calibration_data')}")
         if not self.tune and (self.rtol is not None or self.atol is not None):
-            raise UsageError("rtol/atol set the tolerance of tune; without tune they do nothing")
+            raise UsageError(f"{named('rtol')}/{named('atol')} set the tolerance of {named('tune')}; without it they do nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:
             raise UsageError("calibration data 'random' cannot be mixed with sample paths")
         if self.calibration_samples < 1:
-            raise UsageError(f"calibration_samples must be at least 1, got {self.calibration_samples}")
+            raise UsageError(f"{named('calibration_samples')} must be at least 1, got {self.calibration_samples}")
         if self.data_max is not None and not self.data_max > 0:
-            raise UsageError(f"data_max must be a number > 0, got {self.data_max}")
+            raise UsageError(f"{named('data_max')} must be a number > 0, got {self.data_max}")
         if self.underflow_fraction is not None and not 0 < self.underflow_fraction <= 1:
-            raise UsageError(f"underflow_fraction must be in (0, 1], got {self.underflow_fraction}")
+            raise UsageError(f"{named('underflow_fraction')} must be in (0, 1], got {self.underflow_fraction}")
         for label, value in (("rtol", self.rtol), ("atol", self.atol)):
             if value is not None and not value >= 0:
-                raise UsageError(f"{label} must be a number >= 0, got {value}")
+                raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
 
 
 def _check_regex(pattern: str) -> None:

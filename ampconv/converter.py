@@ -144,7 +144,7 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
             report = _convert(path, dst, config, dry_run=dry_run)
         except AmpconvError as exc:
             if path != src:
-                exc.args = (str(exc).replace(str(path), str(src)),)
+                exc.replace_text(str(path), str(src))
             raise
     report.source = str(src)
     if note:

@@ -28,17 +28,18 @@ class Parameter:
 
     name: str
     value: object = None  # None: the parameter itself (``tune``); else what to set (``overwrite=True``)
-    entry: Optional[str] = None  # one entry of a list parameter (``shapes x[0]``)
+    entry: Optional[str] = None  # one entry of a list parameter (``x[0]`` of ``shapes``)
+    words: str = ""  # how a Python caller reads the entry's list, if not by the name (``shapes entry``)
 
     def python_text(self) -> str:
         """The parameter as a Python caller writes it: ``overwrite=True``, ``input_ranges 'x'``."""
         text = self.name if self.value is None else f"{self.name}={self.value!r}"
-        return text if self.entry is None else f"{text} {self.entry}"
+        return text if self.entry is None else f"{self.words or text} {self.entry}"
 
 
-def named(name: str, value: object = None, entry: Optional[str] = None) -> str:
-    """``Parameter(name, value, entry)`` as a marker to put in an error message (a JSON-able ``value``)."""
-    return _OPEN + json.dumps([name, value, entry]) + _CLOSE
+def named(name: str, value: object = None, entry: Optional[str] = None, words: str = "") -> str:
+    """``Parameter(name, value, entry, words)`` as a marker to put in an error message (a JSON-able ``value``)."""
+    return _OPEN + json.dumps([name, value, entry, words]) + _CLOSE
 
 
 class AmpconvError(Exception):
@@ -58,6 +59,12 @@ class AmpconvError(Exception):
     def parameters(self) -> Tuple[Parameter, ...]:
         """The parameters the message names, in order."""
         return tuple(Parameter(*json.loads(found)) for found in _MARKER.findall(self.template))
+
+    def replace_text(self, old: str, new: str) -> "AmpconvError":
+        """Replace ``old`` (a private path, say) by ``new`` in the message, keeping its parameters; returns self."""
+        self.template = self.template.replace(old, new)
+        self.args = (self.render(Parameter.python_text),) + self.args[1:]
+        return self
 
     def render(self, spell: Callable[[Parameter], str]) -> str:
         """The message with each named parameter spelled by ``spell``."""

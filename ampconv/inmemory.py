@@ -141,10 +141,8 @@ def _read_back(path: Path, as_proto: bool) -> AnyModel:
 def _without_paths(exc: AmpconvError, folder: str) -> AmpconvError:
     """The same error with the private folder's paths replaced by ``<in-memory model>``."""
     base = Path(folder)
-    text = str(exc)
     for path in (base / "model.onnx", base / "converted.onnx", base):
-        text = text.replace(str(path), IN_MEMORY)
-    exc.args = (text,)
+        exc.replace_text(str(path), IN_MEMORY)
     if hasattr(exc, "detail"):
         exc.detail = exc.detail.replace(str(base), IN_MEMORY)
     return exc

@@ -34,7 +34,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.errors import ConversionError, UsageError
+from ampconv.errors import ConversionError, UsageError, named
 from ampconv.load import DECLARED_META_KEY, declared_value_info, external_data_files, load_model
 from ampconv.loadcheck import checker_error, first_line
 from ampconv.figures import HEAVY_OPS
@@ -149,11 +149,11 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
     current = default_opset(model)
     latest = onnx.defs.onnx_opset_version()
     if current is None:
-        raise UsageError(f"{src}: opset={target}: the model imports no default-domain opset to upgrade")
+        raise UsageError(f"{src}: {named('opset', target)}: the model imports no default-domain opset to upgrade")
     if target < current:
-        raise UsageError(f"{src}: opset={target} is below the model's opset {current}; ampconv only upgrades")
+        raise UsageError(f"{src}: {named('opset', target)} is below the model's opset {current}; ampconv only upgrades")
     if target > latest:
-        raise UsageError(f"{src}: opset={target} is newer than the installed onnx supports ({latest})")
+        raise UsageError(f"{src}: {named('opset', target)} is newer than the installed onnx supports ({latest})")
     if target == current:
         yield src, None
         return

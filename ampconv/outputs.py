@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ampconv.errors import OutputError
+from ampconv.errors import OutputError, named
 
 if TYPE_CHECKING:  # only for annotations: onnx-ir is not imported at start-up
     import onnx_ir as ir
@@ -130,9 +130,9 @@ def check_model_output(
     if data.is_dir():
         raise OutputError(f"{dst}: its data file name {data} is taken by a directory")
     if dst.exists() and not overwrite:
-        raise OutputError(f"{dst}: already exists; pass overwrite=True to replace it")
+        raise OutputError(f"{dst}: already exists; pass {named('overwrite', True)} to replace it")
     if writes_data and data.exists() and not overwrite:
-        raise OutputError(f"{dst}: its data file {data} already exists; pass overwrite=True to replace it")
+        raise OutputError(f"{dst}: its data file {data} already exists; pass {named('overwrite', True)} to replace it")
 
 
 def check_report_path(
@@ -156,11 +156,11 @@ def check_report_path(
     if not path.exists() or overwrite:
         return
     if not merge:
-        raise OutputError(f"{path}: the report file already exists; pass overwrite=True to replace it")
+        raise OutputError(f"{path}: the report file already exists; pass {named('overwrite', True)} to replace it")
     if not is_report(path):
         raise OutputError(
             f"{path}: exists and is not an ampconv JSON report, so the validation result "
-            "cannot be merged into it; pass overwrite=True to replace it"
+            f"cannot be merged into it; pass {named('overwrite', True)} to replace it"
         )
 
 
@@ -358,7 +358,7 @@ def check_single_output(
     path = Path(path)
     _refuse_unwritable(path, what, inputs)
     if path.exists() and not overwrite:
-        raise OutputError(f"{path}: already exists; pass overwrite=True to replace it")
+        raise OutputError(f"{path}: already exists; pass {named('overwrite', True)} to replace it")
 
 
 def write_text_atomic(path: os.PathLike | str, text: str, what: str) -> None:

@@ -15,29 +15,19 @@ from typing import Callable, Optional
 import click
 
 from ampconv import outputs
-from ampconv.errors import AmpconvError
+from ampconv.errors import AmpconvError, Parameter
 
 
-# The library's errors name its parameters (``overwrite=True``), the words of
-# a Python caller; at the command line the same advice names the flag.
-PARAMETER_FLAGS = (
-    ("overwrite=True", "--overwrite"),
-    ("keep_io_types names", "--keep-io-types names"),
-    ("tune needs calibration_data", "--tune needs --calibration-data"),
-    ("backend='emulate'", "--backend emulate"),
-    ("opset=", "--opset "),
-    ("input_ranges ", "--input-range "),
-    ("shapes entry ", "--shape "),
-    ("pass sample files (inputs)", "pass --inputs"),
-    ("give it in mixlists", "give it with --mixlist"),
-)
+# Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
+FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": "--mixlist"}
 
 
-def in_flags(message: str) -> str:
-    """``message`` with the library's parameter names replaced by the CLI flags that set them."""
-    for parameter, flag in PARAMETER_FLAGS:
-        message = message.replace(parameter, flag)
-    return message
+def flag_of(parameter: Parameter) -> str:
+    """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``."""
+    text = FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-"))
+    if parameter.value is not None and parameter.value is not True:
+        text = f"{text} {parameter.value}"
+    return text if parameter.entry is None else f"{text} {parameter.entry}"
 
 
 def fail(message: str, code: int) -> None:
@@ -81,7 +71,7 @@ def handle_errors(func: Callable) -> Callable:
             try:
                 return func(*args, **kwargs)
             except AmpconvError as exc:
-                fail(_with_written(in_flags(str(exc)), record), exc.exit_code)
+                fail(_with_written(exc.render(flag_of), record), exc.exit_code)
             except KeyboardInterrupt:
                 click.echo(interrupted_message(record), err=True)
                 raise SystemExit(130) from None

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import click
 
 from ampconv.errors import UsageError
+from ampconv_cli.errors import flag_of
 from ampconv.validate import ValidateOptions, parse_shape, validate
 from ampconv.validate.options import parse_input_range
 from ampconv.validate.render import render
@@ -35,7 +36,7 @@ def _parse_each(ctx, param, values, parse) -> list:
     try:
         return [parse(text) for text in values]
     except UsageError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+        raise click.BadParameter(exc.render(flag_of), ctx=ctx, param=param) from None
 
 
 def _parse_shapes(ctx, param, values):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
 import ampconv
-from ampconv_cli.errors import in_flags
+from ampconv.errors import Parameter, named
+from ampconv_cli.errors import flag_of
 from ampconv_cli.main import cli
 from helpers import model_from_text, save
 
@@ -42,12 +46,50 @@ def test_tune_without_data_names_the_parameter():
         ampconv.Config(tune=True)
 
 
-def test_in_flags_leaves_other_words_alone():
-    assert in_flags("x.onnx: not an ONNX model") == "x.onnx: not an ONNX model"
-    assert in_flags("a: opset=13 is below the model's opset 17") == "a: --opset 13 is below the model's opset 17"
+def test_a_message_without_parameters_reads_the_same_everywhere():
+    error = ampconv.ModelLoadError("x.onnx: not an ONNX model")
+    assert error.parameters == () and error.render(flag_of) == str(error) == "x.onnx: not an ONNX model"
 
 
-def test_shape_errors_name_the_parameter_in_python_and_the_flag_at_the_cli():
-    assert in_flags("shapes entry bogus: no input or dimension of that name") == (
-        "--shape bogus: no input or dimension of that name"
-    )
+def test_opset_error_carries_the_parameter_and_its_value():
+    error = ampconv.UsageError(f"a: {named('opset', 13)} is below the model's opset 17")
+    assert str(error) == "a: opset=13 is below the model's opset 17"
+    assert error.parameters == (Parameter("opset", 13),)
+    assert error.render(flag_of) == "a: --opset 13 is below the model's opset 17"
+
+
+def test_shape_errors_name_the_parameter_in_python_and_the_flag_at_the_cli(tmp_path):
+    src = save(model_from_text(TEXT), tmp_path / "m.onnx")
+    options = ampconv.ValidateOptions(shapes={"bogus": (2,)})
+    with pytest.raises(ampconv.UsageError) as caught:
+        ampconv.validate(src, src, options)
+    assert str(caught.value).startswith("shapes entry bogus: no input or dimension of that name")
+    assert caught.value.parameters[0] == Parameter("shapes", entry="bogus", words="shapes entry")
+    assert caught.value.render(flag_of).startswith("--shape bogus: no input or dimension of that name")
+
+
+def test_a_path_replaced_in_a_message_keeps_its_parameters():
+    error = ampconv.OutputError(f"/tmp/private/o.onnx: already exists; pass {named('overwrite', True)} to replace it")
+    error.replace_text("/tmp/private/o.onnx", "<in-memory model>")
+    assert str(error) == "<in-memory model>: already exists; pass overwrite=True to replace it"
+    assert error.render(flag_of) == "<in-memory model>: already exists; pass --overwrite to replace it"
+
+
+def _library_parameters():
+    """Every parameter name a library message names with ``named(...)``."""
+    found = set()
+    for path in Path(ampconv.__file__).parent.rglob("*.py"):
+        found |= set(re.findall(r"named\(\s*'(\w+)'", path.read_text(encoding="utf-8")))
+        found |= set(re.findall(r'named\(\s*"(\w+)"', path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_parameter_a_library_error_names_is_a_flag_of_the_cli():
+    from ampconv_cli import convert, validate
+
+    flags = {opt for command in (convert.command, validate.command) for param in command.params for opt in param.opts}
+    names = _library_parameters()
+    # The messages spell them as literals, except the rtol/atol loop of Config's checks.
+    assert {"overwrite", "opset", "shapes", "input_ranges", "tune", "calibration_data", "keep_io_types"} <= names
+    assert {flag_of(Parameter(name)) for name in names} - flags == set()
+    assert flag_of(Parameter("nonsense_option")) not in flags

@@ -25,7 +25,7 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.config import Config
 from ampconv.data.stats import Calibration
-from ampconv.errors import UsageError
+from ampconv.errors import UsageError, named
 from ampconv.plan import gray
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
@@ -254,7 +254,7 @@ class Planner:
             return set()
         unknown = sorted(set(keep) - names)
         if unknown:
-            raise UsageError(f"keep_io_types names {', '.join(unknown)}: not a graph input or output")
+            raise UsageError(f"{named('keep_io_types')} names {', '.join(unknown)}: not a graph input or output")
         return set(keep)
 
     # ------------------------------------------------------------- structural

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from ampconv.errors import PolicyError
+from ampconv.errors import PolicyError, named
 from ampconv.policy.jsonfile import is_name, load_json
 from ampconv.policy.lists import BLACK, GRAY, WHITE
 from ampconv.policy.mixlist import ACTIONS, LIST_KEYS
@@ -69,7 +69,7 @@ def read_op_info(path: str | Path) -> OpInfo:
     if isinstance(data, dict) and data and all(key in LIST_KEYS for key in data):
         raise PolicyError(
             f"{where}: a modify_mixlist file (black-list/white-list/gray-list), not an operator-info file: "
-            "give it in mixlists"
+            f"give it in {named('mixlists')}"
         )
     return op_info_from_data(where, data)
 

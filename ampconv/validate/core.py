@@ -12,7 +12,7 @@ import time
 import onnx_ir as ir
 
 from ampconv.checks import CheckSettings, check_staged
-from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError
+from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
@@ -132,7 +132,7 @@ def _sessions(run: _Run, setup: "_Setup") -> tuple:
     except AmpconvError as exc:
         if run.backend == "native" and run.provider == runners.CPU:
             # Typically a bfloat16 kernel the CPU provider lacks.
-            raise AmpconvError(f"{exc} (the CPU provider lacks many LOW kernels: try backend='emulate')") from None
+            raise AmpconvError(f"{exc.template} (the CPU provider lacks many LOW kernels: try {named('backend', 'emulate')})") from None
         raise
     if conv_runner.provider != run.provider:
         run.notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")

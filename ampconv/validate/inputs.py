@@ -28,7 +28,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.errors import UsageError
+from ampconv.errors import UsageError, named
 from ampconv.validate.modelio import InputSpec
 from ampconv.validate.options import split_axis
 
@@ -46,6 +46,11 @@ class Samples:
     random: bool
     notes: tuple[str, ...] = ()
 
+
+
+def _shape_entry(entry: str) -> str:
+    """An entry of the ``shapes`` parameter as an error names it (``--shape ENTRY`` at the command line)."""
+    return named("shapes", entry=entry, words="shapes entry")
 
 def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
     """Read every sample from ``paths`` (files or folders, rules 1-3) and check it."""
@@ -266,15 +271,15 @@ def _axis_bindings(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> di
         name, axis = split
         if spec.dims is None:
             raise UsageError(
-                f"shapes entry {key}: input {name!r} has no declared shape: pass its whole shape, "
-                f"shapes entry {name}:DIMxDIM..."
+                f"{_shape_entry(key)}: input {name!r} has no declared shape: pass its whole shape, "
+                f"{_shape_entry(name + ':DIMxDIM...')}"
             )
         rank = len(spec.dims)
         if not -rank <= axis < rank:
-            raise UsageError(f"shapes entry {key}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
+            raise UsageError(f"{_shape_entry(key)}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
         values = tuple(values)
         if len(values) != 1:
-            raise UsageError(f"shapes entry {key}: one axis takes one size, got {len(values)}")
+            raise UsageError(f"{_shape_entry(key)}: one axis takes one size, got {len(values)}")
         bound[axis % rank] = int(values[0])
     return bound
 
@@ -294,31 +299,31 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
     if spec.name in shapes:
         if axes:
             raise UsageError(
-                f"shapes entry {spec.name}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
+                f"{_shape_entry(spec.name)}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
             )
         given = tuple(shapes[spec.name])
         if spec.dims is not None:
             if len(given) != len(spec.dims):
                 raise UsageError(
-                    f"shapes entry {spec.name}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
+                    f"{_shape_entry(spec.name)}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
                     f"({_dims_text(spec.dims)})"
                 )
             for axis, (want, got) in enumerate(zip(spec.dims, given)):
                 if _is_fixed(want) and want != got:
                     raise UsageError(
-                        f"shapes entry {spec.name}: axis {axis} is {got}, the model fixes it to {want}"
+                        f"{_shape_entry(spec.name)}: axis {axis} is {got}, the model fixes it to {want}"
                     )
         return given, ()
     if spec.dims is None:
         raise UsageError(
-            f"input {spec.name!r} has no declared shape: pass shapes entry {spec.name}:DIMxDIM..."
+            f"input {spec.name!r} has no declared shape: pass {_shape_entry(spec.name + ':DIMxDIM...')}"
         )
     resolved, unbound = [], []
     for axis, dim in enumerate(spec.dims):
         if _is_fixed(dim):
             if axis in axes and axes[axis] != dim:
                 raise UsageError(
-                    f"shapes entry {spec.name}[{axis}]: {axes[axis]} given, the model fixes axis {axis} to {dim}"
+                    f"{_shape_entry(f'{spec.name}[{axis}]')}: {axes[axis]} given, the model fixes axis {axis} to {dim}"
                 )
             resolved.append(dim)
         elif axis in axes:
@@ -327,7 +332,7 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
         elif isinstance(dim, str) and dim in shapes:
             bound = tuple(shapes[dim])
             if len(bound) != 1:
-                raise UsageError(f"shapes entry {dim}: a dimension symbol takes one value, got {len(bound)}")
+                raise UsageError(f"{_shape_entry(str(dim))}: a dimension symbol takes one value, got {len(bound)}")
             resolved.append(bound[0])
         else:
             # Unset (-1, unnamed, or a symbol nobody bound): size 1, and a note says so.
@@ -345,7 +350,7 @@ def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...
         if name in known or name in symbols or (split is not None and split[0] in known):
             continue
         raise UsageError(
-            f"shapes entry {name}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
+            f"{_shape_entry(name)}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
         )
     resolved, notes, symbols_unset = {}, [], {}
     for spec in specs:
@@ -408,30 +413,30 @@ def check_ranges(
     for name, (low, high) in ranges.items():
         spec = declared.get(name)
         if spec is None:
-            raise UsageError(f"input_ranges {name!r}: no input of that name (inputs: {', '.join(declared) or 'none'})")
+            raise UsageError(f"{named('input_ranges', entry=repr(name))}: no input of that name (inputs: {', '.join(declared) or 'none'})")
         if spec.dtype == ir.DataType.BOOL or not (spec.dtype.is_floating_point() or spec.dtype.is_integer()):
-            raise UsageError(f"input_ranges {name!r}: the input is {spec.dtype.name.lower()}; a range needs a number type")
+            raise UsageError(f"{named('input_ranges', entry=repr(name))}: the input is {spec.dtype.name.lower()}; a range needs a number type")
         if spec.dtype.is_floating_point():
             top = float(ml_dtypes.finfo(spec.numpy_dtype).max)
             if max(abs(low), abs(high)) > top:
                 raise UsageError(
-                    f"input_ranges {name!r}: [{low:g}, {high:g}] exceeds the finite range of "
+                    f"{named('input_ranges', entry=repr(name))}: [{low:g}, {high:g}] exceeds the finite range of "
                     f"{spec.dtype.name.lower()} (+-{top:g})"
                 )
         if spec.dtype.is_integer():
             info = np.iinfo(spec.numpy_dtype)
             lo, hi = _integer_range(low, high)
             if lo > hi:
-                raise UsageError(f"input_ranges {name!r}: no integer in [{low:g}, {high:g}]")
+                raise UsageError(f"{named('input_ranges', entry=repr(name))}: no integer in [{low:g}, {high:g}]")
             if lo < info.min or hi > info.max:
                 raise UsageError(
-                    f"input_ranges {name!r}: [{low:g}, {high:g}] exceeds {spec.dtype.name.lower()} "
+                    f"{named('input_ranges', entry=repr(name))}: [{low:g}, {high:g}] exceeds {spec.dtype.name.lower()} "
                     f"[{info.min}, {info.max}]"
                 )
             rows = int_bounds.get(name)
             if rows is not None and (lo < -rows or hi >= rows):
                 raise UsageError(
-                    f"input_ranges {name!r}: [{low:g}, {high:g}] indexes outside the {rows} rows of the table "
+                    f"{named('input_ranges', entry=repr(name))}: [{low:g}, {high:g}] indexes outside the {rows} rows of the table "
                     f"the input gathers from (valid: {-rows} to {rows - 1})"
                 )
 
@@ -466,7 +471,7 @@ def _random_array(
         high = max(1, min(MAX_RANDOM_INT, bound or MAX_RANDOM_INT))
         return rng.integers(0, high, size=shape).astype(spec.numpy_dtype)
     raise UsageError(
-        f"cannot make random data for input {spec.name!r} of type {dtype.name.lower()}: pass sample files (inputs)"
+        f"cannot make random data for input {spec.name!r} of type {dtype.name.lower()}: pass sample files ({named('inputs')})"
     )
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 
-from ampconv.errors import UsageError
+from ampconv.errors import UsageError, named
 from ampconv.validate.criteria import ELEMENTWISE_TOLERANCES, Criteria, default_criteria, strict_criteria
 
 BACKENDS = ("auto", "native", "emulate")
@@ -81,7 +81,7 @@ class ValidateOptions:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
         if self.inputs and self.input_ranges:
-            raise UsageError("input_ranges sets the range of random inputs; with inputs it does nothing")
+            raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 
     @property
     def strict(self) -> bool:
@@ -126,7 +126,7 @@ def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
         try:
             name, dims = item
         except (TypeError, ValueError):
-            raise UsageError(f"bad shapes entry {item!r}: expected (name, dims)") from None
+            raise UsageError(f"bad {named('shapes')} entry {item!r}: expected (name, dims)") from None
         dims = (dims,) if isinstance(dims, int) else dims
         try:
             dims = tuple(int(d) for d in dims)
@@ -154,11 +154,11 @@ def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
             name, (low, high) = item
             low, high = float(low), float(high)
         except (TypeError, ValueError):
-            raise UsageError(f"bad input_ranges entry {item!r}: expected (name, (low, high))") from None
+            raise UsageError(f"bad {named('input_ranges')} entry {item!r}: expected (name, (low, high))") from None
         if not (math.isfinite(low) and math.isfinite(high)) or not low <= high:
-            raise UsageError(f"input_ranges {name!r}: expected finite low <= high, got ({low:g}, {high:g})")
+            raise UsageError(f"{named('input_ranges', entry=repr(name))}: expected finite low <= high, got ({low:g}, {high:g})")
         if name in pairs:
-            raise UsageError(f"input_ranges {name!r}: given twice")
+            raise UsageError(f"{named('input_ranges', entry=repr(name))}: given twice")
         pairs[str(name)] = (low, high)
     return tuple(pairs.items())
 

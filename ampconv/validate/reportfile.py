@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ampconv.errors import OutputError
+from ampconv.errors import OutputError, named
 from ampconv.outputs import read_report, write_json_atomic
 
 
@@ -31,7 +31,7 @@ def merge_into_report(path: str, validation: dict, overwrite: bool = False) -> N
         elif not overwrite:
             raise OutputError(
                 f"{path}: exists and is not an ampconv JSON report, so the validation result "
-                "cannot be merged into it; pass overwrite=True to replace it"
+                f"cannot be merged into it; pass {named('overwrite', True)} to replace it"
             )
     report["validation"] = validation
     write_json_atomic(path, report)
