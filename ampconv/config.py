@@ -1,4 +1,18 @@
-"""Conversion options as one immutable value (no settings as mutable class attributes)."""
+"""Conversion options: one immutable ``Config`` for callers, split into the groups each stage reads.
+
+``Config`` is the public, flat value (``ampconv.Config(level="O3")``). It
+normalizes what people type, then builds its four option groups, each of
+which checks its own fields once when it is made:
+
+- ``PolicyOptions``: which op lists and level (``ampconv.policy.load_policy``);
+- ``PlanOptions``: what the planner reads (the LOW type, the user's overrides,
+  the thresholds of the range and data guards); the planner sees nothing else;
+- ``WriteOptions``: opset upgrade, writing, checks, annotation, progress;
+- ``DataOptions``: calibration data, random-input shapes and ranges, ``tune``.
+
+A check that fails names the parameter as data (``ampconv.errors.named``), so
+the CLI says the same thing with its flag.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +28,113 @@ TARGETS = ("cuda", "cpu")
 # Other spellings of the dtype keys: the ONNX names of the types, any case.
 DTYPE_ALIASES = {"fp16": "fp16", "bf16": "bf16", "float16": "fp16", "bfloat16": "bf16"}
 _LEVEL_NAMES = {level.lower(): level for level in LEVELS}
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyOptions:
+    """Which op lists decide, at which level (``Config``'s fields of the same names)."""
+
+    level: str = "O2"
+    target: Optional[str] = None
+    preset: str = "default"
+    mixlists: Tuple[str, ...] = ()
+    op_info: Optional[str] = None
+    block_ops: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise UsageError(f"unknown {named('level')} {self.level!r}: choose one of {', '.join(LEVELS)}")
+        if self.target is not None and self.target not in TARGETS:
+            raise UsageError(f"unknown {named('target')} {self.target!r}: choose cuda or cpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanOptions:
+    """What the planner reads besides the policy and the model (``Config``'s fields of the same names)."""
+
+    dtype: str = "fp16"
+    keep_io_types: Union[bool, Tuple[str, ...]] = True
+    keep_fp32: Tuple[str, ...] = ()
+    force_low: Tuple[str, ...] = ()
+    clamp: bool = False
+    max_finite: Optional[float] = None
+    min_positive: Optional[float] = None
+    clamp_small: Optional[str] = None
+    data_max: Optional[float] = None
+    underflow_fraction: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
+        for pattern in self.keep_fp32 + self.force_low:
+            _check_regex(pattern)
+        if self.clamp_small is not None and not self.clamp:
+            raise UsageError(f"{named('clamp_small')} sets what {named('clamp')} does to tiny values; "
+                             "without it it does nothing")
+        if self.max_finite is not None or self.min_positive is not None or self.clamp_small is not None:
+            from ampconv.lowtypes import check_limits  # numpy: only when limits are given
+
+            check_limits(self.dtype, self.max_finite, self.min_positive, self.clamp_small)
+        if self.data_max is not None and not self.data_max > 0:
+            raise UsageError(f"{named('data_max')} must be a number > 0, got {self.data_max}")
+        if self.underflow_fraction is not None and not 0 < self.underflow_fraction <= 1:
+            raise UsageError(f"{named('underflow_fraction')} must be in (0, 1], got {self.underflow_fraction}")
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """How the converted model is made and written (``Config``'s fields of the same names)."""
+
+    check_runtime: bool = True
+    overwrite: bool = False
+    max_workers: int = 2
+    opset: Optional[int] = None
+    keep_opset: bool = False
+    annotate: bool = False
+    progress: Optional[Callable[[int, int], None]] = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
+                                       or self.opset < 1):
+            raise UsageError(f"{named('opset')} must be a positive integer, got {self.opset!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataOptions:
+    """Calibration data, the random inputs' shapes and ranges, and the accuracy search (``Config``'s fields)."""
+
+    calibration_data: Tuple[str, ...] = ()
+    calibration_samples: int = 8
+    calibration_seed: int = 0
+    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
+    input_ranges: Tuple[Tuple[str, Tuple[float, float]], ...] = ()
+    tune: bool = False
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        from ampconv.validate.options import range_pairs, shape_pairs  # light: no numpy
+
+        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
+        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
+        if self.input_ranges and tuple(self.calibration_data) != ("random",):
+            raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
+                             f"it needs {named('calibration_data', 'random')}")
+        if self.tune and not self.calibration_data:
+            raise UsageError(f"{named('tune')} needs {named('calibration_data')}")
+        if not self.tune and (self.rtol is not None or self.atol is not None):
+            raise UsageError(f"{named('rtol')}/{named('atol')} set the tolerance of {named('tune')}; "
+                             "without it they do nothing")
+        if "random" in self.calibration_data and len(self.calibration_data) > 1:
+            raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")
+        if self.calibration_samples < 1:
+            raise UsageError(f"{named('calibration_samples')} must be at least 1, got {self.calibration_samples}")
+        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
+            if value is not None and not value >= 0:
+                raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
+
+
+_GROUPS = (("policy", PolicyOptions), ("plan", PlanOptions), ("write", WriteOptions), ("data", DataOptions))  # _<name>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,54 +252,34 @@ class Config:
             object.__setattr__(self, "op_info", os.fspath(self.op_info))
         if isinstance(self.keep_io_types, str):
             object.__setattr__(self, "keep_io_types", (self.keep_io_types,))
-        level = _LEVEL_NAMES.get(str(self.level).lower(), self.level)
-        object.__setattr__(self, "level", level)
+        object.__setattr__(self, "level", _LEVEL_NAMES.get(str(self.level).lower(), self.level))
         object.__setattr__(self, "dtype", DTYPE_ALIASES.get(str(self.dtype).lower(), self.dtype))
-        if self.level not in LEVELS:
-            raise UsageError(f"unknown level {self.level!r}: choose one of {', '.join(LEVELS)}")
-        if self.dtype not in DTYPES:
-            raise UsageError(f"unknown dtype {self.dtype!r}: choose fp16 or bf16")
-        if self.target is not None and self.target not in TARGETS:
-            raise UsageError(f"unknown target {self.target!r}: choose cuda or cpu")
-        for pattern in self.keep_fp32 + self.force_low:
-            _check_regex(pattern)
-        self._check_data_options()
-        self._check_range_limits()
-        if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
-                                       or self.opset < 1):
-            raise UsageError(f"{named('opset')} must be a positive integer, got {self.opset!r}")
+        # Each group checks its own fields as it is made; shapes and ranges come back normalized.
+        for attribute, group in _GROUPS:
+            made = group(**{f.name: getattr(self, f.name) for f in dataclasses.fields(group)})
+            object.__setattr__(self, f"_{attribute}", made)
+        object.__setattr__(self, "shapes", self._data.shapes)
+        object.__setattr__(self, "input_ranges", self._data.input_ranges)
 
-    def _check_range_limits(self) -> None:
-        if self.clamp_small is not None and not self.clamp:
-            raise UsageError(f"{named('clamp_small')} sets what {named('clamp')} does to tiny values; without it it does nothing")
-        if self.max_finite is not None or self.min_positive is not None or self.clamp_small is not None:
-            from ampconv.lowtypes import check_limits  # numpy: only when limits are given
+    @property
+    def policy_options(self) -> PolicyOptions:
+        """The options ``load_policy`` reads."""
+        return self._policy
 
-            check_limits(self.dtype, self.max_finite, self.min_positive, self.clamp_small)
+    @property
+    def plan_options(self) -> PlanOptions:
+        """The options the planner reads."""
+        return self._plan
 
-    def _check_data_options(self) -> None:
-        from ampconv.validate.options import range_pairs, shape_pairs  # light: no numpy
+    @property
+    def write_options(self) -> WriteOptions:
+        """The options of writing and checking the converted model."""
+        return self._write
 
-        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
-        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
-        if self.input_ranges and tuple(self.calibration_data) != ("random",):
-            raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
-                             f"it needs {named('calibration_data', 'random')}")
-        if self.tune and not self.calibration_data:
-            raise UsageError(f"{named('tune')} needs {named('calibration_data')}")
-        if not self.tune and (self.rtol is not None or self.atol is not None):
-            raise UsageError(f"{named('rtol')}/{named('atol')} set the tolerance of {named('tune')}; without it they do nothing")
-        if "random" in self.calibration_data and len(self.calibration_data) > 1:
-            raise UsageError("calibration data 'random' cannot be mixed with sample paths")
-        if self.calibration_samples < 1:
-            raise UsageError(f"{named('calibration_samples')} must be at least 1, got {self.calibration_samples}")
-        if self.data_max is not None and not self.data_max > 0:
-            raise UsageError(f"{named('data_max')} must be a number > 0, got {self.data_max}")
-        if self.underflow_fraction is not None and not 0 < self.underflow_fraction <= 1:
-            raise UsageError(f"{named('underflow_fraction')} must be in (0, 1], got {self.underflow_fraction}")
-        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
-            if value is not None and not value >= 0:
-                raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
+    @property
+    def data_options(self) -> DataOptions:
+        """The options of calibration data and the accuracy search."""
+        return self._data
 
 
 def _check_regex(pattern: str) -> None:

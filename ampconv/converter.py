@@ -57,14 +57,7 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
 def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: bool = False) -> Report:
     src = Path(src)
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
-    policy = load_policy(
-        preset=config.preset,
-        mixlists=config.mixlists,
-        level=config.level,
-        block_ops=config.block_ops,
-        target=config.target,
-        op_info=config.op_info,
-    )
+    policy = load_policy(**dataclasses.asdict(config.policy_options))
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
     upgrade_failed = None
@@ -86,9 +79,9 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
     data = DataFindings()
+    request = _request(src, dst, policy, config, dry_run)
     if config.calibration_data:
-        data = _data_findings(src, model, policy, config, complaint)
-    request = Request(src, dst, policy, config, dry_run)
+        data = _data_findings(request, model, complaint)
 
     def fresh() -> ir.Model:
         # A pin was added: plan again from the original.
@@ -160,17 +153,23 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
     return report
 
 
-def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, complaint) -> DataFindings:
+def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:
+    """The typed request of one conversion: ``config`` split into the option groups each stage reads."""
+    return Request(src, dst, policy, config.plan_options, config.write_options, config.data_options, dry_run)
+
+
+def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings:
     """Collect activation statistics over the calibration samples, then run the accuracy search if asked.
 
     ``model`` is only read (its declared inputs); the statistics pass and every
     candidate of the search load copies of ``src`` of their own.
     """
-    samples = calibration_samples(model, config)
-    calibration = collect(str(src), samples, low_type(config.dtype), random=samples.random)
+    src, options = request.src, request.data_options
+    samples = calibration_samples(model, options)
+    calibration = collect(str(src), samples, low_type(request.plan_options.dtype), random=samples.random)
     calibration.notes = tuple(samples.notes) + tuple(calibration.notes)
     findings = DataFindings(calibration=calibration)
-    if not config.tune:
+    if not options.tune:
         return findings
 
     def fresh() -> ir.Model:
@@ -179,14 +178,15 @@ def _data_findings(src: Path, model: ir.Model, policy: Policy, config: Config, c
             repair(copy)
         return copy
 
-    request = Request(src, src, policy, config, dry_run=True)
+    # The search's candidates are planned and rewritten in memory only: its output is never written.
+    request = dataclasses.replace(request, dry_run=True)
 
     def build(pins) -> Rewritten:
         model = fresh()
         with fixed_graph_list(model):
             return rewrite(request, model, {}, DataFindings(calibration, dict(pins)))
 
-    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, config, calibration)
+    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, request, calibration)
     return findings
 
 

@@ -29,7 +29,7 @@ import onnx_ir as ir
 from ampconv.precision import Precision
 from ampconv.domains import is_default, op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
-from ampconv.config import Config
+from ampconv.config import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult
@@ -61,7 +61,9 @@ class Request:
     src: Path
     dst: Path
     policy: Policy
-    config: Config
+    plan_options: PlanOptions
+    write_options: WriteOptions
+    data_options: DataOptions
     dry_run: bool = False
     repairs: tuple = ()  # what the repair of a checker-refused input did, for the report
 
@@ -107,15 +109,14 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
                      bool(external_data_files(model)))
     if request.policy.level == "O0":
         return done
-    config = request.config
     done.plan = Planner(
-        model, request.policy, config, runtime_pins=dict(pins), calibration=data.calibration,
+        model, request.policy, request.plan_options, runtime_pins=dict(pins), calibration=data.calibration,
         tune_pins=data.tune_pins,
     ).run()
     apply, opset = ApplyPlanPass(done.plan), EnsureDefaultOpsetPass()
     run_passes(model, apply, cast_cleanup(CleanupPass()), opset, UntypeShapelessSubgraphIOPass())
     done.applied = apply.result
-    if config.annotate:
+    if request.write_options.annotate:
         run_passes(model, AnnotatePass(done.plan))
     done.notes.extend(opset.notes)
     return done
@@ -123,10 +124,10 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
 
 def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: DataFindings) -> Report:
     """The report of one attempt, built from the request, the stages' values and the data findings."""
-    policy, config = request.policy, request.config
+    policy = request.policy
     report = Report(
-        source=str(request.src), output=None, dtype=config.dtype, level=policy.level,
-        requested_level=config.level, preset=policy.preset, policy_sources=list(policy.sources),
+        source=str(request.src), output=None, dtype=request.plan_options.dtype, level=policy.level,
+        requested_level=policy.requested_level, preset=policy.preset, policy_sources=list(policy.sources),
         dry_run=request.dry_run, casts_before=done.casts_before, weight_bytes_before=done.weights_before,
         warnings=list(policy.warnings),
     )
@@ -139,9 +140,9 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         _fill_plan(report, done.plan, done.model)
         report.notes.extend(done.notes)
         report.initializers = [f.record() for f in done.applied.initializers]
-    elif config.annotate:
+    elif request.write_options.annotate:
         report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
-    _fill_counts(report, done, config)
+    _fill_counts(report, done, request.data_options.shapes)
     if data.calibration is not None:
         report.calibration = data.calibration.summary()
     if data.tune is not None:
@@ -149,7 +150,7 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
     return report
 
 
-def _fill_counts(report: Report, done: Rewritten, config: Config) -> None:
+def _fill_counts(report: Report, done: Rewritten, shapes: tuple) -> None:
     """Casts, weights and the GPU figures, measured on the rewritten model (converted tensors are lazy)."""
     report.casts_inserted = done.applied.casts_inserted
     report.casts_after = count_casts(done.model)
@@ -157,7 +158,7 @@ def _fill_counts(report: Report, done: Rewritten, config: Config) -> None:
     # as dead would otherwise be counted twice.
     report.casts_removed = done.casts_before + done.applied.casts_inserted - report.casts_after
     report.weight_bytes_after = weight_bytes(done.model)
-    report.figures = conversion_figures(done.model, report.weight_bytes_after, config.shapes).to_dict()
+    report.figures = conversion_figures(done.model, report.weight_bytes_after, shapes).to_dict()
     low_nodes = done.plan.count(Precision.LOW) if done.plan is not None else 0
     report.unchanged = low_nodes == 0 and done.applied.casts_inserted == 0 and report.casts_removed == 0
 
@@ -169,16 +170,16 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
     the nodes to pin (nothing published) when a check blames nodes not in
     ``pins``. The writer's note and the checks' timings go into ``report``.
     """
-    config = request.config
+    options = request.write_options
     with staging_dir(request.dst) as stage:
         staged = stage / request.dst.name
         written_note = write_model(
-            done.model, staged, external=done.external, progress=config.progress, max_workers=config.max_workers,
+            done.model, staged, external=done.external, progress=options.progress, max_workers=options.max_workers,
             weights=report.weight_bytes_after,
         )
         if written_note:
             report.notes.append(written_note)
-        settings = CheckSettings(runtime=config.check_runtime, dtype=config.dtype,
+        settings = CheckSettings(runtime=options.check_runtime, dtype=request.plan_options.dtype,
                                  rankless=rankless_interface(done.model))
         outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins, timings=report.load_check)
         if not outcome.pins:

@@ -277,7 +277,7 @@ def test_calibration_samples_use_the_ranges(ranged):
     from ampconv.data.samples import calibration_samples
 
     config = Config(calibration_data="random", calibration_samples=3, input_ranges={"pixels": (100, 200)})
-    stream = calibration_samples(ir.load(str(ranged)), config)
+    stream = calibration_samples(ir.load(str(ranged)), config.data_options)
     pixels = np.concatenate([s["pixels"] for _, s in stream])
     assert pixels.min() >= 100 and pixels.max() <= 200
 

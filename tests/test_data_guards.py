@@ -309,7 +309,7 @@ def _planner_context(text, peak, pins, **config):
     stats = TensorStats("x")
     stats.update(np.array([peak], dtype=np.float32), FP16, 0)
     calibration = Calibration(FP16, 1, False, ("s",), {"x": stats}, {})
-    ctx = PlanContext.create(model, load_policy(level="O3"), ampconv.Config(level="O3", **config), {},
+    ctx = PlanContext.create(model, load_policy(level="O3"), ampconv.Config(level="O3", **config).plan_options, {},
                              calibration=calibration, tune_pins={n: Lowered("test") for n in pins})
     return ctx, next(iter(model.graph))
 

@@ -46,7 +46,7 @@ def prepared(text: str) -> ir.Model:
 def plan_for(model: ir.Model, level: str = "O1") -> Plan:
     config = Config(level=level)
     policy = load_policy(level=level)
-    return Planner(model, policy, config).run()
+    return Planner(model, policy, config.plan_options).run()
 
 
 def op_types(model: ir.Model):

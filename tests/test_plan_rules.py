@@ -31,7 +31,7 @@ def _model(text: str) -> ir.Model:
 def _ctx(model: ir.Model, level: str = "O2", pins=None, **config) -> PlanContext:
     block_ops = config.pop("block_ops", ())
     policy = load_policy(level=level, block_ops=block_ops)
-    return PlanContext.create(model, policy, Config(level=level, block_ops=block_ops, **config), pins or {})
+    return PlanContext.create(model, policy, Config(level=level, block_ops=block_ops, **config).plan_options, pins or {})
 
 
 def _node(model: ir.Model, name: str) -> ir.Node:
@@ -160,10 +160,10 @@ def test_name_patterns_that_match_nothing_or_collide_are_reported():
 
     model = _model(MLP)
     policy = load_policy()
-    plan = Planner(model, policy, Config(keep_fp32=("^zzz", "^m"), force_low=("^mm$",))).run()
+    plan = Planner(model, policy, Config(keep_fp32=("^zzz", "^m"), force_low=("^mm$",)).plan_options).run()
     assert "--keep-fp32 '^zzz' matches no node name" in plan.warnings
     assert not any("'^m' matches no node" in w for w in plan.warnings)
     collide = [w for w in plan.warnings if "match both" in w]
     assert len(collide) == 1 and "'mm'" in collide[0] and "--keep-fp32 wins" in collide[0]
-    quiet = Planner(_model(MLP), policy, Config(keep_fp32=("^mm$",))).run()
+    quiet = Planner(_model(MLP), policy, Config(keep_fp32=("^mm$",)).plan_options).run()
     assert quiet.warnings == []

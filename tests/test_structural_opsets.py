@@ -149,7 +149,7 @@ def _plan(tmp_path, text, **config):
     infer_types(model)
     cfg = ampconv.Config(**config)
     policy = load_policy(preset=cfg.preset, level=cfg.level, block_ops=cfg.block_ops, target=cfg.target)
-    return Planner(model, policy, cfg).run()
+    return Planner(model, policy, cfg.plan_options).run()
 
 
 OVERFLOW = """<ir_version: 8, opset_import: ["" : 17]>

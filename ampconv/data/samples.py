@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconv.config import Config
+from ampconv.config import DataOptions
 from ampconv.validate import inputs, modelio
 
 RANDOM = "random"
 
 
-def calibration_samples(model: ir.Model, config: Config) -> inputs.SampleStream:
-    """A re-iterable stream of ``(label, sample)`` for ``model`` (the float32 input) from ``config``.
+def calibration_samples(model: ir.Model, options: DataOptions) -> inputs.SampleStream:
+    """A re-iterable stream of ``(label, sample)`` for ``model`` (the float32 input) from ``options``.
 
     ``calibration_data == ("random",)`` draws ``calibration_samples`` seeded
     samples (``shapes`` fixes symbolic dimensions, ``input_ranges`` the
@@ -19,12 +19,12 @@ def calibration_samples(model: ir.Model, config: Config) -> inputs.SampleStream:
     mismatched samples before any work.
     """
     specs = modelio.declared_inputs(model)
-    if tuple(config.calibration_data) == (RANDOM,):
+    if tuple(options.calibration_data) == (RANDOM,):
         return inputs.SampleStream((), specs, inputs.RandomDraw(
-            config.calibration_samples, config.calibration_seed, dict(config.shapes), inputs.integer_bounds(model),
-            dict(config.input_ranges),
+            options.calibration_samples, options.calibration_seed, dict(options.shapes), inputs.integer_bounds(model),
+            dict(options.input_ranges),
         ))
-    stream = inputs.SampleStream(config.calibration_data, specs)
+    stream = inputs.SampleStream(options.calibration_data, specs)
     for _source, _sample in stream:  # check every sample up front: a bad one fails before any conversion work
         pass
     return stream

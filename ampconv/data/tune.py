@@ -321,8 +321,8 @@ def _jsonable(value: float):
     return value if math.isfinite(value) else str(value)
 
 
-def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config, calibration) -> Tuple[Dict[str, str], TuneResult]:
-    """Run the search for the conversion of ``src`` under ``config``; returns (pins, record).
+def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, calibration) -> Tuple[Dict[str, str], TuneResult]:
+    """Run the search for the conversion of ``src`` as ``request`` asks (its plan and data options); returns (pins, record).
 
     ``fresh()`` loads the float32 input again; ``build(pins)`` returns the
     ``stages.Rewritten`` conversion with ``pins`` kept float32 (a ``Lowered``
@@ -332,10 +332,10 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config, calib
     search like the LOW nodes: every candidate starts with them LOW, and one
     the search keeps stays under its ``data-overflow`` rule (``ampconv.data.margin``).
     """
-    low = low_type(config.dtype)
+    low = low_type(request.plan_options.dtype)
     notes: List[str] = []
     planned = build({})
-    margins = _margin_candidates(planned.plan, calibration, fresh, config, notes)
+    margins = _margin_candidates(planned.plan, calibration, fresh, request, notes)
     if margins:
         del planned
         planned = build(margin.release({}, margins))
@@ -357,13 +357,13 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, config, calib
                                 ownerror.low_consumers(copy, low_nodes), discrete)
         return order, errors
 
-    evaluator = _evaluator(src, fresh, samples, lambda pins: build(margin.release(pins, margins)).model, config,
+    evaluator = _evaluator(src, fresh, samples, lambda pins: build(margin.release(pins, margins)).model, request,
                            external)
     try:
         pins, result = search(evaluator, low_nodes, rank)
     finally:
         evaluator.close()
-    return _finish(result, pins, margins, notes, kinds, config)
+    return _finish(result, pins, margins, notes, kinds, request)
 
 
 def _low_names(plan) -> List[str]:
@@ -373,18 +373,18 @@ def _low_names(plan) -> List[str]:
     return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == Precision.LOW]
 
 
-def _evaluator(src, fresh, samples, candidate, config, external: bool) -> Evaluator:
+def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evaluator:
     """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
-    criteria, _source = ValidateOptions(rtol=config.rtol, atol=config.atol).criteria(config.dtype)
-    judging = Judging(criteria, config.dtype, output_natures(fresh()))
+    criteria, _source = ValidateOptions(rtol=request.data_options.rtol, atol=request.data_options.atol).criteria(request.plan_options.dtype)
+    judging = Judging(criteria, request.plan_options.dtype, output_natures(fresh()))
     return Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
 
 
-def _finish(result: TuneResult, pins, margins, notes, kinds, config) -> Tuple[Dict[str, str], TuneResult]:
+def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[Dict[str, str], TuneResult]:
     """The search's record completed with its notes, kept nodes' op types and margin nodes; the pins."""
     result.margin_nodes = len(margins)
     result.notes.extend(notes)
-    result.notes.extend(why_so_much(result, config.dtype))
+    result.notes.extend(why_so_much(result, request.plan_options.dtype))
     ranking = " and one ranked the nodes by their own error" if result.ranking else ""
     result.notes.append(
         f"evaluations count candidate validations; besides them one float32 pass collected the statistics{ranking}"
@@ -393,7 +393,7 @@ def _finish(result: TuneResult, pins, margins, notes, kinds, config) -> Tuple[Di
         return {}, result  # the conversion as planned: the margin keeps its nodes float32
     for entry in result.kept:
         entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
-    _record_margin(result, margins, pins, low_type(config.dtype))
+    _record_margin(result, margins, pins, low_type(request.plan_options.dtype))
     return margin.release(pins, margins), result
 
 
@@ -432,15 +432,15 @@ def why_so_much(result: TuneResult, dtype: str) -> List[str]:
     ]
 
 
-def _margin_candidates(plan, calibration, fresh, config, notes: List[str]) -> Dict[str, margin.MarginNode]:
+def _margin_candidates(plan, calibration, fresh, request, notes: List[str]) -> Dict[str, margin.MarginNode]:
     """The nodes the planned conversion keeps float32 only by the overflow guard's margin."""
     overflow = [node.name for node, node_plan in (plan.nodes.items() if plan is not None else ())
                 if node_plan.decision.rule == "data-overflow"]
     if not overflow or calibration is None:
         return {}
-    low = low_type(config.dtype)
-    if config.data_max is not None:
-        notes.append(f"--data-max {config.data_max:g} is the user's threshold, not a margin: the "
+    low = low_type(request.plan_options.dtype)
+    if request.plan_options.data_max is not None:
+        notes.append(f"--data-max {request.plan_options.data_max:g} is the user's threshold, not a margin: the "
                      f"{len(overflow)} node(s) over it stay float32 and the search does not lower them")
         return {}
     copy = fresh()

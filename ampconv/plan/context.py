@@ -8,7 +8,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.config import Config
+from ampconv.config import PlanOptions
 from ampconv.data.stats import Calibration, Thresholds
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.ranges import RangeReader
@@ -24,7 +24,7 @@ class PlanContext:
 
     model: ir.Model
     policy: Policy
-    config: Config
+    options: PlanOptions  # the user's settings the planner reads (no others)
     runtime_pins: Mapping[str, str]
     low: str  # the LOW type's key: fp16 or bf16
     low_record: LowType
@@ -49,29 +49,29 @@ class PlanContext:
         cls,
         model: ir.Model,
         policy: Policy,
-        config: Config,
+        options: PlanOptions,
         runtime_pins: Mapping[str, str],
         calibration: Optional[Calibration] = None,
         tune_pins: Optional[Mapping[str, str]] = None,
     ) -> "PlanContext":
-        """The context of planning ``model`` under ``policy`` and ``config`` (and calibration data, if any)."""
-        record = low_type(config.dtype)
+        """The context of planning ``model`` under ``policy`` and ``options`` (and calibration data, if any)."""
+        record = low_type(options.dtype)
         return cls(
             model=model,
             policy=policy,
-            config=config,
+            options=options,
             runtime_pins=dict(runtime_pins),
-            low=config.dtype,
-            low_record=low_type(config.dtype),
+            low=options.dtype,
+            low_record=low_type(options.dtype),
             opsets={normalize_domain(d): v for d, v in model.opset_imports.items()},
-            keep_fp32=tuple(re.compile(p) for p in config.keep_fp32),
-            force_low=tuple(re.compile(p) for p in config.force_low),
+            keep_fp32=tuple(re.compile(p) for p in options.keep_fp32),
+            force_low=tuple(re.compile(p) for p in options.force_low),
             blocked=policy.blocked,
             ranges=RangeReader(
-                config.dtype, range_limits(config.dtype, config.max_finite, config.min_positive, config.clamp_small)
+                options.dtype, range_limits(options.dtype, options.max_finite, options.min_positive, options.clamp_small)
             ),
             calibration=calibration,
-            thresholds=Thresholds.default(record, config.data_max, config.underflow_fraction),
+            thresholds=Thresholds.default(record, options.data_max, options.underflow_fraction),
             tune_pins=dict(tune_pins or {}),
             shapes=inferred_shapes(model),
         )

@@ -89,7 +89,7 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
         # The worst slot is the evidence: a square's output says more than its input.
         stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
         if stats.max_abs > limit and not _lowered_again(ctx, node, stats.max_abs):
-            within = stats.max_abs <= ctx.low_record.max and ctx.config.data_max is None
+            within = stats.max_abs <= ctx.low_record.max and ctx.options.data_max is None
             return Decision(
                 HIGH,
                 "data-overflow",
@@ -180,7 +180,7 @@ def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
     """
     return (
         isinstance(ctx.tune_pins.get(node.name or ""), Lowered)
-        and ctx.config.data_max is None
+        and ctx.options.data_max is None
         and max_abs <= ctx.low_record.max
     )
 

@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.config import Config
+from ampconv.config import PlanOptions
 from ampconv.data.stats import Calibration
 from ampconv.errors import UsageError, named
 from ampconv.plan import gray
@@ -47,12 +47,12 @@ class Planner:
         self,
         model: ir.Model,
         policy: Policy,
-        config: Config,
+        options: PlanOptions,
         runtime_pins: Optional[Mapping[str, str]] = None,
         calibration: Optional[Calibration] = None,
         tune_pins: Optional[Mapping[str, str]] = None,
     ) -> None:
-        self.ctx = PlanContext.create(model, policy, config, runtime_pins or {}, calibration, tune_pins)
+        self.ctx = PlanContext.create(model, policy, options, runtime_pins or {}, calibration, tune_pins)
         self.values = self.ctx.values  # shared: the gray rule reads what the driver records
         self.nodes: Dict[ir.Node, NodePlan] = {}
         self.decisions: Dict[ir.Node, Decision] = {}
@@ -245,7 +245,7 @@ class Planner:
         return None
 
     def _kept_io_names(self) -> set:
-        keep = self.ctx.config.keep_io_types
+        keep = self.ctx.options.keep_io_types
         graph = self.ctx.model.graph
         names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
         if keep is True:

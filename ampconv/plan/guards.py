@@ -58,7 +58,7 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "mask"))
             ctx.clamp[tensor] = "mask"
             continue
-        if ctx.config.clamp:  # case 2
+        if ctx.options.clamp:  # case 2
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "clamped"))
             ctx.clamp.setdefault(tensor, True)
             continue

@@ -1,8 +1,9 @@
 """The planner's narrow window on weights: range statistics of constant values, read once each.
 
-The planner never touches files: it asks this reader for the range facts of a
-constant, which streams float32 tensors chunk by chunk and releases their
-mapped pages (RSS must not grow with the model), and remembers the answer.
+Rules read weights only through this reader: it answers the range facts of a
+constant, streaming a float32 tensor (in memory or memory-mapped from its
+external data file) chunk by chunk, releasing the mapped pages (RSS must not
+grow with the model), and remembers the answer.
 """
 
 from __future__ import annotations

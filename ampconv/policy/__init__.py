@@ -58,6 +58,7 @@ class Policy:
     # Whether the range guards (ampconv.plan.evidence) may keep a gray op float32 on evidence
     # found on the model: the default preset's; MindSpore's lists are reproduced exactly.
     range_guards: bool = False
+    requested_level: str = ""  # the level asked for (``auto`` resolves to ``level``)
 
     def class_of(self, domain: str, op_type: str) -> str:
         """The list class of an op (``domain`` empty for the default domain)."""
@@ -169,6 +170,7 @@ def load_policy(
         origins=origins,
         unmatched=unmatched,
         range_guards=preset in RANGE_GUARDED_PRESETS,
+        requested_level=level,
     )
 
 
