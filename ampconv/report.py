@@ -44,6 +44,8 @@ class Report:
     tune: Optional[Dict[str, Any]] = None
     # What decides GPU speed (ampconv.conversion_figures): casts, cast traffic, heavy ops in LOW, weights.
     figures: Optional[Dict[str, Any]] = None
+    # The main graph's float inputs and outputs: name, kind, precision, rule, reason (ampconv.plan.interface).
+    interface: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""

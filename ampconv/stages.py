@@ -200,6 +200,7 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     """Every node's decision, the plan's warnings and the constants' records, into ``report``."""
     report.warnings.extend(plan.warnings)
     plan_warnings(report, plan, model, report.dtype)
+    report.interface = [decision.record() for decision in plan.interface]
     graph_names = {}
     for graph in all_graphs(model):
         graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")

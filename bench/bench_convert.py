@@ -266,6 +266,10 @@ def _byte_compile_ampconv() -> None:
         compileall.compile_dir(str(root / package), quiet=1)
 
 
+# Issue 21's target (issue 10's 1.0 was blocked: the onnx_ir load+save floor alone is ~1.0x).
+WHOLE_PROCESS_MAX_RATIO = 2.0
+
+
 def whole_process(res: Results, work: pathlib.Path, sizes: Sequence[int], repeats: int) -> None:
     """Section 4: what a user waits for, measured in one run against the baseline.
 
@@ -291,7 +295,8 @@ def whole_process(res: Results, work: pathlib.Path, sizes: Sequence[int], repeat
                                                    "onnx_ir_round_trip_s": round(floor, 3)}
         res.check(f"whole_process_chain_{n}",
                   f"{n}-node chain, whole process: ampconv convert (checks on) / onnxconverter-common load+convert+save, "
-                  f"median of {repeats}", round(ours / theirs, 2), "<= 1.0", ours <= theirs,
+                  f"median of {repeats}", round(ours / theirs, 2), f"<= {WHOLE_PROCESS_MAX_RATIO}",
+                  ours <= WHOLE_PROCESS_MAX_RATIO * theirs,
                   note=f"ampconv {ours:.2f} s, onnxconverter-common {theirs:.2f} s; onnx_ir load+save alone "
                        f"{floor:.2f} s = {floor / theirs:.2f}x onnxconverter-common, "
                        f"{(ours - floor) / theirs:.2f}x is ampconv's own work")

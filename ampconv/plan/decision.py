@@ -10,6 +10,7 @@ import onnx_ir as ir
 from ampconv.precision import Precision
 from ampconv.constants import RangeStats
 from ampconv.lowtypes import LOW_TYPES, RangeLimits
+from ampconv.plan.interface import InterfaceDecision
 from ampconv.plan.rules import RULES
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
@@ -84,6 +85,8 @@ class Plan:
     limits: Optional[RangeLimits] = None  # what clamp_tensors clamp to (None: the LOW type's own limits)
     # For the report's warnings: what the plan did against the user's request, and why.
     warnings: List[str] = dataclasses.field(default_factory=list)
+    # The main graph's float inputs and outputs, each with its rule (ampconv.plan.interface).
+    interface: Tuple[InterfaceDecision, ...] = ()
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

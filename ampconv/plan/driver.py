@@ -25,8 +25,7 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.config import PlanOptions
 from ampconv.data.stats import Calibration
-from ampconv.errors import UsageError, named
-from ampconv.plan import gray
+from ampconv.plan import gray, interface
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
@@ -64,10 +63,13 @@ class Planner:
     def run(self) -> Plan:
         """Plan the main graph (and, through structural nodes, every subgraph)."""
         graph = self.ctx.model.graph
-        keep = self._kept_io_names()
+        keep = interface.kept_names(graph, self.ctx.options.keep_io_types)
+        decided: List[interface.InterfaceDecision] = []
         for value in graph.inputs:
             if is_float(value):
-                self.values[value] = HIGH if value.name in keep else LOW
+                made = (interface.kept if value.name in keep else interface.converted)(value.name, interface.INPUT)
+                self.values[value] = made.precision
+                decided.append(made)
         needs = tuple((HIGH if v.name in keep else None) if is_float(v) else None for v in graph.outputs)
         self.graph_output_needs[graph] = needs
         self.ctx.ranges.prefetch(v for g in all_graphs(self.ctx.model) for v in g.initializers.values())
@@ -75,9 +77,12 @@ class Planner:
         self._share_low_initializers()
         self._check_name_patterns()
         # Main-graph outputs the user did not keep float32 are LOW (values that do not fit excepted).
+        outputs = [(v, interface.kept(v.name, interface.OUTPUT) if need is not None else self._unkept_output(v))
+                   for v, need in zip(graph.outputs, needs) if is_float(v)]
+        decided.extend(made for _, made in outputs)
+        made_of = dict(outputs)
         self.graph_output_needs[graph] = tuple(
-            need if need is not None or not is_float(v) else self._unkept_output_need(v)
-            for v, need in zip(graph.outputs, needs)
+            made_of[v].precision if v in made_of else None for v in graph.outputs
         )
         self._finalize()
         return Plan(
@@ -90,6 +95,7 @@ class Planner:
             clamp_tensors=dict(self.ctx.clamp),
             limits=self.ctx.ranges.limits,
             warnings=list(self.warnings),
+            interface=tuple(decided),
         )
 
     def _check_name_patterns(self) -> None:
@@ -183,8 +189,8 @@ class Planner:
             return False
         return all(is_constant(node.inputs[i]) for i in facts.main_in)
 
-    def _unkept_output_need(self, value: ir.Value) -> str:
-        """The precision of a main-graph output that keep_io_types leaves free.
+    def _unkept_output(self, value: ir.Value) -> interface.InterfaceDecision:
+        """The decision on a main-graph output that keep_io_types leaves free.
 
         LOW (the user asked for a converted interface), except where the values
         are known not to fit the LOW type: casting them down would turn them
@@ -195,18 +201,18 @@ class Planner:
             # values do not fit the LOW type.
             stats = self.ctx.ranges.stats(value)
             if stats is not None and not stats.pins():
-                return LOW
+                return interface.converted(value.name, interface.OUTPUT)
             why = "its values cannot be read" if stats is None else misfit(stats, value.name or "?", self.ctx.low)
             self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why}")
-            return HIGH
+            return interface.misfit_output(value.name, why)
         if value not in self.values or self.values[value] == FREE:
-            return HIGH
+            return interface.undecided_output(value.name)
         why_not = self.known_misfit(value)
         if why_not is not None:
             self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why_not}")
-            return HIGH
+            return interface.misfit_output(value.name, why_not)
         # A float32 producer (e.g. a BLACK Softmax) gets a cast down at the output.
-        return LOW
+        return interface.converted(value.name, interface.OUTPUT)
 
     def known_misfit(self, value: ir.Value, depth: int = 8) -> Optional[str]:
         """Why ``value``'s data is known not to fit the LOW type, or None.
@@ -243,19 +249,6 @@ class Planner:
             if why_not is not None:
                 return why_not
         return None
-
-    def _kept_io_names(self) -> set:
-        keep = self.ctx.options.keep_io_types
-        graph = self.ctx.model.graph
-        names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
-        if keep is True:
-            return names
-        if keep is False:
-            return set()
-        unknown = sorted(set(keep) - names)
-        if unknown:
-            raise UsageError(f"{named('keep_io_types')} names {', '.join(unknown)}: not a graph input or output")
-        return set(keep)
 
     # ------------------------------------------------------------- structural
     def _plan_structural(self, node: ir.Node) -> None:

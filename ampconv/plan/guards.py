@@ -24,6 +24,8 @@ from typing import Optional
 
 import onnx_ir as ir
 
+from ampconv.constants import RangeStats, range_stats
+from ampconv.domains import is_default
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
@@ -41,7 +43,10 @@ MASK_PATH = frozenset(
 
 
 def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """Cases 1-4 above for every constant in the node's main type."""
+    """Cases 1-4 above for every constant in the node's main type (and a ConstantOfShape's fill value)."""
+    fill = _fill_value_misfit(ctx, node)
+    if fill is not None:
+        return fill
     for i in facts.main_in:
         value = node.inputs[i]
         if not is_constant(value):
@@ -67,6 +72,36 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             what = misfit(stats, tensor, ctx.low)
             return Decision(HIGH, "hard-constant", f"hard: {what}; {clamp_advice(stats, ctx.low)}")
         ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "reported"))  # case 4
+    return None
+
+
+def fill_stats(ctx: PlanContext, node: Optional[ir.Node]) -> Optional[RangeStats]:
+    """The range facts of a default-domain ConstantOfShape's float32 fill value; None for any other node."""
+    if node is None or node.op_type != "ConstantOfShape" or not is_default(node):
+        return None
+    attribute = node.attributes.get("value")
+    if attribute is None or attribute.value is None or attribute.value.dtype != ir.DataType.FLOAT:
+        return None
+    return range_stats(attribute.value.numpy(), ctx.low, limits=ctx.ranges.limits)
+
+
+def _fill_value_misfit(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
+    """A ConstantOfShape whose fill value the LOW type cannot hold, or a node reading one, stays float32.
+
+    The fill is an attribute, not an input, so the cases above never see it:
+    retyped with its node, or cast down where a LOW node reads its output,
+    1e6 would become inf in fp16 and float32's lowest -inf (a fully masked
+    softmax row then turns NaN). Both the ConstantOfShape and its readers
+    stay float32 (``hard-constant``), even with ``--clamp`` (a clamped fill
+    would change every element of the tensor it makes).
+    """
+    for source in [node] + [value.producer() for value in node.inputs if value is not None]:
+        stats = fill_stats(ctx, source)
+        if stats is None or not stats.pins():
+            continue
+        what = misfit(stats, f"{source.name or 'ConstantOfShape'}'s fill value", ctx.low)
+        where = "" if source is node else f" (read from {source.name or 'a ConstantOfShape'})"
+        return Decision(HIGH, "hard-constant", f"hard: {what}{where}; a fill value is never clamped")
     return None
 
 

@@ -24,6 +24,7 @@ LEVEL = "level"  # the level table and the op lists
 GRAY = "gray"  # the gray rule: follow the activation inputs
 BACKWARD = "backward"  # decided by consumers after the forward pass
 STRUCTURAL = "structural"  # If/Loop/Scan, planned through their subgraphs
+INTERFACE = "interface"  # the main graph's float inputs and outputs (keep_io_types)
 ATTRIBUTE = "attribute"  # a precision attribute the plan sets on a node it decided
 
 
@@ -71,6 +72,10 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("transparent-low", BACKWARD, "data movement whose consumers are all LOW: the cast moves upstream (same bits)"),
     Rule("transparent-shared", BACKWARD, "data movement that reads the LOW copy of a weight other nodes need LOW"),
     Rule("structural", STRUCTURAL, "If/Loop/Scan: outputs follow the subgraphs"),
+    Rule("io-kept", INTERFACE, "keep_io_types keeps this main-graph input or output float32"),
+    Rule("io-converted", INTERFACE, "keep_io_types does not keep this main-graph input or output: it is LOW"),
+    Rule("io-misfit", INTERFACE, "an output keep_io_types leaves free stays float32: its values are known not to fit LOW"),
+    Rule("io-undecided", INTERFACE, "an output keep_io_types leaves free stays float32: its producer was not planned"),
     Rule("attention-softmax-fp32", ATTRIBUTE,
          "a LOW Attention computes its softmax in float32 (softmax_precision = FLOAT): scores are what LOW risks"),
 )

@@ -1,0 +1,82 @@
+"""The main graph's interface: which float inputs and outputs are float32 and which LOW, each by a named rule.
+
+``keep_io_types`` (True, False, or the names to keep) sets what the user
+asked; the planner decides the rest in one place: a kept input or output is
+float32 (``io-kept``); an input not kept is LOW (``io-converted``); an output
+not kept is LOW unless its values are known not to fit the LOW type
+(``io-misfit``) or its producer was never decided (``io-undecided``). The
+decisions go into the ``Plan`` (``Plan.interface``) and the report's
+``interface`` list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import FrozenSet, Tuple, Union
+
+import onnx_ir as ir
+
+from ampconv.errors import UsageError, named
+from ampconv.plan.rules import RULES
+from ampconv.precision import Precision
+
+INPUT, OUTPUT = "input", "output"
+
+
+@dataclasses.dataclass(frozen=True)
+class InterfaceDecision:
+    """The precision of one float main-graph input or output and the rule that chose it."""
+
+    name: str
+    kind: str  # INPUT or OUTPUT
+    precision: Precision
+    rule: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"unregistered rule id {self.rule!r}")
+
+    def record(self) -> dict:
+        """The report's entry."""
+        return {"name": self.name, "kind": self.kind, "precision": self.precision, "rule": self.rule,
+                "reason": self.reason}
+
+
+def kept_names(graph: ir.Graph, keep_io_types: Union[bool, Tuple[str, ...]]) -> FrozenSet[str]:
+    """The main-graph inputs/outputs ``keep_io_types`` keeps float32; ``UsageError`` for a name not among them."""
+    names = {v.name for v in graph.inputs} | {v.name for v in graph.outputs}
+    if keep_io_types is True:
+        return frozenset(names)
+    if keep_io_types is False:
+        return frozenset()
+    unknown = sorted(set(keep_io_types) - names)
+    if unknown:
+        raise UsageError(f"{named('keep_io_types')} names {', '.join(unknown)}: not a graph input or output")
+    return frozenset(keep_io_types)
+
+
+def kept(name: str, kind: str) -> InterfaceDecision:
+    """A float input or output ``keep_io_types`` keeps: float32 (rule ``io-kept``)."""
+    return InterfaceDecision(name, kind, Precision.HIGH, "io-kept", f"keep_io_types keeps {kind} {name!r} float32")
+
+
+def converted(name: str, kind: str) -> InterfaceDecision:
+    """A float input or output ``keep_io_types`` leaves free and nothing keeps float32: LOW (``io-converted``)."""
+    return InterfaceDecision(name, kind, Precision.LOW, "io-converted",
+                             f"keep_io_types does not keep {kind} {name!r}: it is LOW")
+
+
+def misfit_output(name: str, why: str) -> InterfaceDecision:
+    """An output left free whose values are known not to fit the LOW type: float32 (``io-misfit``)."""
+    return InterfaceDecision(name, OUTPUT, Precision.HIGH, "io-misfit", f"kept float32: {why}")
+
+
+def undecided_output(name: str) -> InterfaceDecision:
+    """An output left free whose producer the plan never decided (not a planned value): float32."""
+    return InterfaceDecision(name, OUTPUT, Precision.HIGH, "io-undecided",
+                             "its producer was not planned (no decided float32 or LOW value): kept float32")
+
+
+__all__ = ["INPUT", "OUTPUT", "InterfaceDecision", "converted", "kept", "kept_names", "misfit_output",
+           "undecided_output"]
