@@ -22,7 +22,7 @@ from ampconv.policy.lists import (
 )
 from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
 from ampconv.policy.names import op_key, read_name, unknown_op_warning
-from ampconv.policy.opinfo import OpInfo, read_op_info
+from ampconv.policy.opinfo import OpInfoFile, read_op_info
 
 LOW, HIGH, INHERIT = Precision.LOW, Precision.HIGH, Precision.INHERIT
 
@@ -127,12 +127,12 @@ def load_policy(
         raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(sorted(PRESETS))}")
     resolved, note, _ = resolve_level(level, target)
     # Every file is read and validated before any is applied.
-    bases: List[OpInfo] = [read_op_info(os.fspath(op_info))] if op_info is not None else []
+    bases: List[OpInfoFile] = [read_op_info(os.fspath(op_info))] if op_info is not None else []
     files: List[MixList] = []
     notes: List[str] = []
     for path in mixlists:
         read = read_policy_file(path)
-        if isinstance(read, OpInfo):
+        if isinstance(read, OpInfoFile):
             notes.append(
                 f"{path}: read as an Ascend operator-info file (op records, not to-add/to-remove lists): "
                 "applied as a base, after the preset and before the modify_mixlist files"

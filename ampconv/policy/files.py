@@ -7,10 +7,10 @@ from typing import Union
 
 from ampconv.policy.jsonfile import load_json
 from ampconv.policy.mixlist import MixList, mixlist_from_data
-from ampconv.policy.opinfo import OpInfo, looks_like_op_info, op_info_from_data
+from ampconv.policy.opinfo import OpInfoFile, looks_like_op_info, op_info_from_data
 
 
-def read_policy_file(path: Union[str, Path]) -> Union[MixList, OpInfo]:
+def read_policy_file(path: Union[str, Path]) -> Union[MixList, OpInfoFile]:
     """Parse ``path`` once and read it as what it is (``opinfo.looks_like_op_info`` decides)."""
     data = load_json(path)
     if looks_like_op_info(data):

@@ -5,7 +5,7 @@ Such a file maps Ascend op names to records; a record's
 ``"true"`` is the white list, ``"false"`` the black list, and a record without
 ``precision_reduce`` is gray. Names are read as ONNX op types through
 ``framework_names``; a real file holds hundreds of ops without an ONNX
-counterpart, which are listed (``OpInfo.unmatched``) and summarized in one
+counterpart, which are listed (``OpInfoFile.unmatched``) and summarized in one
 note, not warned about one by one.
 """
 
@@ -38,7 +38,7 @@ _SHOWN = 8
 
 
 @dataclass(frozen=True)
-class OpInfo:
+class OpInfoFile:
     """A parsed operator-info file, read as ONNX op classes."""
 
     path: str
@@ -62,7 +62,7 @@ def looks_like_op_info(data: Any) -> bool:
     return any(key in RECORD_KEYS or _SLOT.fullmatch(str(key)) for r in records for key in r)
 
 
-def read_op_info(path: str | Path) -> OpInfo:
+def read_op_info(path: str | Path) -> OpInfoFile:
     """Parse and validate one operator-info file."""
     where = str(path)
     data = load_json(path, "operator-info file")
@@ -90,7 +90,7 @@ def record_class(where: str, name: str, record: Any) -> str:
     return FLAGS[flag]
 
 
-def op_info_from_data(where: str, data: Any) -> OpInfo:
+def op_info_from_data(where: str, data: Any) -> OpInfoFile:
     """Validate the parsed JSON of an operator-info file at ``where`` and read it as ONNX op classes."""
     if not isinstance(data, dict):
         raise PolicyError(f"{where}: top level must be an object mapping op names to records")
@@ -125,7 +125,7 @@ def op_info_from_data(where: str, data: Any) -> OpInfo:
             f"{where}: records disagree on {len(conflicts)} ONNX op(s); the op's own record, else the one "
             f"keeping more float32, decides: {_some(conflicts)}"
         )
-    return OpInfo(where, classes, origins, tuple(sorted(unmatched)), tuple(notes))
+    return OpInfoFile(where, classes, origins, tuple(sorted(unmatched)), tuple(notes))
 
 
 def _decide(claims: Dict[str, List[Tuple[str, str, bool]]]) -> Tuple[Dict[str, str], Dict[str, str], List[str]]:
@@ -165,4 +165,4 @@ def _json_type(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-__all__ = ["OpInfo", "looks_like_op_info", "op_info_from_data", "read_op_info", "record_class"]
+__all__ = ["OpInfoFile", "looks_like_op_info", "op_info_from_data", "read_op_info", "record_class"]
