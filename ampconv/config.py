@@ -134,7 +134,8 @@ class DataOptions:
                 raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
 
 
-_GROUPS = (("policy", PolicyOptions), ("plan", PlanOptions), ("write", WriteOptions), ("data", DataOptions))  # _<name>
+# Config builds each group from its fields of the same names and keeps it as ``_<name>``.
+_GROUPS = (("policy", PolicyOptions), ("plan", PlanOptions), ("write", WriteOptions), ("data", DataOptions))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,3 +58,22 @@ def test_interface_decisions_are_in_the_report_file(tmp_path):
 def test_a_name_keep_io_types_does_not_know_is_refused(tmp_path):
     with pytest.raises(ampconv.UsageError, match="keep_io_types names nope"):
         convert_text(tmp_path, MLP, keep_io_types=("nope",))
+
+
+def test_an_output_whose_producer_was_never_planned_stays_float32():
+    """``io-undecided`` is a safety net: no exporter's graph in the tests reaches it, so it is driven directly."""
+    import onnx_ir as ir
+
+    from ampconv.config import Config
+    from ampconv.plan import Planner
+    from ampconv.policy import load_policy
+    from helpers import model_from_text
+
+    model = ir.serde.deserialize_model(model_from_text(MLP))
+    planner = Planner(model, load_policy(), Config(keep_io_types=False).plan_options)
+    planner.run()
+    orphan = ir.Value(name="orphan", type=ir.TensorType(ir.DataType.FLOAT))
+    decision = planner._unkept_output(orphan)
+    assert (decision.precision, decision.rule) == ("HIGH", "io-undecided")
+    planned = next(v for v in model.graph.outputs if v.name == "y")
+    assert planner._unkept_output(planned).rule == "io-converted"
