@@ -38,8 +38,12 @@ class Parameter:
 
 
 def named(name: str, value: object = None, entry: Optional[str] = None, words: str = "") -> str:
-    """``Parameter(name, value, entry, words)`` as a marker to put in an error message (a JSON-able ``value``)."""
-    return _OPEN + json.dumps([name, value, entry, words]) + _CLOSE
+    """``Parameter(name, value, entry, words)`` as a marker to put in an error message.
+
+    A ``value`` JSON cannot hold (a path, a numpy number) travels as its text:
+    building an error must never fail.
+    """
+    return _OPEN + json.dumps([name, value, entry, words], default=str) + _CLOSE
 
 
 class AmpconvError(Exception):

@@ -93,3 +93,11 @@ def test_every_parameter_a_library_error_names_is_a_flag_of_the_cli():
     assert {"overwrite", "opset", "shapes", "input_ranges", "tune", "calibration_data", "keep_io_types"} <= names
     assert {flag_of(Parameter(name)) for name in names} - flags == set()
     assert flag_of(Parameter("nonsense_option")) not in flags
+
+
+def test_a_value_json_cannot_hold_is_carried_as_text():
+    import numpy as np
+
+    error = ampconv.UsageError(f"x: {named('opset', np.int64(21))} is odd")
+    assert error.parameters == (Parameter("opset", "21"),)
+    assert error.render(flag_of) == "x: --opset 21 is odd"
