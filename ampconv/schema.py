@@ -68,12 +68,19 @@ class OpInfo:
         """The type variable that carries the node's float data.
 
         The first output's variable when it admits float (compute and transparent
-        ops), else the first input's (sinks such as Equal or ArgMax).
+        ops), else the first input's (sinks such as Equal or ArgMax). Computed
+        once per signature (``op_info`` caches the signatures, the planner asks
+        for every node).
         """
+        if "_main_type" in self.__dict__:
+            return self.__dict__["_main_type"]
+        found = None
         for candidate in (self.output_type(0), self.input_type(0)):
             if candidate is not None and FLOAT in self.allowed(candidate) and len(self.allowed(candidate)) > 1:
-                return candidate
-        return None
+                found = candidate
+                break
+        self.__dict__["_main_type"] = found  # a frozen dataclass: a memo outside its fields
+        return found
 
 
 def _slot(types: Tuple[str, ...], variadic: bool, index: int) -> Optional[str]:

@@ -20,12 +20,13 @@ Every case is recorded as a ``ConstantNote`` for the report.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 import onnx_ir as ir
 
 from ampconv.constants import RangeStats, range_stats
 from ampconv.domains import is_default
+from ampconv.graphs import all_graphs
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
@@ -85,6 +86,19 @@ def fill_stats(ctx: PlanContext, node: Optional[ir.Node]) -> Optional[RangeStats
     return range_stats(attribute.value.numpy(), ctx.low, limits=ctx.ranges.limits)
 
 
+def _misfit_fills(ctx: PlanContext) -> Dict[ir.Node, RangeStats]:
+    """Every ConstantOfShape of the model whose fill value pins, found in one walk (``ctx.memo``)."""
+    if "misfit_fills" not in ctx.memo:
+        found = {}
+        for graph in all_graphs(ctx.model):
+            for node in graph:
+                stats = fill_stats(ctx, node) if node.op_type == "ConstantOfShape" else None
+                if stats is not None and stats.pins():
+                    found[node] = stats
+        ctx.memo["misfit_fills"] = found
+    return ctx.memo["misfit_fills"]
+
+
 def _fill_value_misfit(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
     """A ConstantOfShape whose fill value the LOW type cannot hold, or a node reading one, stays float32.
 
@@ -95,9 +109,12 @@ def _fill_value_misfit(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
     stay float32 (``hard-constant``), even with ``--clamp`` (a clamped fill
     would change every element of the tensor it makes).
     """
+    misfits = _misfit_fills(ctx)
+    if not misfits:
+        return None
     for source in [node] + [value.producer() for value in node.inputs if value is not None]:
-        stats = fill_stats(ctx, source)
-        if stats is None or not stats.pins():
+        stats = misfits.get(source)
+        if stats is None:
             continue
         what = misfit(stats, f"{source.name or 'ConstantOfShape'}'s fill value", ctx.low)
         where = "" if source is node else f" (read from {source.name or 'a ConstantOfShape'})"
