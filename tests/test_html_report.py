@@ -345,6 +345,9 @@ def test_page_renders_in_chromium_and_shows_the_report(cli_runner, tmp_path, kin
     assert set(shown["ops"]) == {n["op_type"] for n in source["nodes"]}
     assert shown["cells"] == len(source["nodes"])
     assert shown["shown"] and int(shown["shown"].group(1)) == len(source["nodes"])
+    # The interface row names each float input/output with its rule (plan/interface.py).
+    first = source["interface"][0]
+    assert f'{first["kind"]} {first["name"]}: float32 ({first["rule"]})' in proc.stdout
     if kind != "plain":
         assert 'id="chart-svg"' in proc.stdout
         assert ('id="chart-propagated"' in proc.stdout) == (kind == "localized")

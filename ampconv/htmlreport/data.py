@@ -99,6 +99,7 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "weights": {"before": report.get("weight_bytes_before", 0), "after": report.get("weight_bytes_after", 0)},
         "constants": report.get("constants") or [],
         "runtime_pins": report.get("runtime_pins") or [],
+        "interface": report.get("interface") or [],
         "warnings": report.get("warnings") or [],
         "notes": report.get("notes") or [],
         "calibration": _pick(calibration, ("samples", "random", "tensors", "notes")),

@@ -96,6 +96,14 @@ SCRIPT = r"""
         " removed, " + S.casts.after + " after");
     if (S.weights.before) row("weights", bytes(S.weights.before) + " -> " + bytes(S.weights.after));
     if (S.unchanged) row("result", "nothing to convert: the model is unchanged");
+    if (S.interface.length) {
+      // The main graph's float inputs/outputs and the rule that set each (ampconv/plan/interface.py).
+      var shown = S.interface.slice(0, 8).map(function (i) {
+        return i.kind + " " + i.name + ": " + (i.precision === "LOW" ? "LOW" : "float32") + " (" + i.rule + ")";
+      });
+      if (S.interface.length > 8) shown.push("and " + (S.interface.length - 8) + " more");
+      row("interface", shown.join("; "));
+    }
     if (S.calibration) row("calibration", S.calibration.samples + " sample(s) " +
         (S.calibration.random ? "random (seeded)" : "from files") + ", " + S.calibration.tensors + " tensors observed");
     if (S.tune) {
@@ -117,6 +125,7 @@ SCRIPT = r"""
     var list = $("messages");
     function msg(cls, text) { list.appendChild(el("li", cls, text)); }
     S.constants.forEach(function (c) { msg("", "constant " + c.tensor + " (used by " + c.consumer + "): " + c.detail + " -> " + c.action); });
+    S.interface.forEach(function (i) { if (i.rule === "io-misfit") msg("warning", i.kind + " " + i.name + ": " + i.reason); });
     S.runtime_pins.forEach(function (p) { msg("", "onnxruntime pin: " + p.node + " kept float32 (" + p.reason + ")"); });
     if (S.tune) (S.tune.kept || []).forEach(function (k) { msg("", "tune: " + k.node + " (" + (k.op_type || "?") + ") kept float32: " + k.evidence); });
     S.notes.forEach(function (n) { msg("", "note: " + n); });
