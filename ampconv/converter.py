@@ -184,7 +184,7 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     def build(pins) -> Rewritten:
         model = fresh()
         with fixed_graph_list(model):
-            return rewrite(request, model, {}, DataFindings(calibration, dict(pins)))
+            return rewrite(request, model, {}, DataFindings(calibration, pins))
 
     findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, request, calibration)
     return findings

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 import onnx_ir as ir
 
@@ -31,6 +31,7 @@ from ampconv.domains import is_default, op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
 from ampconv.config import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
+from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult
 from ampconv.graphs import all_graphs
@@ -73,7 +74,7 @@ class DataFindings:
     """What calibration data (and the accuracy search) decided, for every planning attempt."""
 
     calibration: Optional[Calibration] = None
-    tune_pins: Dict[str, str] = dataclasses.field(default_factory=dict)
+    tune_pins: SearchPins = dataclasses.field(default_factory=SearchPins)
     tune: Optional[TuneResult] = None
 
 

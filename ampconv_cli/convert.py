@@ -15,9 +15,9 @@ from ampconv.validate import check_inputs
 from ampconv_cli import collection
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import (
+    CONFIG_GROUPS,
     conversion_options,
     data_options,
-    keep_io_value,
     model_argument,
     model_options,
     policy_options,
@@ -54,83 +54,93 @@ from ampconv_cli.validation_options import (
               help="Format of the validation result.")
 @validation_options
 @handle_errors
-def command(model, output, level, preset, op_info, mixlists, block_ops, target, dtype, keep_io, no_keep_io,
-            keep_fp32, force_low, clamp, max_finite, min_positive, clamp_small, opset, keep_opset, annotate, calibration_data, calibration_samples, calibration_seed,
-            data_max, underflow_fraction, tune, report_path, dry_run, overwrite, no_runtime_check, verbose,
-            quiet, do_validate, fail_on_drift, fmt, **validation):
+def command(**params):
     """Convert MODEL (float32 ONNX) to float16/bfloat16 mixed precision.
 
     Prints a summary on stderr; exit 0 ok, 1 error, 2 bad usage or policy,
     3 over tolerance with --validate --fail-on-drift.
     """
     ctx = click.get_current_context()
-    model = model_argument(ctx, model)
-    if quiet and verbose:
+    model = model_argument(ctx, params["model"])
+    given = frozenset(name for name in ctx.params
+                      if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE)
+    validation = {name: params[name] for name in VALIDATION_PARAMS}
+    _check_command_flags(params, given)
+    # The option groups build their parts of the request (their own usage errors first, before any work).
+    fields: dict = {}
+    for group in CONFIG_GROUPS:
+        fields.update(group.config_fields(params, given))
+    tune, random_data = fields["tune"], fields["calibration_data"] == ("random",)
+    fields.update(
+        check_runtime=not params["no_runtime_check"], overwrite=params["overwrite"], shapes=tuple(validation["shapes"]),
+        input_ranges=tuple(validation["input_ranges"]) if random_data else (),
+        rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
+    )
+    do_validate, report_path = params["do_validate"], params["report_path"]
+    # Before any work: a bad output path fails with nothing written (the model's
+    # own checks against its input run in ampconv.convert, before converting).
+    samples = (tuple(validation["inputs"]) if do_validate else ()) + tuple(
+        p for p in fields["calibration_data"] if p != "random"
+    )
+    check_outputs(model, params["output"], fields["dtype"], report_path, params["overwrite"], params["dry_run"],
+                  samples)
+    check_input_range_names(model, validation["input_ranges"])
+    if do_validate:
+        # Inputs validation would refuse stop the command here, before the model and report are written.
+        check_inputs(model, options_from_cli(_validation_only(validation)))
+    report = _convert_and_print(model, params, fields)
+    if do_validate:
+        _validate_written(model, report, params, validation)
+
+
+def _check_command_flags(params, given) -> None:
+    """Usage errors of flags that would do nothing with the others given (the groups check their own)."""
+    if params["quiet"] and params["verbose"]:
         raise click.UsageError("-q/--quiet and -v/--verbose contradict each other")
-    given = {name for name in ctx.params if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
-    _check_data_flags(given, calibration_data, tune, do_validate)
+    do_validate = params["do_validate"]
     if not do_validate:
         # Options that only shape validation would silently do nothing.
-        tune_reads = {"rtol", "atol"} if tune else set()
+        tune_reads = {"rtol", "atol"} if params["tune"] else set()
         for name, flag in (("fmt", "--format"), *((p, f"--{p}") for p in ("inputs", "rtol", "atol", "backend",
                                                                              "samples", "seed", "localize"))):
             if name in given and name not in tune_reads:
                 raise click.UsageError(f"{flag} needs --validate")
-    _check_random_input_flags(given, validation, calibration_data, do_validate)
-    if fail_on_drift and not do_validate:
+    _check_random_input_flags(given, params, params["calibration_data"], do_validate)
+    if params["fail_on_drift"] and not do_validate:
         raise click.UsageError("--fail-on-drift needs --validate")
-    if clamp_small is not None and not clamp:
-        raise click.UsageError("--clamp-small sets what --clamp does to tiny values; it needs --clamp")
-    if dry_run and do_validate:
+    if params["dry_run"] and do_validate:
         raise click.UsageError("--dry-run writes no model to validate")
-    # Before any work: a bad output path fails with nothing written (the model's
-    # own checks against its input run in ampconv.convert, before converting).
-    samples = (tuple(validation["inputs"]) if do_validate else ()) + tuple(
-        p for p in calibration_data if p != "random"
-    )
-    check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples)
-    check_input_range_names(model, validation["input_ranges"])
-    if do_validate:
-        # Inputs validation would refuse stop the command here, before the model and report are written.
-        check_inputs(model, options_from_cli(**{k: _validation_only(validation)[k] for k in VALIDATION_PARAMS}))
+
+
+def _convert_and_print(model, params, fields):
+    """Convert (the collector deferred, a progress bar unless -q), print the summary or plan, write --report."""
+    quiet, report_path = params["quiet"], params["report_path"]
     # The model is cyclic garbage once converted: see ampconv_cli.collection.
     with collection.deferred():
         with make_progress(quiet) as progress:
-            config = Config(
-                level=level, dtype=dtype, target=target, preset=preset, op_info=op_info, mixlists=tuple(mixlists),
-                keep_io_types=keep_io_value(keep_io, no_keep_io), keep_fp32=tuple(keep_fp32),
-                force_low=tuple(force_low), block_ops=tuple(block_ops), clamp=clamp,
-                max_finite=max_finite, min_positive=min_positive, clamp_small=clamp_small,
-                check_runtime=not no_runtime_check, overwrite=overwrite, progress=progress,
-                calibration_data=tuple(calibration_data), calibration_samples=calibration_samples,
-                calibration_seed=calibration_seed, shapes=tuple(validation["shapes"]),
-                input_ranges=tuple(validation["input_ranges"]) if tuple(calibration_data) == ("random",) else (),
-                data_max=data_max, underflow_fraction=underflow_fraction, tune=tune,
-                opset=opset, keep_opset=keep_opset, annotate=annotate,
-                rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
-            )
-            report = ampconv.convert(model, output, config, dry_run=dry_run)
-        if dry_run:
+            config = Config(progress=progress, **fields)
+            report = ampconv.convert(model, params["output"], config, dry_run=params["dry_run"])
+        if params["dry_run"]:
             click.echo(render_plan(report))
         elif not quiet:
-            click.echo(render_text(report, verbose=verbose), err=True)
+            click.echo(render_text(report, verbose=params["verbose"]), err=True)
         elif report.warnings:  # -q silences the summary, never a warning
             click.echo(render_warnings(report), err=True)
         if report_path:
             # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
             outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
-    if not do_validate:
-        return
+    return report
+
+
+def _validate_written(model, report, params, validation) -> None:
+    """--validate: compare the written model with MODEL; drift is a warning, or exit 3 with --fail-on-drift."""
     collection.resume()
     validation = _validation_only(validation)
-    options = options_from_cli(
-        decisions=report.decisions_by_node(), show_progress=not quiet,
-        **{k: validation[k] for k in VALIDATION_PARAMS},
-    )
+    options = options_from_cli(validation, decisions=report.decisions_by_node(), show_progress=not params["quiet"])
     outputs.set_phase("validation")  # an interrupt or error now names the files written
-    code = run_and_render(model, report.output, options, fmt, report_path)
+    code = run_and_render(model, report.output, options, params["fmt"], params["report_path"])
     if code != 0:
-        if fail_on_drift:
+        if params["fail_on_drift"]:
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
         click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
@@ -161,19 +171,6 @@ def _check_random_input_flags(given, validation, calibration_data, do_validate) 
             raise click.UsageError(f"{flag} sets random inputs; with --inputs (and no --calibration-data random) "
                                    "it does nothing")
         raise click.UsageError(f"{flag} needs --validate or --calibration-data random")
-
-
-def _check_data_flags(given, calibration_data, tune, do_validate) -> None:
-    """Options that need --calibration-data would do nothing without it: usage errors."""
-    if calibration_data:
-        if "calibration_samples" in given and tuple(calibration_data) != ("random",):
-            raise click.UsageError("--calibration-samples sets how many random samples to draw; "
-                                   "it needs --calibration-data random")
-        return
-    for name, flag in (("tune", "--tune"), ("data_max", "--data-max"), ("underflow_fraction", "--underflow-fraction"),
-                       ("calibration_samples", "--calibration-samples"), ("calibration_seed", "--calibration-seed")):
-        if name in given:
-            raise click.UsageError(f"{flag} needs --calibration-data")
 
 
 def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:

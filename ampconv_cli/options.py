@@ -1,8 +1,17 @@
-"""Option groups shared between commands (defined once, reused)."""
+"""Option groups shared between commands (defined once, reused).
+
+Each group (an ``OptionGroup``, after Polygraphy's argument groups) adds its
+click options to a command and builds its part of the conversion request
+from their values (``config_fields``): ``policy_options`` the policy fields,
+``conversion_options`` the planner's, ``model_options`` the writer's,
+``data_options`` the calibration and search fields. A command joins the
+parts into one ``ampconv.Config``, whose option groups check them once.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable, Dict, Mapping, Tuple
 
 import click
 
@@ -16,105 +25,7 @@ def _stack(func: Callable, decorators) -> Callable:
     return func
 
 
-def policy_options(func: Callable) -> Callable:
-    """--level, --preset, --op-info, --mixlist, --block-op, --target."""
-    return _stack(
-        func,
-        [
-            click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default="O2", show_default=True,
-                         help="O0 no change, O1 white list LOW, O2 all LOW but the black list, "
-                         "O3 everything LOW, auto by --target."),
-            click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
-                         help="Built-in op lists."),
-            click.option("--op-info", "op_info", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                         help="Ascend operator-info JSON (aic-<soc>-ops-info.json): precision_reduce true -> "
-                         "white, false -> black, absent -> gray; applied after --preset, before --mixlist."),
-            click.option("--mixlist", "mixlists", multiple=True, type=click.Path(dir_okay=False),
-                         metavar="FILE", help="Ascend modify_mixlist JSON; repeatable, applied left to right."),
-            click.option("--block-op", "block_ops", multiple=True, metavar="OP",
-                         help="Keep this op type float32 at every level (OpType or domain::OpType)."),
-            click.option("--target", type=click.Choice(TARGETS), default=None,
-                         help="Deployment device for --level auto (default: from the installed onnxruntime)."),
-        ],
-    )
 
-
-def conversion_options(func: Callable) -> Callable:
-    """--dtype, keep-io, regex overrides, --clamp and its range limits."""
-    return _stack(
-        func,
-        [
-            click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
-                         default="fp16", show_default=True, callback=_dtype_key,
-                         help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
-            click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
-                         metavar="[NAMES]", callback=_keep_io_names,
-                         help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),
-            click.option("--no-keep-io-types", "no_keep_io", is_flag=True,
-                         help="Convert graph inputs/outputs to the low type too."),
-            click.option("--keep-fp32", multiple=True, metavar="REGEX",
-                         help="Keep nodes whose name matches float32; repeatable."),
-            click.option("--force-low", multiple=True, metavar="REGEX",
-                         help="Force nodes whose name matches to the low type (schema limits still apply)."),
-            click.option("--clamp", is_flag=True,
-                         help="Clamp out-of-range constants to the low type's range instead of keeping "
-                         "their consumers float32."),
-            click.option("--max-finite", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
-                         help="Constants with |x| above X keep their consumers float32 (--clamp: clamped to "
-                         "+-X). Default: the low type's max, 65504 for fp16."),
-            click.option("--min-positive", type=click.FloatRange(min=0, min_open=True), default=None, metavar="Y",
-                         help="Non-zero constants with |x| below Y count as too small (default: those that "
-                         "round to 0; --clamp raises them to the smallest subnormal, 5.96e-08 for fp16)."),
-            click.option("--clamp-small", type=click.Choice(("raise", "flush")), default=None,
-                         help="With --clamp: raise too small values to +-min positive (default) or flush "
-                         "them to 0."),
-        ],
-    )
-
-
-def model_options(func: Callable) -> Callable:
-    """What happens to the model around the conversion: --opset upgrade first, --annotate stamps after."""
-    return _stack(
-        func,
-        [
-            click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
-                         help="Upgrade the model to default-domain opset N with onnx's version converter before "
-                         "converting. By default a model whose opset keeps its heavy ops or Q/DQ nodes from the "
-                         "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
-                         "Q/DQ scale: 19)."),
-            click.option("--keep-opset", is_flag=True,
-                         help="Never upgrade the model's opset by default (--opset N still does)."),
-            click.option("--annotate", is_flag=True,
-                         help="Stamp each node's precision and rule into its metadata_props "
-                         "(ampconv.precision, ampconv.rule), visible in model viewers."),
-        ],
-    )
-
-
-def data_options(func: Callable) -> Callable:
-    """--calibration-data and what it enables: the data guards' thresholds and --tune."""
-    return _stack(
-        func,
-        [
-            click.option("--calibration-data", "calibration_data", multiple=True, metavar="PATH",
-                         help="Calibration samples: FILE.npz, a folder of .npz, ONNX test_data_set_* folders "
-                         "(repeatable), or 'random'. Nodes whose activations overflow or underflow the low "
-                         "type stay float32."),
-            click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True,
-                         help="How many samples --calibration-data random draws."),
-            click.option("--calibration-seed", type=int, default=0, show_default=True,
-                         help="Seed of --calibration-data random."),
-            click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None,
-                         help="Keep a node float32 when a calibration value exceeds this "
-                         "(default: half the low type's max, 32752 for fp16)."),
-            click.option("--underflow-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
-                         help="Share of non-zero values below the low type's normal range above which a tensor "
-                         "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
-            click.option("--tune", is_flag=True,
-                         help="With --calibration-data: validate on the samples and keep float32 the fewest "
-                         "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),
-        ],
-    )
 
 
 # The ONNX names of the LOW types, accepted for --dtype as people also write them.
@@ -163,3 +74,157 @@ def keep_io_value(keep_io, no_keep_io):
     if not names:
         raise click.BadParameter("expected a comma list of input/output names", param_hint="--keep-io-types")
     return names
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionGroup:
+    """Click options that build one part of ``Config``: a decorator, and the builder of its fields."""
+
+    doc: str
+    options: Tuple[Callable, ...]
+    # (the command's parameter values, the names given on the command line) -> Config fields
+    build: Callable[[Mapping[str, Any], frozenset], Dict[str, Any]]
+
+    def __call__(self, func: Callable) -> Callable:
+        """Add the group's options to the click command ``func``."""
+        return _stack(func, self.options)
+
+    def config_fields(self, params: Mapping[str, Any], given: frozenset = frozenset()) -> Dict[str, Any]:
+        """The ``Config`` fields this group's values set (click errors for contradictions only the CLI sees)."""
+        return self.build(params, given)
+
+
+def _fields(*names: str) -> Callable[[Mapping[str, Any], frozenset], Dict[str, Any]]:
+    """A builder passing the named parameters on unchanged (tuples for repeatable options)."""
+
+    def build(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
+        return {name: tuple(params[name]) if isinstance(params[name], list) else params[name] for name in names}
+
+    return build
+
+
+def _plan_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
+    return {
+        "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
+        "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]), "clamp": params["clamp"],
+        "max_finite": params["max_finite"], "min_positive": params["min_positive"],
+        "clamp_small": params["clamp_small"],
+    }
+
+
+def _data_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
+    """The calibration fields; options that would do nothing without ``--calibration-data`` are usage errors."""
+    calibration_data = tuple(params["calibration_data"])
+    if calibration_data:
+        if "calibration_samples" in given and calibration_data != ("random",):
+            raise click.UsageError("--calibration-samples sets how many random samples to draw; "
+                                   "it needs --calibration-data random")
+    else:
+        for name in ("tune", "data_max", "underflow_fraction", "calibration_samples", "calibration_seed"):
+            if name in given:
+                raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
+    return {"calibration_data": calibration_data,
+            **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune")(
+                params, given)}
+
+
+policy_options = OptionGroup(
+    "--level, --preset, --op-info, --mixlist, --block-op, --target.",
+    (
+        click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default="O2", show_default=True,
+                     help="O0 no change, O1 white list LOW, O2 all LOW but the black list, "
+                     "O3 everything LOW, auto by --target."),
+        click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
+                     help="Built-in op lists."),
+        click.option("--op-info", "op_info", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                     help="Ascend operator-info JSON (aic-<soc>-ops-info.json): precision_reduce true -> "
+                     "white, false -> black, absent -> gray; applied after --preset, before --mixlist."),
+        click.option("--mixlist", "mixlists", multiple=True, type=click.Path(dir_okay=False),
+                     metavar="FILE", help="Ascend modify_mixlist JSON; repeatable, applied left to right."),
+        click.option("--block-op", "block_ops", multiple=True, metavar="OP",
+                     help="Keep this op type float32 at every level (OpType or domain::OpType)."),
+        click.option("--target", type=click.Choice(TARGETS), default=None,
+                     help="Deployment device for --level auto (default: from the installed onnxruntime)."),
+    ),
+    _fields("level", "preset", "op_info", "mixlists", "block_ops", "target"),
+)
+
+
+conversion_options = OptionGroup(
+    "--dtype, keep-io, regex overrides, --clamp and its range limits: the planner's part.",
+    (
+        click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
+                     default="fp16", show_default=True, callback=_dtype_key,
+                     help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
+        click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
+                     metavar="[NAMES]", callback=_keep_io_names,
+                     help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),
+        click.option("--no-keep-io-types", "no_keep_io", is_flag=True,
+                     help="Convert graph inputs/outputs to the low type too."),
+        click.option("--keep-fp32", multiple=True, metavar="REGEX",
+                     help="Keep nodes whose name matches float32; repeatable."),
+        click.option("--force-low", multiple=True, metavar="REGEX",
+                     help="Force nodes whose name matches to the low type (schema limits still apply)."),
+        click.option("--clamp", is_flag=True,
+                     help="Clamp out-of-range constants to the low type's range instead of keeping "
+                     "their consumers float32."),
+        click.option("--max-finite", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
+                     help="Constants with |x| above X keep their consumers float32 (--clamp: clamped to "
+                     "+-X). Default: the low type's max, 65504 for fp16."),
+        click.option("--min-positive", type=click.FloatRange(min=0, min_open=True), default=None, metavar="Y",
+                     help="Non-zero constants with |x| below Y count as too small (default: those that "
+                     "round to 0; --clamp raises them to the smallest subnormal, 5.96e-08 for fp16)."),
+        click.option("--clamp-small", type=click.Choice(("raise", "flush")), default=None,
+                     help="With --clamp: raise too small values to +-min positive (default) or flush "
+                     "them to 0."),
+    ),
+    _plan_fields,
+)
+
+
+model_options = OptionGroup(
+    "What happens to the model around the conversion: --opset upgrade first, --annotate stamps after.",
+    (
+        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Upgrade the model to default-domain opset N with onnx's version converter before "
+                     "converting. By default a model whose opset keeps its heavy ops or Q/DQ nodes from the "
+                     "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
+                     "Q/DQ scale: 19)."),
+        click.option("--keep-opset", is_flag=True,
+                     help="Never upgrade the model's opset by default (--opset N still does)."),
+        click.option("--annotate", is_flag=True,
+                     help="Stamp each node's precision and rule into its metadata_props "
+                     "(ampconv.precision, ampconv.rule), visible in model viewers."),
+    ),
+    _fields("opset", "keep_opset", "annotate"),
+)
+
+
+data_options = OptionGroup(
+    "--calibration-data and what it enables: the data guards' thresholds and --tune.",
+    (
+        click.option("--calibration-data", "calibration_data", multiple=True, metavar="PATH",
+                     help="Calibration samples: FILE.npz, a folder of .npz, ONNX test_data_set_* folders "
+                     "(repeatable), or 'random'. Nodes whose activations overflow or underflow the low "
+                     "type stay float32."),
+        click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True,
+                     help="How many samples --calibration-data random draws."),
+        click.option("--calibration-seed", type=int, default=0, show_default=True,
+                     help="Seed of --calibration-data random."),
+        click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Keep a node float32 when a calibration value exceeds this "
+                     "(default: half the low type's max, 32752 for fp16)."),
+        click.option("--underflow-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+                     help="Share of non-zero values below the low type's normal range above which a tensor "
+                     "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
+        click.option("--tune", is_flag=True,
+                     help="With --calibration-data: validate on the samples and keep float32 the fewest "
+                     "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),
+    ),
+    _data_fields,
+)
+
+
+
+# The groups that build ``Config``, in the order a command applies them.
+CONFIG_GROUPS = (policy_options, conversion_options, model_options, data_options)

@@ -43,7 +43,7 @@ def command(reference, converted, fmt, report_path, overwrite, quiet, **validati
     """
     if report_path:  # before validation runs: a bad --report path fails with nothing done
         check_report(reference, converted, report_path, overwrite, validation["inputs"])
-    options = options_from_cli(show_progress=not quiet, **validation)
+    options = options_from_cli(validation, show_progress=not quiet)
     check_input_range_names(reference, validation["input_ranges"])
     new_report = bool(report_path) and not Path(report_path).exists()
     code = run_and_render(reference, converted, options, fmt, report_path, overwrite=overwrite)

@@ -98,39 +98,29 @@ def validation_options(func: Callable) -> Callable:
 
 
 def options_from_cli(
-    *,
-    inputs: Sequence[str] = (),
-    rtol: float | None = None,
-    atol: float | None = None,
-    backend: str = "auto",
-    samples: int = 1,
-    seed: int = 0,
-    shapes: Sequence = (),
-    input_ranges: Sequence = (),
-    localize: bool = False,
-    decisions: Mapping | None = None,
-    show_progress: bool = False,
+    params: Mapping, *, decisions: Mapping | None = None, show_progress: bool = False
 ) -> ValidateOptions:
-    """Build ``ValidateOptions`` from the option group's parameters (``VALIDATION_PARAMS``).
+    """Build ``ValidateOptions`` from the option group's parameters (``VALIDATION_PARAMS`` of ``params``).
 
     ``decisions`` (node name -> precision/rule) lets ``convert --validate``
     explain a localized node; ``show_progress`` asks ``run_and_render`` for a
     progress bar.
     """
+    inputs, shapes, input_ranges = params["inputs"], params["shapes"], params["input_ranges"]
     if inputs and shapes:
         raise UsageError("--shape sets the shape of random inputs; with --inputs it does nothing")
     if inputs and input_ranges:
         raise UsageError("--input-range sets the values of random inputs; with --inputs it does nothing")
     return ValidateOptions(
         inputs=tuple(inputs),
-        rtol=rtol,
-        atol=atol,
-        backend=backend,
-        samples=samples,
-        seed=seed,
+        rtol=params["rtol"],
+        atol=params["atol"],
+        backend=params["backend"],
+        samples=params["samples"],
+        seed=params["seed"],
         shapes=tuple((name, tuple(dims)) for name, dims in shapes),
         input_ranges=tuple(input_ranges),
-        localize=localize,
+        localize=params["localize"],
         decisions=decisions,
         show_progress=show_progress,
     )

@@ -296,7 +296,7 @@ def test_tune_respects_an_explicit_data_max(tmp_path):
 
 
 def _planner_context(text, peak, pins, **config):
-    from ampconv.data.margin import Lowered
+    from ampconv.data.margin import SearchPins
     from ampconv.data.stats import Calibration
     from ampconv.plan.context import PlanContext
     from ampconv.policy import load_policy
@@ -310,7 +310,7 @@ def _planner_context(text, peak, pins, **config):
     stats.update(np.array([peak], dtype=np.float32), FP16, 0)
     calibration = Calibration(FP16, 1, False, ("s",), {"x": stats}, {})
     ctx = PlanContext.create(model, load_policy(level="O3"), ampconv.Config(level="O3", **config).plan_options, {},
-                             calibration=calibration, tune_pins={n: Lowered("test") for n in pins})
+                             calibration=calibration, tune_pins=SearchPins(released={n: "test" for n in pins}))
     return ctx, next(iter(model.graph))
 
 

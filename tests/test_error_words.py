@@ -101,3 +101,13 @@ def test_a_value_json_cannot_hold_is_carried_as_text():
     error = ampconv.UsageError(f"x: {named('opset', np.int64(21))} is odd")
     assert error.parameters == (Parameter("opset", "21"),)
     assert error.render(flag_of) == "x: --opset 21 is odd"
+
+
+def test_a_value_check_lives_in_the_library_and_the_cli_says_it_with_flags(tmp_path):
+    # --clamp-small without --clamp: PlanOptions refuses it; the CLI adds no check of its own.
+    src = save(model_from_text(TEXT), tmp_path / "m.onnx")
+    with pytest.raises(ampconv.UsageError, match="^clamp_small sets what clamp does"):
+        ampconv.Config(clamp_small="flush")
+    result = CliRunner().invoke(cli, ["convert", str(src), "--clamp-small", "flush", "-o", str(tmp_path / "o.onnx")])
+    assert result.exit_code == 2 and "--clamp-small sets what --clamp does to tiny values" in result.output
+    assert not (tmp_path / "o.onnx").exists()

@@ -160,15 +160,15 @@ def test_tune_on_the_cancellation_model_keeps_only_the_node_that_fixes_it(tmp_pa
 
 
 def test_margin_release_lowers_every_margin_node_the_search_did_not_keep():
-    from ampconv.data.margin import Lowered, MarginNode, release
+    from ampconv.data.margin import MarginNode, SearchPins, release
 
     fp16 = low_type("fp16")
     margins = {name: MarginNode(name, "MatMul", 4e4, f"{name}_out", fp16, 32752.0) for name in ("a", "b")}
     pins = release({"a": "kept", "c": "lowering it fails validation"}, margins)
-    assert pins["c"] == "lowering it fails validation" and not isinstance(pins["c"], Lowered)
-    assert "a" not in pins  # kept by the search: it stays under its data-overflow rule
-    assert isinstance(pins["b"], Lowered) and "within float16 max 65504" in pins["b"]
-    assert release({}, {}) == {}
+    assert pins.kept == {"c": "lowering it fails validation"} and "c" not in pins.released
+    assert "a" not in pins.kept and "a" not in pins.released  # kept by the search: it stays under data-overflow
+    assert list(pins.released) == ["b"] and "within float16 max 65504" in pins.released["b"]
+    assert release({}, {}) == SearchPins() and not release({}, {})
 
 
 def _own(node, error):

@@ -17,10 +17,10 @@ What stays hard, whatever validation says:
   validation cannot see that overflow;
 - an explicit ``--data-max``: the user's threshold is not a margin.
 
-The planner learns which nodes were lowered again through the accuracy
-search's pins: a pin whose reason is a ``Lowered`` means "no longer kept by
-the margin" (``ampconv.plan.data`` re-checks that the values fit the LOW
-maximum and that the threshold is the default before it obeys).
+The search tells the planner both things in one value, ``SearchPins``: the
+nodes it keeps float32 (rule ``data-tune``) and the nodes the margin no
+longer keeps (``released``; ``ampconv.plan.data`` re-checks that their values
+fit the LOW maximum and that the threshold is the default before it obeys).
 """
 
 from __future__ import annotations
@@ -34,8 +34,15 @@ from ampconv.data.stats import MARGIN, Calibration, fmt
 from ampconv.lowtypes import LowType
 
 
-class Lowered(str):
-    """A pin reason that releases a node from the overflow margin (the text is the evidence)."""
+@dataclasses.dataclass(frozen=True)
+class SearchPins:
+    """What the accuracy search tells the planner: nodes kept float32, and nodes the margin no longer keeps."""
+
+    kept: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> why (rule data-tune)
+    released: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> the figures: only the margin
+
+    def __bool__(self) -> bool:
+        return bool(self.kept or self.released)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,12 +97,13 @@ def _peak(names: Iterable[str], near: Mapping[str, float]) -> Optional[tuple]:
     return max(figures, key=lambda pair: pair[1]) if figures else None
 
 
-def release(pins: Mapping[str, str], margins: Mapping[str, MarginNode]) -> Dict[str, str]:
-    """The planner's pins for a candidate of the search: ``pins`` kept float32, every other margin node lowered.
+def release(pins: Mapping[str, str], margins: Mapping[str, MarginNode]) -> SearchPins:
+    """The planner's pins for a candidate of the search: ``pins`` kept float32, every other margin node released.
 
     A margin node named in ``pins`` is not pinned ``data-tune``: it simply
     stays under its ``data-overflow`` rule, whose reason quotes the figures.
     """
-    found = {name: reason for name, reason in pins.items() if name not in margins}
-    found.update({name: Lowered(node.evidence()) for name, node in margins.items() if name not in pins})
-    return found
+    return SearchPins(
+        kept={name: reason for name, reason in pins.items() if name not in margins},
+        released={name: node.evidence() for name, node in margins.items() if name not in pins},
+    )

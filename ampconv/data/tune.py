@@ -321,12 +321,12 @@ def _jsonable(value: float):
     return value if math.isfinite(value) else str(value)
 
 
-def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, calibration) -> Tuple[Dict[str, str], TuneResult]:
+def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, calibration) -> Tuple[margin.SearchPins, TuneResult]:
     """Run the search for the conversion of ``src`` as ``request`` asks (its plan and data options); returns (pins, record).
 
     ``fresh()`` loads the float32 input again; ``build(pins)`` returns the
-    ``stages.Rewritten`` conversion with ``pins`` kept float32 (a ``Lowered``
-    pin releases a node from the overflow guard's margin instead), whose
+    ``stages.Rewritten`` conversion under ``pins`` (a ``margin.SearchPins``:
+    nodes kept float32, nodes released from the overflow guard's margin), whose
     ``plan`` the search reads. ``calibration`` is the statistics pass's
     ``Calibration``. Nodes kept only by the margin are candidates of the
     search like the LOW nodes: every candidate starts with them LOW, and one
@@ -334,7 +334,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
     """
     low = low_type(request.plan_options.dtype)
     notes: List[str] = []
-    planned = build({})
+    planned = build(margin.SearchPins())
     margins = _margin_candidates(planned.plan, calibration, fresh, request, notes)
     if margins:
         del planned
@@ -380,7 +380,7 @@ def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evalu
     return Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
 
 
-def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[Dict[str, str], TuneResult]:
+def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[margin.SearchPins, TuneResult]:
     """The search's record completed with its notes, kept nodes' op types and margin nodes; the pins."""
     result.margin_nodes = len(margins)
     result.notes.extend(notes)
@@ -390,7 +390,7 @@ def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[D
         f"evaluations count candidate validations; besides them one float32 pass collected the statistics{ranking}"
     )
     if not result.passed:
-        return {}, result  # the conversion as planned: the margin keeps its nodes float32
+        return margin.SearchPins(), result  # the conversion as planned: the margin keeps its nodes float32
     for entry in result.kept:
         entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
     _record_margin(result, margins, pins, low_type(request.plan_options.dtype))

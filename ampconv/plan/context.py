@@ -9,6 +9,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 import onnx_ir as ir
 
 from ampconv.config import PlanOptions
+from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration, Thresholds
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.ranges import RangeReader
@@ -35,9 +36,9 @@ class PlanContext:
     ranges: RangeReader
     calibration: Optional[Calibration]  # activation statistics from --calibration-data (None: no data)
     thresholds: Thresholds  # when the data guards keep a node float32
-    # node name -> why the accuracy search kept it float32; a ``data.margin.Lowered``
-    # value instead releases a node the overflow guard kept only by its margin.
-    tune_pins: Mapping[str, str]
+    # What the accuracy search decided: nodes it keeps float32, and nodes the overflow
+    # guard kept only by its margin that it lowers again (``data.margin.SearchPins``).
+    tune_pins: SearchPins
     shapes: ShapeSource  # real shapes of values, inferred once when first asked (range guards)
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
@@ -52,7 +53,7 @@ class PlanContext:
         options: PlanOptions,
         runtime_pins: Mapping[str, str],
         calibration: Optional[Calibration] = None,
-        tune_pins: Optional[Mapping[str, str]] = None,
+        tune_pins: Optional[SearchPins] = None,
     ) -> "PlanContext":
         """The context of planning ``model`` under ``policy`` and ``options`` (and calibration data, if any)."""
         record = low_type(options.dtype)
@@ -72,7 +73,7 @@ class PlanContext:
             ),
             calibration=calibration,
             thresholds=Thresholds.default(record, options.data_max, options.underflow_fraction),
-            tune_pins=dict(tune_pins or {}),
+            tune_pins=tune_pins or SearchPins(),
             shapes=inferred_shapes(model),
         )
 

@@ -12,7 +12,7 @@ in this order:
    scores stay finite and softmax still gives 0 there.
    Under ``--tune`` a node over the default guard but within the LOW maximum
    (the guard's margin, ``ampconv.data.margin``) is left to the later rules
-   when the accuracy search lowered it again (its pin is a ``Lowered``).
+   when the accuracy search lowered it again (``SearchPins.released``).
 3. ``data-accumulation``: a reduction's running sum exceeds the LOW type's
    largest value (a runtime that accumulates in the LOW type overflows even
    when the result fits, e.g. a ReduceMean over many terms).
@@ -33,7 +33,6 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.data.margin import Lowered
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
@@ -67,9 +66,9 @@ _SEARCH_DEPTH = 4
 
 def accuracy_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Rule 1: a node the accuracy search kept float32."""
-    reason = ctx.tune_pins.get(node.name or "")
-    if reason is None or isinstance(reason, Lowered):
-        return None  # a Lowered pin releases the node from the overflow margin: rule 2 reads it
+    reason = ctx.tune_pins.kept.get(node.name or "")
+    if reason is None:
+        return None  # a released node is rule 2's to read (``_lowered_again``)
     return Decision(HIGH, "data-tune", f"data: {reason}")
 
 
@@ -179,7 +178,7 @@ def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
     maximum) and a threshold the user set (``--data-max``) are never released.
     """
     return (
-        isinstance(ctx.tune_pins.get(node.name or ""), Lowered)
+        (node.name or "") in ctx.tune_pins.released
         and ctx.options.data_max is None
         and max_abs <= ctx.low_record.max
     )

@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from ampconv.domains import is_default
 from ampconv.config import PlanOptions
+from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
 from ampconv.plan import gray, interface
 from ampconv.plan.attributes import attribute_decisions
@@ -49,7 +50,7 @@ class Planner:
         options: PlanOptions,
         runtime_pins: Optional[Mapping[str, str]] = None,
         calibration: Optional[Calibration] = None,
-        tune_pins: Optional[Mapping[str, str]] = None,
+        tune_pins: Optional[SearchPins] = None,
     ) -> None:
         self.ctx = PlanContext.create(model, policy, options, runtime_pins or {}, calibration, tune_pins)
         self.values = self.ctx.values  # shared: the gray rule reads what the driver records
