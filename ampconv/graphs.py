@@ -16,7 +16,7 @@ constants but never a node that holds a graph, so the list cannot change.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, List
+from typing import Callable, Iterable, Iterator, List, Tuple
 
 import onnx_ir as ir
 
@@ -81,4 +81,45 @@ def _collect(graph: ir.Graph, found: List[ir.Graph]) -> None:
                 _collect(held, found)
 
 
-__all__ = ["all_graphs", "fixed_graph_list", "subgraphs_of", "walk_graphs"]
+def bounded_uses(values: Iterable[ir.Value], passes: Callable[[ir.Node], bool], depth: int) -> Iterator[ir.Usage]:
+    """Every use of ``values`` and, through the nodes ``passes`` accepts, of their outputs: ``depth`` nodes deep.
+
+    Breadth first, nearest uses first; a use is yielded before the walk goes
+    through its node, so a caller looking for the first node of a kind can
+    stop there. The downstream twin of ``bounded_sources``.
+    """
+    frontier = list(values)
+    for _ in range(depth):
+        following: List[ir.Value] = []
+        for value in frontier:
+            for use in value.uses():
+                yield use
+                if passes(use.node):
+                    following.extend(use.node.outputs)
+        frontier = following
+
+
+def bounded_sources(value: ir.Value, passes: Callable[[ir.Node], bool], depth: int) -> Iterator[Tuple[ir.Node, ir.Value]]:
+    """``(producer, input)`` for every input of ``value``'s producer, and upstream through the producers ``passes``.
+
+    At most ``depth`` producers deep, nearest first, each value visited once;
+    the walk goes on through an input only when the caller's ``passes``
+    accepts the producer it came from. The upstream twin of ``bounded_uses``.
+    """
+    frontier, seen = [value], set()
+    for _ in range(depth):
+        following: List[ir.Value] = []
+        for current in frontier:
+            producer = current.producer() if current is not None else None
+            if producer is None or not passes(producer):
+                continue
+            for source in producer.inputs:
+                if source is None or source in seen:
+                    continue
+                seen.add(source)
+                yield producer, source
+                following.append(source)
+        frontier = following
+
+
+__all__ = ["all_graphs", "bounded_sources", "bounded_uses", "fixed_graph_list", "subgraphs_of", "walk_graphs"]

@@ -134,3 +134,36 @@ def test_the_nested_if_model_converts_and_loads(tmp_path):
     report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(level="O3", overwrite=True))
     assert report.output is not None
     onnx.checker.check_model(onnx.load(str(tmp_path / "out.onnx")), full_check=True)
+
+
+CHAIN = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y) {
+    a = Relu (x)
+    b = Neg (a)
+    c = Abs (b)
+    y = Sqrt (c)
+}"""
+
+
+def test_bounded_uses_walks_downstream_through_accepted_nodes_only_depth_deep():
+    from ampconv.graphs import bounded_uses
+
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAIN))
+    x = model.graph.inputs[0]
+    everything = [use.node.op_type for use in bounded_uses([x], lambda node: True, 10)]
+    assert everything == ["Relu", "Neg", "Abs", "Sqrt"]
+    assert [use.node.op_type for use in bounded_uses([x], lambda node: True, 2)] == ["Relu", "Neg"]
+    # A node the walk may not pass through is yielded, and ends the walk there.
+    assert [use.node.op_type for use in bounded_uses([x], lambda node: node.op_type != "Neg", 10)] == ["Relu", "Neg"]
+
+
+def test_bounded_sources_walks_upstream_through_accepted_producers_only():
+    from ampconv.graphs import bounded_sources
+
+    model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAIN))
+    y = model.graph.outputs[0]
+    found = [(producer.op_type, source.name) for producer, source in bounded_sources(y, lambda node: True, 10)]
+    assert found == [("Sqrt", "c"), ("Abs", "b"), ("Neg", "a"), ("Relu", "x")]
+    stopped = [source.name for _, source in bounded_sources(y, lambda node: node.op_type != "Abs", 10)]
+    assert stopped == ["c"]  # Abs is not passed: nothing above it
+    assert [s.name for _, s in bounded_sources(y, lambda node: True, 1)] == ["c"]

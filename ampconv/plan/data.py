@@ -33,6 +33,7 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.domains import is_default
+from ampconv.graphs import bounded_sources, bounded_uses
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
@@ -138,25 +139,13 @@ def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth
     added to must themselves stay within the guard: then every value of
     ``value`` does, but the fill's.
     """
-    frontier, seen = [value], set()
-    for _ in range(depth):
-        following = []
-        for current in frontier:
-            producer = current.producer() if current is not None else None
-            if producer is None or producer.op_type not in MASK_PATH:
-                continue
-            for source in producer.inputs:
-                if source is None or source in seen:
-                    continue
-                seen.add(source)
-                if not is_constant(source):
-                    following.append(source)
-                    continue
-                stats = ctx.ranges.stats(source)
-                fill = stats.mask_fill if stats is not None else None
-                if fill is not None and abs(fill) > ctx.low_record.max and abs(fill) >= 0.5 * max_abs:
-                    return feeds_softmax(producer) and _scores_within_guard(ctx, producer)
-        frontier = following
+    for producer, source in bounded_sources(value, lambda through: through.op_type in MASK_PATH, depth):
+        if not is_constant(source):
+            continue
+        stats = ctx.ranges.stats(source)
+        fill = stats.mask_fill if stats is not None else None
+        if fill is not None and abs(fill) > ctx.low_record.max and abs(fill) >= 0.5 * max_abs:
+            return feeds_softmax(producer) and _scores_within_guard(ctx, producer)
     return False
 
 
@@ -186,19 +175,9 @@ def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
 
 def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.Node]:
     """The first amplifying op ``value`` reaches through at most ``depth`` pass-through ops, or None."""
-    frontier = [value]
-    for _ in range(depth):
-        following = []
-        for current in frontier:
-            for use in current.uses():
-                consumer, slot = use.node, use.idx
-                if not is_default(consumer):
-                    continue
-                if slot in AMPLIFIERS.get(consumer.op_type, ()):
-                    return consumer
-                if consumer.op_type in _PASS_THROUGH:
-                    following.extend(consumer.outputs)
-        frontier = following
+    for use in bounded_uses([value], lambda through: is_default(through) and through.op_type in _PASS_THROUGH, depth):
+        if is_default(use.node) and use.idx in AMPLIFIERS.get(use.node.op_type, ()):
+            return use.node
     return None
 
 

@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from ampconv.constants import RangeStats, range_stats
 from ampconv.domains import is_default
-from ampconv.graphs import all_graphs
+from ampconv.graphs import all_graphs, bounded_uses
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
@@ -124,15 +124,5 @@ def _fill_value_misfit(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
 
 def feeds_softmax(node: ir.Node, depth: int = 4) -> bool:
     """Whether ``node``'s output reaches a Softmax through at most ``depth`` mask-path ops."""
-    frontier = [node]
-    for _ in range(depth):
-        following = []
-        for current in frontier:
-            for out in current.outputs:
-                for use in out.uses():
-                    if use.node.op_type in ("Softmax", "LogSoftmax"):
-                        return True
-                    if use.node.op_type in MASK_PATH:
-                        following.append(use.node)
-        frontier = following
-    return False
+    uses = bounded_uses(node.outputs, lambda through: through.op_type in MASK_PATH, depth)
+    return any(use.node.op_type in ("Softmax", "LogSoftmax") for use in uses)
