@@ -41,3 +41,10 @@ def test_the_measure_sees_what_it_forbids(tmp_path, monkeypatch):
     assert [w for _, w in figures["many_params"]] == ["ampconv/a.py:4 big"]
     assert figures["cycles"] == [["ampconv.a", "ampconv.b"]]
     assert [m for m, _ in figures["lazy_imports"]] == ["ampconv.a"]
+
+
+def test_the_cli_holds_the_same_function_limits():
+    """The command bodies take their option groups as one mapping (``ampconv_cli.options.OptionGroup``)."""
+    figures = code_shape.measure("ampconv_cli")
+    assert figures["long_functions"] == [], figures["long_functions"]
+    assert figures["many_params"] == [], figures["many_params"]
