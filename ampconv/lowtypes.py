@@ -39,6 +39,12 @@ class LowType:
     # to it cannot overflow to -inf and a fully masked row cannot produce NaN.
     mask_fill: float
     smallest_subnormal: float  # the smallest positive value: what --clamp raises tiny values to by default
+    epsilon: float  # the gap between 1 and the next value (2**-10, 2**-7): the resolution relative to a value
+
+    @property
+    def unit_roundoff(self) -> float:
+        """Half of ``epsilon``: the largest relative error of rounding one value to this type."""
+        return self.epsilon / 2
 
     @property
     def type_string(self) -> str:
@@ -48,10 +54,10 @@ class LowType:
 
 LOW_TYPES: Dict[str, LowType] = {
     "fp16": LowType("fp16", "float16", ir.DataType.FLOAT16, np.dtype(np.float16), 0x477FF000, 0x33000000, 65504.0,
-                    2.0**-14, -32768.0, 2.0**-24),
+                    2.0**-14, -32768.0, 2.0**-24, 2.0**-10),
     "bf16": LowType("bf16", "bfloat16", ir.DataType.BFLOAT16, np.dtype(ml_dtypes.bfloat16), 0x7F7F8000, 0x00008000,
                     float(ml_dtypes.finfo(ml_dtypes.bfloat16).max),
-                    float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal), -1.0e30, 2.0**-133),
+                    float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal), -1.0e30, 2.0**-133, 2.0**-7),
 }
 
 

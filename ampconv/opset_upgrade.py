@@ -81,7 +81,7 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
         return None
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(6))
     more = f" and {len(ops) - 6} more op types" if len(ops) > 6 else ""
-    type_name = "bfloat16" if low == "bf16" else "float16"
+    type_name = low_type(low).name
     return (
         f"{sum(ops.values())} node(s) stay float32 because opset {opset} does not accept {type_name} for them "
         f"({listed}{more}); they can convert from opset {needed}: convert with opset={needed} (--opset {needed}) "

@@ -234,7 +234,10 @@ def _figures_line(report: Report) -> str:
     traffic = f"{f['cast_traffic_bytes'] / 1e6:.2f} MB"
     if f["cast_traffic_unknown"]:
         traffic += f" (+{f['cast_traffic_unknown']} cast(s) of unknown size)"
-    low = "bfloat16" if report.dtype == "bf16" else "float16"
+    from ampconv.lowtypes import LOW_TYPES  # numpy: only when figures are rendered
+
+    record = LOW_TYPES.get(report.dtype)
+    low = record.name if record is not None else report.dtype
     return (
         f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
         f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"

@@ -145,3 +145,12 @@ def test_relative_rms_error_is_inf_where_nothing_can_call_it_small():
     assert metrics.relative_rms_error(np.zeros(3), np.array([0.0, 1e-6, 0.0])) == math.inf
     assert metrics.relative_rms_error(np.ones(3), np.array([1.0, np.inf, 1.0])) == math.inf
     assert metrics.relative_rms_error(np.ones(3), np.ones(4)) == math.inf
+
+
+def test_type_facts_come_from_the_low_type_records():
+    from ampconv.lowtypes import LOW_TYPES
+    from ampconv.validate import criteria, localize
+
+    assert LOW_TYPES["fp16"].unit_roundoff == 2.0**-11 and LOW_TYPES["bf16"].unit_roundoff == 2.0**-8
+    assert localize._unit_roundoff("bf16") == 2.0**-8 and localize._unit_roundoff("nonsense") == 2.0**-11
+    assert criteria._low_record("fp16") is LOW_TYPES["fp16"] and criteria._low_record(None) is None

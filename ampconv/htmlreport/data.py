@@ -14,6 +14,8 @@ import math
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional
 
+from ampconv.lowtypes import LOW_TYPES
+
 PRECISIONS = ("LOW", "HIGH", "NONE")
 
 
@@ -88,6 +90,7 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "source": report.get("source"),
         "output": report.get("output"),
         "dtype": report.get("dtype"),
+        "unit_roundoff": _unit_roundoff(report.get("dtype")),
         "level": report.get("level"),
         "requested_level": report.get("requested_level", report.get("level")),
         "preset": report.get("preset"),
@@ -106,6 +109,12 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "tune": _pick(tune, ("passed", "evaluations", "budget", "low_nodes", "kept", "notes")),
         "validation": _validation(validation),
     }
+
+
+def _unit_roundoff(dtype) -> Optional[float]:
+    """The unit roundoff of the report's LOW type (the error chart's reference line); None for an unknown key."""
+    record = LOW_TYPES.get(dtype) if isinstance(dtype, str) else None
+    return record.unit_roundoff if record is not None else None
 
 
 def _pick(section: Optional[Dict[str, Any]], keys) -> Optional[Dict[str, Any]]:

@@ -381,8 +381,8 @@ SCRIPT = r"""
       add("line", { x1: L, x2: W - R, y1: Y(Math.pow(10, d)), y2: Y(Math.pow(10, d)), stroke: "#eef1f4" });
       add("text", { x: L - 6, y: Y(Math.pow(10, d)) + 4, "text-anchor": "end" }, "1e" + d);
     }
-    var roundoff = D.summary.dtype === "bf16" ? Math.pow(2, -8) : Math.pow(2, -11);
-    if (Math.log10(roundoff) >= lo && Math.log10(roundoff) <= hi) {
+    var roundoff = D.summary.unit_roundoff;  // the LOW type's record (ampconv.lowtypes)
+    if (roundoff && Math.log10(roundoff) >= lo && Math.log10(roundoff) <= hi) {
       add("line", { x1: L, x2: W - R, y1: Y(roundoff), y2: Y(roundoff), stroke: "#8a96a3", "stroke-dasharray": "4 3" });
       add("text", { x: W - R - 4, y: Y(roundoff) - 4, "text-anchor": "end" }, D.summary.dtype + " unit roundoff");
     }

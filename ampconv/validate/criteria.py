@@ -132,7 +132,7 @@ TAIL_MIN_SIZE = 1000
 # Below this RMS the reference is judged in absolute terms (no cosine): 16 spacings of the LOW type's
 # subnormals, where rounding alone makes a relative error of 2% (cosine 0.9998). bf16 shares float32's
 # exponent range, so only a zero output is that small there.
-_VANISHING = {"fp16": 16 * 2.0**-24, "bf16": 16 * 2.0**-133}
+_VANISHING_SUBNORMALS = 16
 # Shared by both types: nearly every row must keep its label, where the label is clear.
 _MIN_LABEL_AGREEMENT = 0.99
 # Cosine over fewer elements is too coarse to judge (a scalar's cosine is 1 or -1).
@@ -218,7 +218,9 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
     )
     # A reference the LOW type can barely resolve is judged in absolute terms only: its
     # direction is rounding noise, so cosine would fail an all-zero output.
-    vanishing = metrics.output_scale(ref, 0.0) < _VANISHING.get(criteria.dtype, criteria.scale_floor)
+    record = _low_record(criteria.dtype)
+    tiny = _VANISHING_SUBNORMALS * record.smallest_subnormal if record is not None else criteria.scale_floor
+    vanishing = metrics.output_scale(ref, 0.0) < tiny
     bounded = judged_on is not None and nature.kind == "bounded"
     min_cosine = criteria.min_cosine
     if bounded and min_cosine is not None:
@@ -240,7 +242,7 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
 NEAR_TIE_WORDS = "a near-tie rounding alone can flip"
 # Resolution of the LOW type relative to a value's magnitude: 2 units in the last place, so a lead
 # this small between the top two scores can swap on rounding alone.
-_NEAR_TIE_ULPS = {"fp16": 2.0 * 2.0**-10, "bf16": 2.0 * 2.0**-7}
+_NEAR_TIE_ULPS = 2
 
 
 def judge_sequence(ref: np.ndarray, conv: np.ndarray, scores: np.ndarray | None, dtype: str | None) -> Metrics:
@@ -279,12 +281,20 @@ def _tie_words(scores, row: int, step: int, dtype: str | None) -> str:
     step_scores = np.asarray(scores, dtype=np.float64).reshape(-1, np.shape(scores)[-2], np.shape(scores)[-1])
     top2 = np.sort(step_scores[row, step])[-2:]
     lead = float(top2[1] - top2[0])
-    resolution = _NEAR_TIE_ULPS.get(dtype or "fp16", _NEAR_TIE_ULPS["fp16"]) * max(abs(float(top2[1])), 1e-30)
+    record = _low_record(dtype) or _low_record("fp16")
+    resolution = _NEAR_TIE_ULPS * record.epsilon * max(abs(float(top2[1])), 1e-30)
     if lead <= resolution:
         return (f"; at that step the reference's top two scores differ by {lead:.3g}, within {dtype}'s "
                 f"resolution there ({resolution:.3g}): {NEAR_TIE_WORDS}, after which the "
                 "sequences cannot agree")
     return f"; at that step the reference's top score leads by {lead:.3g}, beyond {dtype}'s resolution ({resolution:.3g})"
+
+
+def _low_record(dtype: str | None):
+    """The ``lowtypes.LowType`` of ``dtype``, or None for a key that names none."""
+    from ampconv.lowtypes import LOW_TYPES  # numpy and ml_dtypes: loaded when a verdict is made, not at import
+
+    return LOW_TYPES.get(dtype or "")
 
 
 def _floor(criteria: Criteria, nature: Nature | None) -> tuple[float, str | None]:

@@ -36,7 +36,7 @@ from ampconv.precision import Precision
 from ampconv.domains import op_label
 from ampconv.graphs import subgraphs_of
 from ampconv.validate import bodies, metrics
-from ampconv.lowtypes import KEY_OF_DTYPE
+from ampconv.lowtypes import KEY_OF_DTYPE, LOW_TYPES
 from ampconv.validate.result import Localization
 
 _FLOATS = set(KEY_OF_DTYPE) | {ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -96,7 +96,7 @@ TensorJudge = Callable[[np.ndarray, np.ndarray], "str | None"]
 
 def drift_judge(dtype: str) -> TensorJudge:
     """The default-mode test of an intermediate tensor: new NaN/Inf, or an error beyond ordinary rounding."""
-    limit = DRIFT_ROUNDOFFS * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp16"])
+    limit = DRIFT_ROUNDOFFS * _unit_roundoff(dtype)
 
     def judge(ref: np.ndarray, conv: np.ndarray) -> str | None:
         new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref.astype(np.float64), conv.astype(np.float64))))
@@ -273,7 +273,11 @@ def _decision(node: ir.Node, value: ir.Value, decisions) -> tuple[str, str]:
 # A node "causes" drift when its own error is this many times the LOW type's unit roundoff:
 # rounding one output alone gives about 0.6 of it (RMS), so 10x is well beyond plain rounding.
 CAUSE_ROUNDOFFS = 10.0
-UNIT_ROUNDOFF = {"fp16": 2.0**-11, "bf16": 2.0**-8}
+
+
+def _unit_roundoff(dtype: str) -> float:
+    """The unit roundoff of the LOW type ``dtype`` (fp16's when the key is unknown)."""
+    return LOW_TYPES.get(dtype, LOW_TYPES["fp16"]).unit_roundoff
 
 
 def name_cause(converted: ir.Model, errors: Mapping, visible: str | None, dtype: str) -> dict | None:
@@ -293,7 +297,7 @@ def name_cause(converted: ir.Model, errors: Mapping, visible: str | None, dtype:
     candidates = _upstream(nodes.get(visible)) if visible in nodes else set(nodes)
     pool = [e for name, e in errors.items() if name in candidates] or list(errors.values())
     worst = max(pool, key=lambda e: e.error)
-    if worst.error < CAUSE_ROUNDOFFS * UNIT_ROUNDOFF.get(dtype, UNIT_ROUNDOFF["fp16"]):
+    if worst.error < CAUSE_ROUNDOFFS * _unit_roundoff(dtype):
         return None
     names = [worst.node]
     if worst.output_error < worst.error / 2:
