@@ -113,7 +113,7 @@ class DataOptions:
     atol: Optional[float] = None
 
     def __post_init__(self) -> None:
-        from ampconv.validate.options import range_pairs, shape_pairs  # light: no numpy
+        from ampconv.validate.options import check_tolerances, range_pairs, shape_pairs  # light: no numpy
 
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
@@ -129,9 +129,7 @@ class DataOptions:
             raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")
         if self.calibration_samples < 1:
             raise UsageError(f"{named('calibration_samples')} must be at least 1, got {self.calibration_samples}")
-        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
-            if value is not None and not value >= 0:
-                raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
+        check_tolerances(self.rtol, self.atol)
 
 
 # Config builds each group from its fields of the same names and keeps it as ``_<name>``.

@@ -1179,6 +1179,13 @@ def _capture_logging():
         root.removeHandler(handler)
 
 
+def _keep_copy(folder: Path, keep: Path, symlinks: bool = False) -> None:
+    """Replace ``keep`` with a copy of a case's ``folder`` (--keep: what a failing case left, to reproduce it)."""
+    if keep.exists():
+        shutil.rmtree(keep)
+    shutil.copytree(folder, keep, symlinks=symlinks)
+
+
 def run_case(case: Case, keep: Optional[Path] = None, timeout: float = CASE_TIMEOUT_S) -> Outcome:
     """Lay out the case in a fresh folder, run the CLI in-process and judge the result."""
     from ampconv_cli.main import cli
@@ -1202,10 +1209,7 @@ def run_case(case: Case, keep: Optional[Path] = None, timeout: float = CASE_TIME
         return outcome
     finally:
         if keep is not None:
-            keep = Path(keep)
-            if keep.exists():
-                shutil.rmtree(keep)
-            shutil.copytree(folder, keep, symlinks=True)
+            _keep_copy(folder, Path(keep), symlinks=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -1531,11 +1535,8 @@ def run_valid_case(case, keep: Optional[Path] = None, timeout: float = VALID_CAS
         return outcome
     finally:
         if keep is not None:
-            keep = Path(keep)
-            if keep.exists():
-                shutil.rmtree(keep)
-            shutil.copytree(tmp, keep)
-            np.savez(keep / INPUTS, **case.feeds)  # for `ampconv validate ... --inputs`
+            _keep_copy(tmp, Path(keep))
+            np.savez(Path(keep) / INPUTS, **case.feeds)  # for `ampconv validate ... --inputs`
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -11,7 +11,7 @@ from ampconv.precision import Precision
 from ampconv.constants import RangeStats
 from ampconv.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.interface import InterfaceDecision
-from ampconv.plan.rules import RULES
+from ampconv.plan.rules import check_rule_id
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
 NONE = Precision.NONE  # no float32 data in the node's main type
@@ -33,8 +33,7 @@ class Decision:
     follows: Optional[str] = None  # gray rule: the node (or input) it followed
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:  # a typo here would silently break the report and the docs
-            raise ValueError(f"unregistered rule id {self.rule!r}")
+        check_rule_id(self.rule)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +46,7 @@ class AttributeDecision:
     reason: str
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"unregistered rule id {self.rule!r}")
+        check_rule_id(self.rule)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import FrozenSet, Tuple, Union
 import onnx_ir as ir
 
 from ampconv.errors import UsageError, named
-from ampconv.plan.rules import RULES
+from ampconv.plan.rules import check_rule_id
 from ampconv.precision import Precision
 
 INPUT, OUTPUT = "input", "output"
@@ -34,8 +34,7 @@ class InterfaceDecision:
     reason: str
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"unregistered rule id {self.rule!r}")
+        check_rule_id(self.rule)
 
     def record(self) -> dict:
         """The report's entry."""

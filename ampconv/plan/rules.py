@@ -84,4 +84,10 @@ RULES: Dict[str, Rule] = {rule.id: rule for rule in _TABLE}
 ORDER: Tuple[str, ...] = tuple(rule.id for rule in _TABLE)
 
 
-__all__ = ["ORDER", "RULES", "Rule"]
+def check_rule_id(rule: str) -> None:
+    """Raise ``ValueError`` unless ``rule`` is registered: a typo would silently break the report and the docs."""
+    if rule not in RULES:
+        raise ValueError(f"unregistered rule id {rule!r}")
+
+
+__all__ = ["ORDER", "RULES", "Rule", "check_rule_id"]

@@ -17,6 +17,13 @@ BACKENDS = ("auto", "native", "emulate")
 DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = ELEMENTWISE_TOLERANCES
 
 
+
+def check_tolerances(rtol: float | None, atol: float | None) -> None:
+    """``UsageError`` naming the parameter unless each given tolerance is a number >= 0 (validation and --tune)."""
+    for label, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not value >= 0:
+            raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
+
 @dataclasses.dataclass(frozen=True)
 class ValidateOptions:
     """Everything that decides a validation run.
@@ -73,9 +80,7 @@ class ValidateOptions:
             raise UsageError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.samples < 1:
             raise UsageError(f"samples must be at least 1, got {self.samples}")
-        for label, value in (("rtol", self.rtol), ("atol", self.atol)):
-            if value is not None and not value >= 0:
-                raise UsageError(f"{label} must be a number >= 0, got {value}")
+        check_tolerances(self.rtol, self.atol)
         if isinstance(self.inputs, str):
             object.__setattr__(self, "inputs", (self.inputs,))
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
