@@ -13,6 +13,10 @@ pattern, NaNs included, through both paths).
 The plain cast of a chunk (``chunks``) and the cast after ``--clamp``
 (``constants.to_low``) both come here, so a clamped weight streams as fast.
 
+Building and self-checking the session costs about 0.1 s, more than numpy
+needs for tens of megabytes, so small models never pay it: casts go through
+numpy until ``SESSION_AFTER_BYTES`` of float32 have been cast that way.
+
 When onnxruntime is not installed, or its answer on the self-check values at
 start-up is not numpy's, every cast is numpy's. bfloat16 always uses
 ``ml_dtypes`` (onnxruntime's Python API cannot return bfloat16 arrays).
@@ -25,8 +29,14 @@ from typing import Optional
 
 import numpy as np
 
+# float32 bytes cast by numpy after which the onnxruntime session is built: at
+# about 1.5 GB/s numpy spends some 40 ms on them, less than the session's set-up
+# (measured 70-130 ms with the self-check), so a model below it is faster without.
+SESSION_AFTER_BYTES = 64 * 1024**2
+
 _lock = threading.Lock()
 _session = None  # onnxruntime.InferenceSession, False when unavailable, None before the first try
+_numpy_bytes = 0  # float32 bytes cast by numpy while no session was built
 
 
 def _probe_values() -> np.ndarray:
@@ -87,13 +97,18 @@ def _build_session():
 
 def to_float16_into(out: np.ndarray, chunk: np.ndarray) -> None:
     """Write ``chunk`` (1-D float32) rounded to float16 into ``out``, exactly as numpy would."""
-    session = _get_session() if chunk.size >= 4096 else None
+    global _numpy_bytes
+    session = None
+    if chunk.size >= 4096 and (_session is not None or _numpy_bytes >= SESSION_AFTER_BYTES):
+        session = _get_session()
     if session is not None:
         got = session.run(None, {"x": np.ascontiguousarray(chunk, dtype=np.float32)})[0]
         # A NaN's payload is the one thing the two casts treat differently.
         if int(np.bitwise_and(got.view(np.uint16), np.uint16(0x7FFF)).max()) <= 0x7C00:
             out[...] = got
             return
+    if session is None:
+        _numpy_bytes += chunk.nbytes  # unlocked: a lost update only delays the session
     with np.errstate(over="ignore", invalid="ignore"):  # inf is the cast's answer
         np.copyto(out, chunk, casting="unsafe")
 
@@ -113,7 +128,8 @@ def cast_into(out: np.ndarray, chunk: np.ndarray, dtype: "np.dtype") -> None:
 
 
 def reset(session: Optional[object] = None) -> None:
-    """Forget the cached session (tests use it to force the numpy path)."""
-    global _session
+    """Forget the cached session and the bytes cast so far (tests use it to force either path)."""
+    global _session, _numpy_bytes
     with _lock:
         _session = session
+        _numpy_bytes = 0

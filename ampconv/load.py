@@ -14,6 +14,7 @@ no weights.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import warnings
@@ -65,16 +66,16 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     if not proto.graph.node and not proto.graph.output:
         # An arbitrary byte string often parses as an empty ModelProto.
         raise ModelLoadError(f"{path}: not an ONNX model (no graph found)")
-    bad = _first_non_utf8_name(proto)
-    if bad is not None:
-        raise ModelLoadError(f"{path}: {bad} is not valid UTF-8 text; the file is corrupt")
-    declared = frozenset(_declared_names(proto.graph))
+    scan = _scan(proto)
+    if scan.not_utf8 is not None:
+        raise ModelLoadError(f"{path}: {scan.not_utf8} is not valid UTF-8 text; the file is corrupt")
     inferred = _infer(proto) if infer_types else None
-    types: Optional[Dict[str, onnx.TypeProto]] = None
+    types: Optional[Dict[str, object]] = None
     if inferred is not None:
-        types = _flat_graph_types(inferred)
-        if types is None:  # control flow: read the inferred model whole (types and shapes)
+        if scan.subgraphs:  # control flow: read the inferred model whole (types and shapes)
             proto = inferred
+        else:
+            types = _element_types(inferred)
     try:
         # onnx-ir logs (and warns about) what it finds wrong in a graph, a
         # dangling input for example; the checks that follow turn those into
@@ -89,7 +90,7 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
         if types is not None:
             _merge_types(model.graph, types)
         model.meta[INFERRED_META_KEY] = True
-    model.meta[DECLARED_META_KEY] = declared
+    model.meta[DECLARED_META_KEY] = scan.declared
     # An absolute base dir keeps tensor paths valid if the process changes folder.
     ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
     check_external_data(model, path)
@@ -99,18 +100,6 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
 def declared_value_info(model: ir.Model) -> Optional[frozenset]:
     """The value names the file ``model`` was read from declared in value_info (any graph); None if unknown."""
     return model.meta.get(DECLARED_META_KEY)
-
-
-def _declared_names(graph: onnx.GraphProto) -> Iterator[str]:
-    """The value_info names of ``graph`` and its subgraphs."""
-    for info in graph.value_info:
-        yield info.name
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _declared_names(attribute.g)
-            for sub in attribute.graphs:
-                yield from _declared_names(sub)
 
 
 def _infer(proto: onnx.ModelProto) -> Optional[onnx.ModelProto]:
@@ -128,17 +117,17 @@ def _infer(proto: onnx.ModelProto) -> Optional[onnx.ModelProto]:
         return None
 
 
-def _flat_graph_types(inferred: onnx.ModelProto) -> Optional[Dict[str, onnx.TypeProto]]:
-    """The inferred type of each main-graph value, when no node holds a subgraph; else None."""
-    for node in inferred.graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g") or len(attribute.graphs):
-                return None
-    return {info.name: info.type for info in inferred.graph.value_info}
+def _element_types(inferred: onnx.ModelProto) -> Dict[str, object]:
+    """The inferred type of each main-graph value: its element type for a tensor, else the TypeProto."""
+    types: Dict[str, object] = {}
+    for info in inferred.graph.value_info:
+        proto = info.type
+        types[info.name] = proto.tensor_type.elem_type if proto.HasField("tensor_type") else proto
+    return types
 
 
-def _merge_types(graph: ir.Graph, types: Dict[str, onnx.TypeProto]) -> None:
-    """Give each untyped node output of ``graph`` the whole type inference found for it.
+def _merge_types(graph: ir.Graph, types: Dict[str, object]) -> None:
+    """Give each untyped node output of ``graph`` the type inference found for it (``_element_types``).
 
     Types only, for graphs without control flow: the element types are what
     planning needs, and deserializing every inferred shape costs a third of
@@ -146,23 +135,22 @@ def _merge_types(graph: ir.Graph, types: Dict[str, onnx.TypeProto]) -> None:
     the input never declared). A model with If/Loop/Scan is read whole from
     the inferred proto instead: a body output without a shape is written
     untyped (``passes.interface``), so body types and shapes must stay exact.
+    Each value gets a type object of its own: the rewrite changes dtypes in place.
     """
+    tensor_type, data_type = ir.TensorType, ir.DataType
     for node in graph:
         for value in node.outputs:
-            if value.type is None:
-                found = types.get(value.name)
-                if found is not None:
-                    value.type = _ir_type(found)
-
-
-def _ir_type(proto: onnx.TypeProto) -> Optional[ir.TypeProtocol]:
-    """A fresh IR type for ``proto`` (each value owns its type: the rewrite changes dtypes in place)."""
-    if proto.WhichOneof("value") == "tensor_type":
-        try:
-            return ir.TensorType(ir.DataType(proto.tensor_type.elem_type)) if proto.tensor_type.elem_type else None
-        except ValueError:  # an element type this onnx_ir does not know: leave it to InferTypesPass
-            return None
-    return ir.serde.deserialize_type_proto_for_type(proto)
+            if value.type is not None:
+                continue
+            found = types.get(value.name)
+            if type(found) is int:
+                if found:
+                    try:
+                        value.type = tensor_type(data_type(found))
+                    except ValueError:  # an element type this onnx_ir does not know: left to InferTypesPass
+                        pass
+            elif found is not None:
+                value.type = ir.serde.deserialize_type_proto_for_type(found)
 
 
 @contextlib.contextmanager
@@ -179,25 +167,66 @@ def _quiet_ir() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _graph_texts(graph: onnx.GraphProto, out: List[str]) -> None:
-    """Append every name-like string of ``graph`` and its subgraphs to ``out`` (the fast path)."""
+@dataclasses.dataclass
+class _Scan:
+    """What one walk over the parsed proto found (``_scan``)."""
+
+    not_utf8: Optional[str]  # what holds the first name that is not valid UTF-8, or None
+    declared: frozenset  # value_info names, every graph
+    subgraphs: bool  # whether any node holds a subgraph
+
+
+def _scan(proto: onnx.ModelProto) -> _Scan:
+    """One walk over ``proto``: its names' UTF-8 validity, its declared value_info names, whether it has subgraphs.
+
+    protobuf hands a string field that is not valid UTF-8 over as bytes. The
+    fast path gathers every name-like string and checks them all with one
+    join and one encode at C speed; only a corrupt file pays for the walk
+    that says where (``_first_non_utf8_name``).
+    """
+    texts: List[str] = [text for _, text in _model_names(proto)]
+    declared: List[str] = []
+    subgraphs = _graph_texts(proto.graph, texts, declared)
+    try:
+        "\0".join(texts).encode("utf-8")
+        not_utf8 = None
+    except (TypeError, UnicodeEncodeError):
+        not_utf8 = _first_non_utf8_name(proto)
+    return _Scan(not_utf8, frozenset(declared), subgraphs)
+
+
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _graph_texts(graph: onnx.GraphProto, out: List[str], declared: List[str]) -> bool:
+    """Append every name-like string of ``graph`` and its subgraphs to ``out``, value_info names to ``declared``.
+
+    Returns whether a node holds a subgraph.
+    """
+    subgraphs = False
     out += (graph.name, graph.doc_string)
+    extend = out.extend
     for node in graph.node:
-        out += (node.op_type, node.name, node.domain, node.doc_string)
-        out += node.input
-        out += node.output
+        extend((node.op_type, node.name, node.domain, node.doc_string))
+        extend(node.input)
+        extend(node.output)
         for attribute in node.attribute:
             out.append(attribute.name)
-            if attribute.HasField("g"):
-                _graph_texts(attribute.g, out)
-            for sub in attribute.graphs:
-                _graph_texts(sub, out)
+            if attribute.type in _GRAPH_ATTRIBUTES:
+                subgraphs = True
+                if attribute.HasField("g"):
+                    _graph_texts(attribute.g, out, declared)
+                for sub in attribute.graphs:
+                    _graph_texts(sub, out, declared)
     for tensor in graph.initializer:
         out.append(tensor.name)
-        out += (entry.value for entry in tensor.external_data)
-    out += (info.name for info in graph.input)
-    out += (info.name for info in graph.output)
-    out += (info.name for info in graph.value_info)
+        extend(entry.value for entry in tensor.external_data)
+    extend(info.name for info in graph.input)
+    extend(info.name for info in graph.output)
+    for info in graph.value_info:
+        out.append(info.name)
+        declared.append(info.name)
+    return subgraphs
 
 
 def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
@@ -236,19 +265,7 @@ def _model_names(proto: onnx.ModelProto) -> List[Tuple[str, str]]:
 
 
 def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
-    """What holds the first name that is not valid UTF-8 (protobuf keeps such bytes), or None.
-
-    The fast path gathers every string and checks them with one join and one
-    encode at C speed; only a corrupt file pays for the walk that says where.
-    """
-    texts: List[str] = []
-    _graph_texts(proto.graph, texts)
-    texts += (text for _, text in _model_names(proto))
-    try:
-        "\0".join(texts).encode("utf-8")
-        return None
-    except (TypeError, UnicodeEncodeError):  # protobuf hands invalid UTF-8 over as bytes
-        pass
+    """What holds the first name that is not valid UTF-8 (the slow walk that says where), or None."""
     for what, text in list(_graph_names(proto.graph)) + _model_names(proto):
         try:
             text.encode("utf-8")

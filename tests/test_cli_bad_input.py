@@ -271,27 +271,27 @@ def test_output_mkdtemp_refused(cli_runner, work, mlp_path, monkeypatch):
 
 def test_disk_full_during_write(cli_runner, work, mlp_path, monkeypatch):
     """ENOSPC raised by the writer after it started writing: message, nothing left behind."""
-    import onnx_ir as ir
+    from ampconv import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())
-    real_save = ir.save
+    real_save = writer._save_model
 
     def full_disk(model, path, *args, **kwargs):
         Path(path).write_bytes(b"partial")  # something was written before the disk filled
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ir, "save", full_disk)
+    monkeypatch.setattr(writer, "_save_model", full_disk)
     before = snapshot(work)
     result = convert(cli_runner, src, "-o", work / "out.onnx")
     assert_one_line_error(result, 1, "disk full")
     assert snapshot(work) == before
-    monkeypatch.setattr(ir, "save", real_save)
+    monkeypatch.setattr(writer, "_save_model", real_save)
 
 
 def test_interrupted_mid_write(cli_runner, work, mlp_path, monkeypatch):
     """Ctrl-C while writing: exit 130, one line, no stray temporary files."""
-    import onnx_ir as ir
+    from ampconv import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())
@@ -300,7 +300,7 @@ def test_interrupted_mid_write(cli_runner, work, mlp_path, monkeypatch):
         Path(path).write_bytes(b"partial")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ir, "save", interrupted)
+    monkeypatch.setattr(writer, "_save_model", interrupted)
     before = snapshot(work)
     result = convert(cli_runner, src, "-o", work / "out.onnx")
     assert result.exit_code == 130
@@ -311,7 +311,7 @@ def test_interrupted_mid_write(cli_runner, work, mlp_path, monkeypatch):
 
 def test_existing_output_kept_on_failure(cli_runner, work, mlp_path, monkeypatch):
     """With --overwrite, a failed write leaves the old output byte-identical."""
-    import onnx_ir as ir
+    from ampconv import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())
@@ -321,7 +321,7 @@ def test_existing_output_kept_on_failure(cli_runner, work, mlp_path, monkeypatch
     def full_disk(model, path, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ir, "save", full_disk)
+    monkeypatch.setattr(writer, "_save_model", full_disk)
     before = snapshot(work)
     result = convert(cli_runner, src, "-o", old, "--overwrite")
     assert_one_line_error(result, 1, "disk full")

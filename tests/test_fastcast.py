@@ -97,3 +97,18 @@ def test_an_empty_tensor_streams_nothing():
     out = pyio.BytesIO()
     tensor.tofile(out)
     assert out.getvalue() == b"" and tensor.numpy().shape == (0, 3)
+
+
+def test_the_session_is_built_only_after_enough_bytes_went_through_numpy(monkeypatch):
+    pytest.importorskip("onnxruntime")
+    fastcast.reset()
+    monkeypatch.setattr(fastcast, "SESSION_AFTER_BYTES", 3 * 4096 * 4)
+    values = np.linspace(-1000, 1000, 4096, dtype=np.float32)
+    out = np.empty(values.size, np.float16)
+    for _ in range(3):  # a small model: numpy casts it, and no session is built
+        fastcast.to_float16_into(out, values)
+        assert fastcast._session is None
+    fastcast.to_float16_into(out, values)  # past the threshold: the session takes over
+    assert fastcast._session not in (None, False)
+    assert np.array_equal(out.view(np.uint16), numpy_fp16(values).view(np.uint16))
+    fastcast.reset()

@@ -240,3 +240,16 @@ def test_the_output_declares_only_the_value_info_its_input_declared(tmp_path):
     assert declared == {"r": onnx.TensorProto.FLOAT16}  # the input's own, with its new type; not h, not w
     inferred = onnx.shape_inference.infer_shapes(written)
     assert {v.name for v in inferred.graph.value_info} >= {"h", "r"}  # nothing is lost: inference derives them
+
+
+def test_inline_save_writes_what_onnx_ir_writes(tmp_path, monkeypatch):
+    """The inline fast path (no onnx.save_model walk) gives ir.save's bytes; a text extension keeps its format."""
+    src = _build(tmp_path, layout="inline")
+    model = load_model(src)
+    write_model(model, tmp_path / "fast.onnx", external=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(writer, "_save_inline", lambda model, path: ir.save(model, str(path)))
+        write_model(model, tmp_path / "reference.onnx", external=False)
+    assert (tmp_path / "fast.onnx").read_bytes() == (tmp_path / "reference.onnx").read_bytes()
+    write_model(model, tmp_path / "text.json", external=False)
+    assert (tmp_path / "text.json").read_bytes().lstrip().startswith(b"{")  # JSON, as ir.save writes it
