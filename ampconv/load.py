@@ -35,6 +35,9 @@ from ampconv.graphs import all_graphs
 INFERRED_META_KEY = "ampconv.onnx_inferred"
 # Meta key: the names the input model declared in value_info, in any graph (``declared_value_info``).
 DECLARED_META_KEY = "ampconv.declared_value_info"
+# Meta key: whether the file had any tensor in external data (``external_tensors`` reads it:
+# ampconv never makes a tensor external in memory, so a model read without one has none).
+EXTERNAL_META_KEY = "ampconv.external_data"
 # Inline weights up to this many bytes are inferred with the model as read:
 # onnx's inference copies the whole proto, weights included, so above this the
 # inference runs later on a weight-free copy (``prepare.InferTypesPass``).
@@ -91,9 +94,11 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
             _merge_types(model.graph, types)
         model.meta[INFERRED_META_KEY] = True
     model.meta[DECLARED_META_KEY] = scan.declared
-    # An absolute base dir keeps tensor paths valid if the process changes folder.
-    ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
-    check_external_data(model, path)
+    model.meta[EXTERNAL_META_KEY] = scan.external
+    if scan.external:  # both walk every tensor of every graph: skipped when the file names no data file
+        # An absolute base dir keeps tensor paths valid if the process changes folder.
+        ir.external_data.set_base_dir(model.graph, str(path.parent.absolute()))
+        check_external_data(model, path)
     return model
 
 
@@ -174,6 +179,7 @@ class _Scan:
     not_utf8: Optional[str]  # what holds the first name that is not valid UTF-8, or None
     declared: frozenset  # value_info names, every graph
     subgraphs: bool  # whether any node holds a subgraph
+    external: bool  # whether any tensor (initializer or attribute) is in external data
 
 
 def _scan(proto: onnx.ModelProto) -> _Scan:
@@ -186,24 +192,28 @@ def _scan(proto: onnx.ModelProto) -> _Scan:
     """
     texts: List[str] = [text for _, text in _model_names(proto)]
     declared: List[str] = []
-    subgraphs = _graph_texts(proto.graph, texts, declared)
+    found = _graph_texts(proto.graph, texts, declared)
     try:
         "\0".join(texts).encode("utf-8")
         not_utf8 = None
     except (TypeError, UnicodeEncodeError):
         not_utf8 = _first_non_utf8_name(proto)
-    return _Scan(not_utf8, frozenset(declared), subgraphs)
+    return _Scan(not_utf8, frozenset(declared), _SUBGRAPHS in found, _EXTERNAL in found)
 
 
 _GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+_TENSOR_ATTRIBUTES = (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS)
+_EXTERNAL_LOCATION = onnx.TensorProto.EXTERNAL
+_SUBGRAPHS, _EXTERNAL = "subgraphs", "external"  # what ``_graph_texts`` reports having found
 
 
-def _graph_texts(graph: onnx.GraphProto, out: List[str], declared: List[str]) -> bool:
+def _graph_texts(graph: onnx.GraphProto, out: List[str], declared: List[str]) -> set:
     """Append every name-like string of ``graph`` and its subgraphs to ``out``, value_info names to ``declared``.
 
-    Returns whether a node holds a subgraph.
+    Returns what it found among ``_SUBGRAPHS`` (a node holds a graph) and
+    ``_EXTERNAL`` (a tensor's data is in an external file).
     """
-    subgraphs = False
+    found = set()
     out += (graph.name, graph.doc_string)
     extend = out.extend
     for node in graph.node:
@@ -213,20 +223,24 @@ def _graph_texts(graph: onnx.GraphProto, out: List[str], declared: List[str]) ->
         for attribute in node.attribute:
             out.append(attribute.name)
             if attribute.type in _GRAPH_ATTRIBUTES:
-                subgraphs = True
-                if attribute.HasField("g"):
-                    _graph_texts(attribute.g, out, declared)
-                for sub in attribute.graphs:
-                    _graph_texts(sub, out, declared)
+                found.add(_SUBGRAPHS)
+                for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                    found |= _graph_texts(sub, out, declared)
+            elif attribute.type in _TENSOR_ATTRIBUTES:
+                tensors = [attribute.t] if attribute.HasField("t") else list(attribute.tensors)
+                if any(t.data_location == _EXTERNAL_LOCATION for t in tensors):
+                    found.add(_EXTERNAL)
     for tensor in graph.initializer:
         out.append(tensor.name)
         extend(entry.value for entry in tensor.external_data)
+        if tensor.data_location == _EXTERNAL_LOCATION:
+            found.add(_EXTERNAL)
     extend(info.name for info in graph.input)
     extend(info.name for info in graph.output)
     for info in graph.value_info:
         out.append(info.name)
         declared.append(info.name)
-    return subgraphs
+    return found
 
 
 def _graph_names(graph: onnx.GraphProto) -> Iterator[Tuple[str, str]]:
@@ -275,7 +289,13 @@ def _first_non_utf8_name(proto: onnx.ModelProto) -> Optional[str]:
 
 
 def external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
-    """Yield every initializer tensor of every graph that lives in external data."""
+    """Yield every initializer tensor of every graph that lives in external data.
+
+    Nothing, without a walk, for a model read from a file that had none
+    (``EXTERNAL_META_KEY``).
+    """
+    if model.meta.get(EXTERNAL_META_KEY) is False:
+        return
     for graph in all_graphs(model):
         for value in graph.initializers.values():
             if isinstance(value.const_value, ir.ExternalTensor):

@@ -98,8 +98,21 @@ def check_output_path(src: Path, dst: Path, model: ir.Model, overwrite: bool) ->
     from ampconv.load import external_data_files, weight_bytes
 
     data_files = external_data_files(model)
-    writes_data = bool(data_files) or weight_bytes(model) > INLINE_WEIGHT_LIMIT
+    writes_data = bool(data_files) or (_file_may_hold(src, INLINE_WEIGHT_LIMIT) and weight_bytes(model) > INLINE_WEIGHT_LIMIT)
     check_model_output(src, dst, data_files, overwrite, writes_data=writes_data)
+
+
+def _file_may_hold(src: Path, weight_limit: int) -> bool:
+    """Whether the model file ``src`` may hold more than ``weight_limit`` inline weight bytes.
+
+    Inline weights are stored in the file, at least one byte for every eight
+    that ``load.weight_bytes`` counts (an int64 list attribute is
+    varint-packed), so a small file answers no without walking the model.
+    """
+    try:
+        return 8 * Path(src).stat().st_size > weight_limit
+    except OSError:
+        return True
 
 
 def check_model_output(

@@ -85,3 +85,23 @@ def test_publish_moves_model_last(tmp_path, monkeypatch):
 def test_default_and_data_names():
     assert default_output_path(pathlib.Path("/m/gpt.onnx"), "fp16") == pathlib.Path("/m/gpt.fp16.onnx")
     assert data_file_name(pathlib.Path("/m/gpt.fp16.onnx")) == "gpt.fp16.onnx.data"
+
+
+def test_a_small_file_cannot_hold_weights_over_the_inline_limit(tmp_path):
+    """The weight walk is skipped only when the file is too small to hold that many inline weight bytes."""
+    from ampconv.outputs import _file_may_hold
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"x" * 100)
+    assert not _file_may_hold(path, 800)  # 100 bytes hold at most 800 counted weight bytes
+    assert _file_may_hold(path, 799)
+    assert _file_may_hold(tmp_path / "missing.onnx", 10**12)  # unknown: walk the model
+
+
+def test_a_model_read_without_external_data_answers_no_external_tensors(tmp_path):
+    from ampconv.load import EXTERNAL_META_KEY, external_data_files
+
+    inline = load_model(_build(tmp_path, layout="inline"))
+    external = load_model(_build(tmp_path))
+    assert external.meta[EXTERNAL_META_KEY] is True and external_data_files(external)
+    assert inline.meta[EXTERNAL_META_KEY] is False and external_data_files(inline) == []
