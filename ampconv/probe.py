@@ -83,26 +83,37 @@ def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
     A node with a computed integer input has no shared signature: its cone is
     part of what onnxruntime sees, so it is keyed by the node itself.
     """
-    if node.attributes and subgraphs_of(node):
+    attributes = _attributes_key(node) if node.attributes else ()
+    if attributes is None:
         return None
     domain = normalize_domain(node.domain)
     inputs = []
     for value in node.inputs:
         if value is None or not value.name:
             inputs.append(None)
-        elif value.type is None:
+            continue
+        value_type = value.type
+        if value_type is None:
             return None
+        if type(value_type) is _TENSOR_TYPE and value_type.dtype in _FLOAT_DATA:
+            # A float input is never a computed integer, and only an empty float constant is kept.
+            constant = _empty_constant(value)
+        elif computed_integer(value):
+            return ("cone", id(node))
         else:
-            if computed_integer(value):
-                return ("cone", id(node))
             constant = small_constant(value)
-            content = None if constant is None else (constant.dtype, tuple(constant.shape.numpy()), constant.tobytes())
-            # No shape or rank: kernels are chosen by type, shapes are onnx.checker's to
-            # judge, and intermediate values carry no inferred shape (ampconv.load).
-            inputs.append((_type_key(value.type), content))
+        content = None if constant is None else (constant.dtype, tuple(constant.shape.numpy()), constant.tobytes())
+        # No shape or rank: kernels are chosen by type, shapes are onnx.checker's to
+        # judge, and intermediate values carry no inferred shape (ampconv.load).
+        inputs.append((_type_key(value_type), content))
     outputs = tuple(
         None if (not v.name) else (_type_key(v.type) if v.type is not None else "?") for v in node.outputs
     )
+    return (domain, node.op_type, opsets.get(domain, 1), tuple(inputs), outputs, attributes)
+
+
+def _attributes_key(node: ir.Node) -> Optional[tuple]:
+    """The node's attributes as a signature part (tensors by type and shape); None when one holds a subgraph."""
     attributes = []
     for name, attribute in sorted(node.attributes.items()):
         if attribute.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
@@ -115,7 +126,7 @@ def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
         else:
             value = attribute.value
             attributes.append((name, attribute.type, tuple(value) if isinstance(value, (list, tuple)) else value))
-    return (domain, node.op_type, opsets.get(domain, 1), tuple(inputs), outputs, tuple(attributes))
+    return tuple(attributes)
 
 
 _TENSOR_TYPE = ir.TensorType
@@ -263,6 +274,17 @@ def _clone(node: ir.Node, inputs, outputs, name: str) -> ir.Node:
         node.domain, node.op_type, inputs, attributes=list(node.attributes.values()),
         outputs=outputs, name=name, overload=node.overload,
     )
+
+
+def _empty_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
+    """The tensor of a float input that is an empty constant (the only float constant the probe keeps), or None."""
+    if value.const_value is None and value.producer() is None:
+        return None  # a graph input: no constant
+    tensor = constant_tensor(value)
+    try:
+        return tensor if tensor is not None and tensorsize.size(tensor) == 0 else None
+    except (TypeError, AttributeError):
+        return None
 
 
 def small_constant(value: ir.Value) -> Optional[ir.TensorProtocol]:
