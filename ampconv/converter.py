@@ -70,7 +70,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
             upgrade_failed = (
                 f"not upgraded to opset {opset} ({why}): {exc}; converted at the model's opset {default_opset(model)}"
             )
-    complaint = accept_input(src)  # raises when the input is invalid for onnxruntime too
+    complaint = accept_input(src, model)  # raises when the input is invalid for onnxruntime too
     # A model the checker refused is repaired before its types are inferred
     # (repair reports what inference must fill): read it again, as it is.
     infer_at_load = complaint is None

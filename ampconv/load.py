@@ -27,7 +27,7 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.errors import ModelLoadError
 from ampconv.loadcheck import first_line
-from ampconv import tensorsize
+from ampconv import sidecar, tensorsize
 from ampconv.graphs import all_graphs
 
 
@@ -38,6 +38,8 @@ DECLARED_META_KEY = "ampconv.declared_value_info"
 # Meta key: whether the file had any tensor in external data (``external_tensors`` reads it:
 # ampconv never makes a tensor external in memory, so a model read without one has none).
 EXTERNAL_META_KEY = "ampconv.external_data"
+# Meta key: onnx.checker's basic verdict on the file (its exception, or None), when the sidecar ran it.
+CHECKER_META_KEY = "ampconv.input_checker_error"
 # Inline weights up to this many bytes are inferred with the model as read:
 # onnx's inference copies the whole proto, weights included, so above this the
 # inference runs later on a weight-free copy (``prepare.InferTypesPass``).
@@ -72,26 +74,15 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     scan = _scan(proto)
     if scan.not_utf8 is not None:
         raise ModelLoadError(f"{path}: {scan.not_utf8} is not valid UTF-8 text; the file is corrupt")
-    inferred = _infer(proto) if infer_types else None
-    types: Optional[Dict[str, object]] = None
-    if inferred is not None:
-        if scan.subgraphs:  # control flow: read the inferred model whole (types and shapes)
-            proto = inferred
-        else:
-            types = _element_types(inferred)
+    helper = None
+    if infer_types and sidecar.worth_it(proto, scan.subgraphs):
+        helper = sidecar.Sidecar(path, INFER_AT_LOAD_MAX_BYTES)  # infers while this process deserializes
     try:
-        # onnx-ir logs (and warns about) what it finds wrong in a graph, a
-        # dangling input for example; the checks that follow turn those into
-        # one clear error, so its own lines would only be noise on stderr.
-        with _quiet_ir():
-            model = ir.serde.deserialize_model(proto)
-    except Exception as exc:
-        raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
-    del proto
-    if inferred is not None:
-        del inferred
-        if types is not None:
-            _merge_types(model.graph, types)
+        model, inferred = _read(path, proto, scan, infer_types, helper)
+    finally:
+        if helper is not None:
+            helper.cancel()
+    if inferred:
         model.meta[INFERRED_META_KEY] = True
     model.meta[DECLARED_META_KEY] = scan.declared
     model.meta[EXTERNAL_META_KEY] = scan.external
@@ -102,37 +93,63 @@ def load_model(path: os.PathLike | str, *, infer_types: bool = False) -> ir.Mode
     return model
 
 
+def _read(path: Path, proto: onnx.ModelProto, scan: "_Scan", infer_types: bool,
+          helper: Optional[sidecar.Sidecar]) -> Tuple[ir.Model, bool]:
+    """``proto`` read into the IR, with its inferred types when asked; (model, whether types were inferred).
+
+    A graph without subgraphs is deserialized as read and given the element
+    types inference found, from ``helper`` when it delivers them (it also
+    records the checker's verdict on the file, ``CHECKER_META_KEY``), else
+    inferred here. A graph with subgraphs is read from the inferred proto whole.
+    """
+    inferred = sidecar.infer_types_of(proto, INFER_AT_LOAD_MAX_BYTES) if infer_types and helper is None else None
+    if inferred is not None and scan.subgraphs:  # control flow: read the inferred model whole (types and shapes)
+        proto, inferred = inferred, None
+        model = _deserialize(path, proto)
+        return model, True
+    model = _deserialize(path, proto)
+    facts = helper.facts() if helper is not None else None
+    if facts is not None:
+        model.meta[CHECKER_META_KEY] = facts.checker_error
+        types = facts.types
+    else:
+        if helper is not None:  # the child failed: infer here, as for a small graph
+            inferred = sidecar.infer_types_of(proto, INFER_AT_LOAD_MAX_BYTES)
+        types = sidecar.element_types(inferred) if inferred is not None else None
+    if types is not None:
+        _merge_types(model.graph, types)
+    return model, types is not None
+
+
+def _deserialize(path: Path, proto: onnx.ModelProto) -> ir.Model:
+    """``proto`` as an onnx-ir model; ``ModelLoadError`` naming ``path`` when the IR cannot read it."""
+    try:
+        # onnx-ir logs (and warns about) what it finds wrong in a graph, a
+        # dangling input for example; the checks that follow turn those into
+        # one clear error, so its own lines would only be noise on stderr.
+        with _quiet_ir():
+            return ir.serde.deserialize_model(proto)
+    except Exception as exc:
+        raise ModelLoadError(f"{path}: cannot be read into the IR ({first_line(exc)})") from None
+
+
+def input_checker_error(model: ir.Model) -> Tuple[bool, Optional[Exception]]:
+    """(known, error): onnx.checker's basic verdict on the file ``model`` was read from, when the sidecar ran it.
+
+    ``known`` is False when nobody ran it (the caller runs ``loadcheck.checker_error``).
+    """
+    if CHECKER_META_KEY not in model.meta:
+        return False, None
+    return True, model.meta[CHECKER_META_KEY]
+
+
 def declared_value_info(model: ir.Model) -> Optional[frozenset]:
     """The value names the file ``model`` was read from declared in value_info (any graph); None if unknown."""
     return model.meta.get(DECLARED_META_KEY)
 
 
-def _infer(proto: onnx.ModelProto) -> Optional[onnx.ModelProto]:
-    """``proto`` with onnx's inferred value_info; None when its weights are large or inference fails.
-
-    Large inline weights are left to ``prepare.InferTypesPass``, which infers
-    on a weight-free copy (inference copies the whole proto).
-    """
-    inline = sum(t.ByteSize() for t in proto.graph.initializer)
-    if inline > INFER_AT_LOAD_MAX_BYTES:
-        return None
-    try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:  # noqa: BLE001 - inference is best effort; InferTypesPass tries again
-        return None
-
-
-def _element_types(inferred: onnx.ModelProto) -> Dict[str, object]:
-    """The inferred type of each main-graph value: its element type for a tensor, else the TypeProto."""
-    types: Dict[str, object] = {}
-    for info in inferred.graph.value_info:
-        proto = info.type
-        types[info.name] = proto.tensor_type.elem_type if proto.HasField("tensor_type") else proto
-    return types
-
-
 def _merge_types(graph: ir.Graph, types: Dict[str, object]) -> None:
-    """Give each untyped node output of ``graph`` the type inference found for it (``_element_types``).
+    """Give each untyped node output of ``graph`` the type inference found for it (``sidecar.element_types``).
 
     Types only, for graphs without control flow: the element types are what
     planning needs, and deserializing every inferred shape costs a third of

@@ -28,7 +28,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconv.errors import ModelLoadError, UnsupportedModelError
-from ampconv.load import INFERRED_META_KEY
+from ampconv.load import INFERRED_META_KEY, input_checker_error
 from ampconv.loadcheck import checker_error, first_line, runtime_available, runtime_refusal
 from ampconv.graphs import all_graphs
 from ampconv.prepare import infer_types
@@ -37,13 +37,17 @@ from ampconv.prepare import infer_types
 RANKLESS_META_KEY = "ampconv.rankless_interface"
 
 
-def accept_input(src: Path) -> Optional[str]:
+def accept_input(src: Path, model: Optional[ir.Model] = None) -> Optional[str]:
     """Raise ``ModelLoadError`` when ``src`` is invalid; return the checker's complaint when repairs are due.
 
     None: the checker accepts the input. A string: the checker refuses it but
     onnxruntime loads it, so the converter repairs its copy (``repair``).
+    ``model``, read from ``src``, may carry the checker's verdict already
+    (``load.input_checker_error``: the load's sidecar ran it).
     """
-    error = checker_error(Path(src), full=False)
+    known, error = input_checker_error(model) if model is not None else (False, None)
+    if not known:
+        error = checker_error(Path(src), full=False)
     # Anything but a ValidationError: the checker cannot read some inputs the IR loader can.
     if not isinstance(error, onnx.checker.ValidationError):
         return None
