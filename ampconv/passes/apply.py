@@ -29,6 +29,7 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
@@ -93,18 +94,20 @@ class _Rewriter:
         self.clamp = clamp_tensors
         self.limits = plan.limits  # the limits clamped tensors are brought inside (max_finite, min_positive)
         self.result = ApplyResult()
+        graphs = all_graphs(model)
         self.names: Set[str] = set()
-        for graph in all_graphs(model):
-            self.names.update(v.name for v in graph.inputs if v.name)
-            self.names.update(v.name for v in graph.initializers.values() if v.name)
+        for graph in graphs:
+            self.names.update(v.name for v in graph.inputs)
+            self.names.update(graph.initializers)  # keyed by name
             for node in graph:
-                if node.name:
-                    self.names.add(node.name)
-                self.names.update(v.name for v in node.outputs if v.name)
+                self.names.add(node.name)
+                self.names.update(v.name for v in node.outputs)
+        self.names.discard("")
+        self.names.discard(None)
         self.parent: Dict[int, ir.Graph] = {}
-        for graph in all_graphs(model):
+        for graph in graphs if len(graphs) > 1 else ():  # one graph: no subgraph has a parent
             for node in graph:
-                for sub in subgraphs_of(node):
+                for sub in subgraphs_of(node) if node.attributes else ():
                     self.parent[id(sub)] = graph
         self.actual: Dict[ir.Value, str] = {}
         self.cast_cache: Dict[Tuple[ir.Value, str, int], ir.Value] = {}
@@ -147,7 +150,8 @@ class _Rewriter:
             if precision == LOW and is_float(value):
                 value.dtype = self.low_dtype
                 self.result.values_retyped += 1
-        uses.sort(key=lambda use: self._depth(use[0].graph))  # outer scopes first (rule 3)
+        if self.parent:  # outer scopes first (rule 3); a model without subgraphs has one scope
+            uses.sort(key=lambda use: self._depth(use[0].graph))
         for node, i, value, need in uses:  # rules 3, 4
             if self._precision_of(value) != need:
                 node.replace_input_with(i, self._converted(value, need, node.graph))
@@ -209,18 +213,21 @@ class _Rewriter:
     def _cast_batch(self, batch: Sequence[Tuple[ir.Value, bytes]]) -> None:
         """Convert small initializers with one cast over their joined bytes (a bias or scale each, thousands).
 
-        Each gets a view of the shared LOW buffer: the same bits as ``to_low``
-        one by one (round to nearest even), without its per-call set-up.
+        Each gets its slice of the LOW bytes: the same bits as ``to_low`` one
+        by one (round to nearest even), without its per-call set-up.
         """
         if not batch:
             return
         low = to_low(np.frombuffer(b"".join(raw for _, raw in batch), dtype="<f4"), self.plan.low)
-        offset = 0
+        data = low.view(np.uint16).astype("<u2", copy=False).tobytes()  # both LOW types are 16 bits
+        data_type, offset = self.low_dtype.value, 0
         for value, raw in batch:
             count = len(raw) // 4
-            dims = tensorsize.dims(value.const_value)
-            value.const_value = ir.Tensor(low[offset : offset + count].reshape(dims), dtype=self.low_dtype,
-                                          name=value.name)
+            # A TensorProto-backed tensor, like the ones read from the file: half of
+            # ir.Tensor's set-up, and the writer copies its proto instead of re-encoding it.
+            proto = onnx.TensorProto(name=value.name, data_type=data_type, dims=tensorsize.dims(value.const_value),
+                                     raw_data=data[2 * offset : 2 * (offset + count)])
+            value.const_value = ir.serde.TensorProtoTensor(proto)
             offset += count
 
     def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
