@@ -36,8 +36,26 @@ def size(tensor: ir.TensorProtocol) -> int:
 def nbytes(tensor: ir.TensorProtocol) -> int:
     """The bytes of ``tensor``'s data, as ``tensor.nbytes`` gives them."""
     if type(tensor) is _PROTO_TENSOR:
-        return math.ceil(ir.DataType(tensor.raw.data_type).itemsize * math.prod(tensor.raw.dims))
+        proto = tensor.raw
+        itemsize = _ITEMSIZE.get(proto.data_type)
+        if itemsize is None:  # no fixed size (STRING) or unknown: onnx_ir's own answer, or its error
+            itemsize = ir.DataType(proto.data_type).itemsize
+        return math.ceil(itemsize * math.prod(proto.dims))
     return tensor.nbytes
+
+
+def _itemsizes() -> dict:
+    """Bytes per element of each fixed-size ONNX data type (``ir.DataType(...)`` per question costs an enum call)."""
+    sizes = {}
+    for data_type in ir.DataType:
+        try:
+            sizes[data_type.value] = data_type.itemsize
+        except TypeError:  # STRING, UNDEFINED
+            continue
+    return sizes
+
+
+_ITEMSIZE = _itemsizes()
 
 
 def proto_float32_bytes(tensor: Optional[ir.TensorProtocol], max_elements: int) -> Optional[bytes]:
