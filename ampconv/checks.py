@@ -21,6 +21,7 @@ in one round, not a thousand).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -29,9 +30,10 @@ import onnx_ir as ir
 
 from ampconv.errors import ConversionError, ModelLoadError
 from ampconv.graphs import all_graphs
-from ampconv.loadcheck import check_with_checker, check_with_runtime, first_line, runtime_available
+from ampconv.loadcheck import check_with_checker, check_with_runtime, checker_error, first_line, runtime_available
 from ampconv.probe import Probe, build_probe, expand
 from ampconv.shapes import inferred_shapes
+from ampconv.sidecar import Checker
 from ampconv.repair import input_refusal
 from ampconv.verdict import ACCEPT, PIN, Verdict, judge
 
@@ -69,6 +71,7 @@ def check_staged(
     *,
     known_pins: Mapping[str, str],
     timings: Dict[str, object],
+    checker: Optional[Checker] = None,
 ) -> CheckOutcome:
     """Check the model ``staged`` (written from ``model``, converted from ``src``); see the module docstring.
 
@@ -77,9 +80,15 @@ def check_staged(
     ``ConversionError`` when a check fails with nothing new to pin (or, with
     ``settings.plan_again`` off, whenever it fails), and ``ModelLoadError``
     when onnxruntime refuses the input itself. ``timings`` (the report's
-    ``load_check``) records how the checks ran.
+    ``load_check``) records how the checks ran. ``checker``, a child process
+    started before the model was written, runs the full checker while this
+    one builds the probe.
     """
     runtime, dtype, rankless = settings.runtime, settings.dtype, settings.rankless
+    full_check = None
+    if checker is not None:
+        checker.submit(staged, rankless)
+        full_check = functools.partial(_checker_error, checker, staged, rankless)
     probe = build_probe(model, inferred_shapes(model)) if runtime and runtime_available() else None
     timings.update(
         runtime=runtime,
@@ -88,7 +97,7 @@ def check_staged(
     )
     notes: List[str] = []
     try:
-        note = check_with_checker(staged, source=src, timings=timings, rankless=rankless)
+        note = check_with_checker(staged, source=src, timings=timings, rankless=rankless, full_check=full_check)
         notes += [note] if note else []
         if not runtime:
             return CheckOutcome(notes + ["onnxruntime load check skipped"])
@@ -111,6 +120,14 @@ def check_staged(
     if refusal is not None:
         raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
     raise error  # nothing new to pin: planning again would give the same model
+
+
+def _checker_error(checker: Checker, staged: Path, rankless: Sequence[str]) -> Optional[Exception]:
+    """The ``checker`` child's verdict on ``staged``; the checker run here when the child gives none."""
+    try:
+        return checker.error()
+    except Checker.Unavailable:
+        return checker_error(staged, full=True, rankless=rankless)
 
 
 def _check_probe(probe: Probe, staged: Path, timings: Dict[str, object]) -> None:

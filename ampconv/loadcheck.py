@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import onnx
 
@@ -126,7 +126,8 @@ def check_written(
 
 
 def check_with_checker(
-    path: Path, *, source: Optional[Path] = None, timings: Optional[dict] = None, rankless: Sequence[str] = ()
+    path: Path, *, source: Optional[Path] = None, timings: Optional[dict] = None, rankless: Sequence[str] = (),
+    full_check: Optional[Callable[[], Optional[Exception]]] = None,
 ) -> Optional[str]:
     """The full onnx.checker on the written model ``path``; raises ``ConversionError``, or returns a note.
 
@@ -134,13 +135,15 @@ def check_with_checker(
     shape inference cannot expand some valid models, e.g. a
     MeanVarianceNormalization without ``axes``), the output is held to what the
     source passes: the basic checker. The note says so. ``rankless``: see
-    ``checker_error``. ``timings["checker_seconds"]`` records the time taken.
+    ``checker_error``. ``full_check`` gives the full checker's verdict on
+    ``path`` when another process ran it (``sidecar.Checker``).
+    ``timings["checker_seconds"]`` records the time taken (waited for).
     """
     path = Path(path)
     timings = timings if timings is not None else {}
     note = None
     start = time.perf_counter()
-    full = checker_error(path, full=True, rankless=rankless)
+    full = full_check() if full_check is not None else checker_error(path, full=True, rankless=rankless)
     if full is not None:
         source_error = checker_error(source, full=True) if source is not None else None
         if source_error is None:

@@ -1,34 +1,45 @@
-"""Type inference and the checker's verdict on a big input, in a second process while this one reads the model.
+"""Work on a big model's file in a second process while this one does its own: onnx's C++ holds the GIL.
 
-Reading a 40,000-node model into onnx-ir costs about 0.6 s of Python. onnx's
-shape inference (0.25 s) and its basic checker (0.07 s) on the same file are
-C++ that hold the GIL, so a thread gains nothing; a second process on a second
-core does them in the time the first spends deserializing. The child runs
-``python -I -m ampconv.sidecar <model> <max inline bytes>``: it reads the
-file itself, runs ``infer_types_of`` and the checker, and writes back, pickled,
-each value's inferred type (an element type, or a TypeProto's bytes for
-sequences and optionals) and the checker's verdict.
+Reading a 40,000-node model into onnx-ir costs about 0.6 s of Python; onnx's
+shape inference (0.25 s) and its checker (0.07 s basic, 0.2 s full) are C++
+that hold the GIL, so a thread beside them gains nothing. A second process on
+a second core does them meanwhile:
 
-It is used only where it pays (``worth_it``): a graph of at least
-``MIN_NODES`` nodes without subgraphs, and two cores this process may use.
-The child's start-up (interpreter, onnx import: about 0.2 s) is then hidden
-behind the deserialization. Whatever goes wrong in the child (no interpreter,
-ampconv not importable in isolated mode, a crash, an unreadable answer), the
-caller does the work itself (``Sidecar.facts`` answers None): the result is
-the same, only slower.
+1. ``Sidecar`` (``python -I -m ampconv.sidecar <model> <max inline bytes>``),
+   started once the input is parsed: it reads the file itself, infers its
+   types (``infer_types_of``) and runs the basic checker while this process
+   deserializes, and writes back, pickled, each value's inferred type (an
+   element type, or a TypeProto's bytes for sequences and optionals) and the
+   checker's verdict.
+2. ``Checker`` (``python -I -m ampconv.sidecar --check``), started before the
+   output is written so that its start-up is hidden behind the write: it warms
+   onnx's schema tables up, reads the staged file's path from its stdin and
+   runs the full checker (``loadcheck.checker_error``) while this process
+   builds the load-check probe.
+
+Both are used only where they pay (``big_enough``): a graph of at least
+``MIN_NODES`` nodes (and without subgraphs, for the inference: such a model is
+read whole from its inferred proto), and two cores this process may use; a
+child's start-up (an interpreter, onnx: about 0.2 s) hides only behind a big
+graph. Whatever goes wrong in a child (no interpreter, ampconv not importable
+in isolated mode, a crash, an unreadable answer), the caller does the work
+itself: the result is the same, only slower.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pickle
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import onnx
+
+from ampconv.loadcheck import checker_error
 
 # Graphs smaller than this are inferred in-process: the child's ~0.2 s start-up would not be hidden
 # behind a deserialization that takes about 15 us a node.
@@ -69,7 +80,12 @@ class InputFacts:
 
 def worth_it(proto: onnx.ModelProto, subgraphs: bool) -> bool:
     """Whether inferring ``proto`` in a child process pays: a big graph without subgraphs, and a second core."""
-    if subgraphs or len(proto.graph.node) < MIN_NODES or not sys.executable:
+    return not subgraphs and big_enough(len(proto.graph.node))
+
+
+def big_enough(nodes: int) -> bool:
+    """Whether a graph of ``nodes`` nodes hides a child's start-up, on a machine with a second core for it."""
+    if nodes < MIN_NODES or not sys.executable:
         return False
     try:
         cores = len(os.sched_getaffinity(0))
@@ -113,6 +129,60 @@ class Sidecar:
             self._process.wait()
 
 
+class Checker:
+    """A child that waits for a model path on its stdin and runs the full checker on it (``checker_error``).
+
+    Started before the model is written; ``submit`` the written path, do other
+    work, then ``error()``. ``error()`` raises ``Unavailable`` when the child
+    could not answer: the caller then runs the checker itself.
+    """
+
+    class Unavailable(Exception):
+        """The child gave no answer."""
+
+    def __init__(self) -> None:
+        self._process: Optional[subprocess.Popen] = None
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-I", "-m", "ampconv.sidecar", "--check"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self._process = None
+
+    def submit(self, path: Path, rankless: Sequence[str] = ()) -> None:
+        """Ask for the full checker on ``path`` (``rankless``: see ``loadcheck.checker_error``)."""
+        if self._process is None:
+            return
+        try:
+            self._process.stdin.write(json.dumps({"path": str(path), "rankless": list(rankless)}).encode() + b"\n")
+            self._process.stdin.close()
+        except OSError:  # the child died already: error() says so
+            pass
+
+    def error(self) -> Optional[Exception]:
+        """The checker's exception on the submitted path (None: it passes); raises ``Unavailable``."""
+        if self._process is None:
+            raise Checker.Unavailable()
+        try:
+            out = self._process.stdout.read()  # not communicate(): it would flush the stdin submit closed
+            if self._process.wait() != 0:
+                raise Checker.Unavailable()
+            return _error_from(pickle.loads(out))
+        except Checker.Unavailable:
+            raise
+        except Exception:  # noqa: BLE001 - an unreadable answer: the caller checks itself
+            raise Checker.Unavailable() from None
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+
 def _types_from(sent: Optional[Dict[str, object]]) -> Optional[Dict[str, object]]:
     """The types as ``element_types`` gives them, from what the child pickled (TypeProtos as bytes)."""
     if sent is None:
@@ -125,7 +195,17 @@ def _error_from(sent: Optional[tuple]) -> Optional[Exception]:
     if sent is None:
         return None
     kind, message = sent
-    return onnx.checker.ValidationError(message) if kind == "validation" else RuntimeError(message)
+    return _ERROR_KINDS.get(kind, RuntimeError)(message)
+
+
+# The checker's exception types a verdict keeps across the pipe (any other arrives as a RuntimeError).
+_ERROR_KINDS = {"validation": onnx.checker.ValidationError, "inference": onnx.shape_inference.InferenceError}
+
+
+def _error_sent(error: Exception) -> tuple:
+    """``error`` in a picklable form: its kind (``_ERROR_KINDS``) and its message."""
+    kind = next((k for k, t in _ERROR_KINDS.items() if isinstance(error, t)), "other")
+    return kind, str(error)
 
 
 def _child(path: str, max_inline_bytes: int) -> dict:
@@ -133,10 +213,8 @@ def _child(path: str, max_inline_bytes: int) -> dict:
     answer: Dict[str, object] = {"types": None, "checker": None}
     try:
         onnx.checker.check_model(path, full_check=False)
-    except onnx.checker.ValidationError as exc:
-        answer["checker"] = ("validation", str(exc))
-    except Exception as exc:  # noqa: BLE001 - the caller reads any other failure as "cannot judge"
-        answer["checker"] = ("other", str(exc))
+    except Exception as exc:  # noqa: BLE001 - the caller reads anything but a ValidationError as "cannot judge"
+        answer["checker"] = _error_sent(exc)
     inferred = infer_types_of(onnx.load(path, load_external_data=False), max_inline_bytes)
     if inferred is not None:
         answer["types"] = {
@@ -146,6 +224,28 @@ def _child(path: str, max_inline_bytes: int) -> dict:
     return answer
 
 
+def _warm_up() -> None:
+    """Run the full checker once on a one-node model: onnx builds its schema tables on first use (about 0.1 s)."""
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "warm-up",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    onnx.checker.check_model(onnx.helper.make_model(graph), full_check=True)
+
+
+def _check_child() -> Optional[tuple]:
+    """The ``Checker`` child's work: one request from stdin, the full checker's verdict in a picklable form."""
+    _warm_up()  # while the parent still writes
+    request = json.loads(sys.stdin.buffer.readline())
+    error = checker_error(Path(request["path"]), full=True, rankless=request["rankless"])
+    if error is None:
+        return None
+    return _error_sent(error)
+
+
 if __name__ == "__main__":
-    _answer = _child(sys.argv[1], int(sys.argv[2]))
+    _answer = _check_child() if sys.argv[1:] == ["--check"] else _child(sys.argv[1], int(sys.argv[2]))
     sys.stdout.buffer.write(pickle.dumps(_answer, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.buffer.flush()
+    os._exit(0)  # the parent reads until end of file: skip the interpreter's tear-down (tens of ms)

@@ -51,6 +51,7 @@ from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
 from ampconv.repair import rankless_interface
+from ampconv.sidecar import Checker, big_enough
 from ampconv.report import Report
 from ampconv.writer import write_model
 
@@ -172,19 +173,26 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
     ``pins``. The writer's note and the checks' timings go into ``report``.
     """
     options = request.write_options
-    with staging_dir(request.dst) as stage:
-        staged = stage / request.dst.name
-        written_note = write_model(
-            done.model, staged, external=done.external, progress=options.progress, max_workers=options.max_workers,
-            weights=report.weight_bytes_after,
-        )
-        if written_note:
-            report.notes.append(written_note)
-        settings = CheckSettings(runtime=options.check_runtime, dtype=request.plan_options.dtype,
-                                 rankless=rankless_interface(done.model))
-        outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins, timings=report.load_check)
-        if not outcome.pins:
-            publish(stage, request.dst)
+    # A big graph's full checker runs in a child started now, its start-up hidden behind the write.
+    checker = Checker() if big_enough(sum(len(g) for g in all_graphs(done.model))) else None
+    try:
+        with staging_dir(request.dst) as stage:
+            staged = stage / request.dst.name
+            written_note = write_model(
+                done.model, staged, external=done.external, progress=options.progress,
+                max_workers=options.max_workers, weights=report.weight_bytes_after,
+            )
+            if written_note:
+                report.notes.append(written_note)
+            settings = CheckSettings(runtime=options.check_runtime, dtype=request.plan_options.dtype,
+                                     rankless=rankless_interface(done.model))
+            outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins,
+                                   timings=report.load_check, checker=checker)
+            if not outcome.pins:
+                publish(stage, request.dst)
+    finally:
+        if checker is not None:
+            checker.cancel()
     return outcome
 
 

@@ -97,3 +97,47 @@ def test_worth_it_only_for_big_flat_graphs_and_two_cores(monkeypatch):
     monkeypatch.setattr(sidecar, "MIN_NODES", 3)
     monkeypatch.setattr(sidecar.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert not sidecar.worth_it(big, subgraphs=False)  # one core: nothing runs beside the parent
+
+
+def test_checker_child_gives_the_checkers_verdict(tmp_path):
+    good = build_tiny_gpt(tmp_path)
+    checker = sidecar.Checker()
+    checker.submit(good)
+    assert checker.error() is None
+    bad = tmp_path / "bad.onnx"
+    graph = helper.make_graph(  # y is declared INT64 but Relu of a float is float: the full check refuses it
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(bad))
+    checker = sidecar.Checker()
+    checker.submit(bad)
+    error = checker.error()
+    from ampconv.loadcheck import checker_error
+
+    here = checker_error(bad, full=True)
+    assert type(error) is type(here) and str(error) == str(here)
+
+
+@pytest.mark.parametrize("executable", ["/nonexistent/python", "/bin/false"])
+def test_a_checker_child_that_cannot_answer_says_so(tmp_path, monkeypatch, executable):
+    monkeypatch.setattr(sidecar.sys, "executable", executable)
+    checker = sidecar.Checker()
+    checker.submit(build_tiny_gpt(tmp_path))
+    with pytest.raises(sidecar.Checker.Unavailable):
+        checker.error()
+
+
+def test_conversion_with_the_checker_child_equals_one_without(tmp_path, monkeypatch):
+    """The written model and the report's verdict do not depend on where the checker ran."""
+    import ampconv
+    from ampconv import stages
+
+    src = build_tiny_gpt(tmp_path, layout="inline")
+    monkeypatch.setattr(stages, "big_enough", lambda nodes: True)
+    with_child = ampconv.convert(src, tmp_path / "child.onnx", ampconv.Config())
+    monkeypatch.setattr(stages, "big_enough", lambda nodes: False)
+    without = ampconv.convert(src, tmp_path / "here.onnx", ampconv.Config())
+    assert (tmp_path / "child.onnx").read_bytes() == (tmp_path / "here.onnx").read_bytes()
+    assert with_child.notes == without.notes and with_child.warnings == without.warnings
