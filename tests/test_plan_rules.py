@@ -167,3 +167,58 @@ def test_name_patterns_that_match_nothing_or_collide_are_reported():
     assert len(collide) == 1 and "'mm'" in collide[0] and "--keep-fp32 wins" in collide[0]
     quiet = Planner(_model(MLP), policy, Config(keep_fp32=("^mm$",)).plan_options).run()
     assert quiet.warnings == []
+
+
+# Configurations under which the rule screens (``table.active_rules``) are checked: each turns on
+# what some screen looks at (pins, lists, name patterns, the LOW type, the level).
+_SCREEN_CONFIGS = (
+    dict(level="O2"),
+    dict(level="O1", dtype="bf16"),
+    dict(level="O3", keep_fp32=(".",), force_low=("a",), block_ops=("Relu", "MatMul"), pins="every"),
+)
+
+
+def _backend_models():
+    """Every node model of onnx's backend test cases, types inferred (the corpus the screens meet)."""
+    import warnings
+
+    import numpy as np
+    import onnx.backend.test.case.node as node_cases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        cases = node_cases.collect_testcases()  # unfiltered: see test_schema_ties
+    for case in cases:
+        proto = case.model
+        try:
+            proto = onnx.shape_inference.infer_shapes(proto)
+        except Exception:  # noqa: BLE001 - a model inference refuses is still a model to plan
+            pass
+        yield case.name, ir.serde.deserialize_model(proto)
+
+
+def test_rule_screens_skip_only_rules_that_stay_silent():
+    """A rule ``active_rules`` leaves out for a node's op returns None for that node: the screens change no decision.
+
+    The screens restate each rule's first check from the op and the context;
+    this holds them to the rules on every node of onnx's backend models.
+    """
+    from ampconv.graphs import all_graphs
+    from ampconv.plan.table import active_rules
+
+    wrong, nodes = [], 0
+    for name, model in _backend_models():
+        for config in _SCREEN_CONFIGS:
+            config = dict(config)
+            pins = {n.name: "a check said so" for g in all_graphs(model) for n in g} if config.pop("pins", None) else {}
+            ctx = _ctx(model, pins=pins, **config)
+            for graph in all_graphs(model):
+                for node in graph:
+                    facts = node_facts(node, ctx.opsets, ctx.ops)
+                    active = active_rules(ctx, facts.op)
+                    nodes += 1
+                    for rule in RULE_TABLE:
+                        if rule not in active and rule(ctx, node, facts) is not None:
+                            wrong.append(f"{name}: {rule.__module__}.{rule.__name__} decides {node.op_type}")
+    assert nodes > 3000  # the corpus was there: every op onnx knows, in several forms
+    assert wrong == [], wrong[:10]

@@ -8,13 +8,15 @@ what each output will be. Rewrite passes apply the plan; reports print it.
 Where a decision is made, in one step:
 - ``rules``: the registry of rule ids (family, one-line meaning), in the order
   they are tried; the report's ``rule`` field is one of these ids;
-- ``table``: that order, as the list of rule functions the driver runs;
+- ``table``: that order, as the list of rule functions the driver runs
+  (per op, less the rules that cannot fire there: ``table.active_rules``);
 - one module per family: ``hard`` (schema and runtime facts), ``user`` (user
   overrides and checker/runtime pins), ``guards`` (constant ranges),
   ``levels`` (level table and op lists), ``gray`` (gray rule and backward pass);
 - ``driver``: runs the table over every graph, recursing through If/Loop/Scan;
 - ``decision``: the data (Decision, NodePlan, Plan); ``context``: what rules
-  read; ``facts``: a node's schema slots; ``ranges``: weights' range facts.
+  read; ``facts``: an op's schema facts and a node's float slots; ``ranges``:
+  weights' range facts.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def attribute_decisions(node: ir.Node, decision: Decision) -> Tuple[AttributeDec
     when the model set the attribute itself, and not when the node outputs
     its softmax (``_exports_softmax``).
     """
-    if decision.precision != Precision.LOW or node.op_type != "Attention" or not is_default(node):
+    if node.op_type != "Attention" or decision.precision != Precision.LOW or not is_default(node):
         return ()
     if "softmax_precision" in node.attributes or _exports_softmax(node):
         return ()

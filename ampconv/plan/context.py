@@ -11,7 +11,9 @@ import onnx_ir as ir
 from ampconv.config import PlanOptions
 from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration, Thresholds
+from ampconv.graphs import all_graphs
 from ampconv.plan.decision import ConstantNote
+from ampconv.plan.facts import OpFacts
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
 from ampconv.lowtypes import LowType, low_type, range_limits
@@ -44,6 +46,10 @@ class PlanContext:
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
     memo: Dict[str, object] = dataclasses.field(default_factory=dict)  # whole-graph facts a rule found once
+    # The schema facts of each op met, and its main slots per arity (``facts.node_facts`` keeps them).
+    ops: Dict[tuple, object] = dataclasses.field(default_factory=dict)
+    # Per ``OpFacts``: the rules of the table that can decide for its nodes (``table.active_rules``).
+    active_rules: Dict[OpFacts, Tuple] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def create(
@@ -76,6 +82,25 @@ class PlanContext:
             tune_pins=tune_pins or SearchPins(),
             shapes=inferred_shapes(model),
         )
+
+    def nodes_by_op(self) -> Dict[str, List[ir.Node]]:
+        """Every node of the model (all graphs, in graph order) by op type, from one walk kept in ``memo``.
+
+        Rules that look for a few ops across the model (fill values,
+        decomposed normalizations) read it instead of walking it each.
+        """
+        index = self.memo.get("nodes_by_op")
+        if index is None:
+            index = {}
+            for graph in all_graphs(self.model):
+                for node in graph:
+                    found = index.get(node.op_type)
+                    if found is None:
+                        index[node.op_type] = [node]
+                    else:
+                        found.append(node)
+            self.memo["nodes_by_op"] = index
+        return index
 
     @property
     def low_type(self) -> str:

@@ -28,7 +28,7 @@ the LOW type's limit. Decisions based on random calibration data say so.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import FrozenSet, Optional
 
 import onnx_ir as ir
 
@@ -37,7 +37,7 @@ from ampconv.graphs import bounded_sources, bounded_uses
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts
+from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH, feeds_softmax
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
@@ -126,6 +126,16 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
+    """The rules above that return None for every node under ``ctx``: no search pins, no data (``table``)."""
+    silent = set()
+    if not ctx.tune_pins.kept:
+        silent.add(accuracy_pin)
+    if ctx.calibration is None:
+        silent.add(activation_range)
+    return frozenset(silent)
 
 
 def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:

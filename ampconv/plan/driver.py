@@ -35,7 +35,7 @@ from ampconv.plan.ranges import misfit
 from ampconv.plan.table import decide
 from ampconv.plan.values import is_constant, is_float
 from ampconv.policy import HIGH, LOW, Policy
-from ampconv.policy.lists import STRUCTURAL, behaviour_kind
+from ampconv.policy.lists import behaviour_kind
 from ampconv.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
 from ampconv.graphs import all_graphs
 
@@ -124,23 +124,29 @@ class Planner:
 
     def _plan_graph(self, graph: ir.Graph) -> None:
         order = list(graph)  # ONNX requires topological order; ties keep file order
+        unsettled = []  # the nodes the backward pass may change, in order: it passes over the others
         for node in order:
-            self._forward(node)
-        gray.backward(self, order)
+            decision = self._forward(node)
+            if decision is not None and gray.may_settle(decision):
+                unsettled.append(node)
+        gray.backward(self, unsettled)
 
-    def _forward(self, node: ir.Node) -> None:
-        if node.op_type in STRUCTURAL and is_default(node):
+    def _forward(self, node: ir.Node) -> Optional[Decision]:
+        """Decide ``node`` and record its outputs' precision; None for a structural node (planned through its subgraphs)."""
+        ctx, values = self.ctx, self.values
+        facts = node_facts(node, ctx.opsets, ctx.ops)
+        if facts.op.kind == "structural":  # a default-domain If, Loop or Scan
             self._plan_structural(node)
-            return
-        facts = self.facts[node] = node_facts(node, self.ctx.opsets)
-        decision = self.decisions[node] = decide(self.ctx, node, facts)
-        for j, value in enumerate(node.outputs):
-            if not is_float(value):
-                continue
-            if j in facts.main_out and decision.precision in (LOW, FREE):
-                self.values[value] = decision.precision
-            else:
-                self.values[value] = HIGH
+            return None
+        self.facts[node] = facts
+        decision = self.decisions[node] = decide(ctx, node, facts)
+        precision = decision.precision
+        # A LOW or FREE node's main outputs take its precision; every other float output is HIGH.
+        main_out = facts.main_out if precision in (LOW, FREE) else ()
+        for j, is_float_out in enumerate(facts.float_out):
+            if is_float_out:
+                values[node.outputs[j]] = precision if j in main_out else HIGH
+        return decision
 
     def set_decision(self, node: ir.Node, decision: Decision) -> None:
         """Replace ``node``'s decision (backward pass, shared weights) and its outputs' precision."""
@@ -158,10 +164,11 @@ class Planner:
         """
         for graph in all_graphs(self.ctx.model):
             for value in graph.initializers.values():
-                if not is_float(value):
+                uses = value.uses()
+                if len(uses) < 2 or not is_float(value):  # a single reader cannot need both a LOW and a float32 copy
                     continue
                 needs = {}
-                for use in value.uses():
+                for use in uses:
                     needs.setdefault(self._slot_need(use.node, use.idx), []).append(use.node)
                 if LOW not in needs or HIGH not in needs:
                     continue
@@ -184,7 +191,7 @@ class Planner:
             return False
         if decision.rule not in ("gray-follow", "gray-promote", "free-high"):
             return False
-        if behaviour_kind(node.op_type, normalize_domain(node.domain)) != "transparent":
+        if facts.op.kind != "transparent":
             return False
         if self.ctx.low_type not in facts.info.allowed(facts.info.main_type()):
             return False
@@ -392,20 +399,51 @@ class Planner:
 
     # --------------------------------------------------------------- finalize
     def _finalize(self) -> None:
+        """Fix every node's ``NodePlan``: its final decision, what each input slot needs, each output's precision.
+
+        An input's need is ``_slot_need`` (an UNKNOWN need read as HIGH). For a
+        planned node it depends only on the op, which slots are float and main,
+        and the node's precision, so it is computed once per such pattern
+        (``shared``): one loop over tens of thousands of nodes, kept tight.
+        """
+        shared: Dict[tuple, Tuple] = {}
+        nodes, structural_slots, facts_of, values = self.nodes, self.structural_slots, self.facts, self.values
         for node, decision in self.decisions.items():
-            if decision.precision == FREE:  # unreachable in a well-formed graph; stay safe
+            precision = decision.precision
+            if precision == FREE:  # unreachable in a well-formed graph; stay safe
                 decision = Decision(HIGH, "free-high", "free: undecided; kept float32")
                 self.decisions[node] = decision
-            if node in self.structural_slots:
-                inputs, outputs = self.structural_slots[node]
+                precision = HIGH
+            slots = structural_slots.get(node)
+            facts = facts_of.get(node) if slots is None else None
+            if slots is not None:
+                inputs, outputs = slots
+            elif facts is None:  # not planned by the forward pass: every slot asks the general way
+                inputs, outputs = self._general_slots(node)
             else:
-                inputs = tuple(self._slot_need(node, i) if v is not None else None for i, v in enumerate(node.inputs))
-                inputs = tuple(HIGH if n == UNKNOWN else n for n in inputs)
-                outputs = tuple(self.values.get(v) if is_float(v) else None for v in node.outputs)
-            self.nodes[node] = NodePlan(decision, inputs, outputs, attribute_decisions(node, decision))
-        for value, precision in list(self.values.items()):
+                # A main slot needs the node's precision; a NONE node's main slots need HIGH.
+                main_need = precision if precision in (LOW, HIGH) else HIGH
+                key = (facts.op, facts.float_in, facts.main_in, main_need == LOW)
+                inputs = shared.get(key)
+                if inputs is None:
+                    any_in, main_in = facts.any_in, facts.main_in
+                    inputs = shared[key] = tuple([
+                        None if not is_float_in else ANY if i in any_in else main_need if i in main_in else HIGH
+                        for i, is_float_in in enumerate(facts.float_in)
+                    ])
+                outputs = tuple([
+                    values.get(v) if is_float_out else None for v, is_float_out in zip(node.outputs, facts.float_out)
+                ])
+            nodes[node] = NodePlan(decision, inputs, outputs, attribute_decisions(node, decision))
+        for value, precision in list(values.items()):
             if precision == FREE:
-                self.values[value] = HIGH
+                values[value] = HIGH
+
+    def _general_slots(self, node: ir.Node) -> Tuple[Tuple, Tuple]:
+        """``_finalize``'s slots of a node without facts: ``_slot_need`` per input, the recorded output precisions."""
+        inputs = tuple(self._slot_need(node, i) if v is not None else None for i, v in enumerate(node.inputs))
+        outputs = tuple(self.values.get(v) if is_float(v) else None for v in node.outputs)
+        return tuple(HIGH if n == UNKNOWN else n for n in inputs), outputs
 
     def consumer_needs(self, node: ir.Node, facts: NodeFacts) -> List[str]:
         """What each float consumer of ``node``'s main outputs needs (LOW, HIGH, or UNKNOWN while FREE).
@@ -450,13 +488,12 @@ class Planner:
         if node in self.structural_slots:
             inputs, _ = self.structural_slots[node]
             return inputs[index] if index < len(inputs) else None
-        value = node.inputs[index]
-        if not is_float(value):
-            return None
         facts = self.facts.get(node)
         decision = self.decisions.get(node)
         if facts is None or decision is None:
-            return HIGH
+            return HIGH if is_float(node.inputs[index]) else None
+        if not facts.float_in[index]:
+            return None
         if index in facts.any_in:
             return ANY
         if index in facts.main_in and decision.precision in (LOW, HIGH):

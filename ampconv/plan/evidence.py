@@ -36,8 +36,9 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts
+from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH
+from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
 from ampconv.schema import normalize_domain
@@ -57,18 +58,19 @@ _STATISTIC_TAIL = frozenset({"Add", "Sqrt", "Pow", "Reciprocal", "Div", "Mul", "
 
 def _guarded(ctx: PlanContext, node: ir.Node) -> bool:
     """Whether the range rules speak for ``node``: a gray op at O1/O2 under a preset with range guards."""
+    return _guarded_op(ctx, normalize_domain(node.domain), node.op_type)
+
+
+def _guarded_op(ctx: PlanContext, domain: str, op_type: str) -> bool:
+    """``_guarded`` for any node of ``domain::op_type`` (``domain`` normalized)."""
     if not ctx.policy.range_guards or ctx.policy.level not in ("O1", "O2"):
         return False
-    return ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == GRAY
+    return ctx.policy.class_of(domain, op_type) == GRAY
 
 
 def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``range-statistics``: a node of a decomposed normalization."""
-    if not _guarded(ctx, node):
-        return None
-    if "statistics" not in ctx.memo:
-        ctx.memo["statistics"] = decomposed_normalizations(ctx.model.graph)
-    if node not in ctx.memo["statistics"]:
+    if not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
         return None
     return Decision(
         HIGH,
@@ -76,6 +78,15 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
         "range: part of a normalization decomposed into ops; its statistics stay float32, as "
         "LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16)",
     )
+
+
+def _normalization_nodes(ctx: PlanContext) -> FrozenSet[ir.Node]:
+    """``decomposed_normalizations`` of the main graph, found once (``ctx.memo``)."""
+    if "statistics" not in ctx.memo:
+        graph, index = ctx.model.graph, ctx.nodes_by_op()
+        means = [node for op in sorted(_MEANS) for node in index.get(op, ()) if node.graph is graph]
+        ctx.memo["statistics"] = decomposed_normalizations(graph, means)
+    return ctx.memo["statistics"]
 
 
 def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -105,7 +116,7 @@ def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
         return None
     if not _guarded(ctx, node) or not _last_axis(node, ctx.opsets.get("", 1)):
         return None
-    found = _fully_masked_constant(node.inputs[0])
+    found = _fully_masked_constant(node.inputs[0], ctx.ranges)
     if found is None:
         return None
     name, row = found
@@ -120,9 +131,29 @@ def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
 RULES = (statistics, reduction, mask)
 
 
+def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
+    """The rules above that return None for every node of ``op`` under ``ctx`` (``table.active_rules`` skips them).
+
+    Each test restates the first checks of its rule (the op, the LOW type, ``_guarded``): keep them in step.
+    """
+    if not _guarded_op(ctx, op.domain, op.op_type):
+        return frozenset(RULES)
+    silent = set()
+    if not _normalization_nodes(ctx):  # a model without decomposed normalizations (one walk, shared with the rule)
+        silent.add(statistics)
+    if ctx.low != "fp16" or op.domain != "" or op.op_type not in _SUMS | _SQUARES:
+        silent.add(reduction)
+    if op.domain != "" or op.op_type not in ("Softmax", "LogSoftmax"):
+        silent.add(mask)
+    return frozenset(silent)
+
+
 # ------------------------------------------------------------------ evidence
-def decomposed_normalizations(graph: ir.Graph) -> FrozenSet[ir.Node]:
+def decomposed_normalizations(graph: ir.Graph, means: Optional[Iterable[ir.Node]] = None) -> FrozenSet[ir.Node]:
     """The nodes of every normalization in ``graph`` decomposed into ops (see ``range-statistics``).
+
+    ``means``: the graph's ReduceMean and ReduceSum nodes, in any order, when
+    the caller has them (``PlanContext.nodes_by_op``); None: ``graph`` is walked.
 
     Anchored on a mean (ReduceMean/ReduceSum) of a square (``Pow(d, 2)`` or
     ``Mul(d, d)``); ``d`` is either the input itself (RMS normalization) or
@@ -131,7 +162,7 @@ def decomposed_normalizations(graph: ir.Graph) -> FrozenSet[ir.Node]:
     reads ``d`` (or ``a``): the division or multiplication that normalizes.
     """
     found: Set[ir.Node] = set()
-    for node in graph:
+    for node in graph if means is None else means:
         if node.op_type not in _MEANS or not is_default(node) or not node.inputs:
             continue
         square = node.inputs[0].producer() if node.inputs[0] is not None else None
@@ -235,8 +266,12 @@ def _last_axis(node: ir.Node, opset: int) -> bool:
     return data is not None and data.shape is not None and axis == len(data.shape) - 1
 
 
-def _fully_masked_constant(value: Optional[ir.Value], depth: int = 4):
-    """(constant name, row) of a constant mask reaching ``value`` with a row of fills only; None if none does."""
+def _fully_masked_constant(value: Optional[ir.Value], ranges: RangeReader, depth: int = 4):
+    """(constant name, row) of a constant mask reaching ``value`` with a row of fills only; None if none does.
+
+    A constant that ``ranges`` already knows to hold only finite values
+    smaller in magnitude than ``MASK_FILL`` holds no fill: it is not read.
+    """
     frontier = [value]
     for _ in range(depth):
         following = []
@@ -246,6 +281,9 @@ def _fully_masked_constant(value: Optional[ir.Value], depth: int = 4):
                 continue
             for source in producer.inputs:
                 if source is None:
+                    continue
+                bound = ranges.finite_bound(source)  # known for small weights only (so a constant)
+                if bound is not None and bound < -MASK_FILL:  # every value > MASK_FILL: no fill to find
                     continue
                 if is_constant(source):
                     row = _masked_row(constant_array(source))
@@ -259,11 +297,12 @@ def _fully_masked_constant(value: Optional[ir.Value], depth: int = 4):
 
 def _masked_row(array: Optional[np.ndarray]) -> Optional[int]:
     """The first row (over the last axis) whose every value is a mask fill; None when no row is."""
-    if array is None or array.ndim == 0 or array.size == 0 or not np.issubdtype(array.dtype, np.floating):
+    # dtype kind "f": numpy's floating types (what np.issubdtype(.., np.floating) accepts), at a tenth of the cost
+    if array is None or array.ndim == 0 or array.size == 0 or array.dtype.kind != "f":
+        return None
+    if array.shape[-1] < 2 or array.min() > MASK_FILL:  # a row too short, or no fill at all (a NaN min looks on)
         return None
     rows = array.reshape(-1, array.shape[-1])
-    if array.shape[-1] < 2:
-        return None
     full = np.all(rows <= MASK_FILL, axis=-1)
     hits = np.flatnonzero(full)
     return int(hits[0]) if hits.size else None

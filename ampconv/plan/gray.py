@@ -14,7 +14,7 @@ A compute node is never flipped by its consumers.
 
 from __future__ import annotations
 
-from typing import List, Optional, Protocol, Sequence, Tuple
+from typing import List, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
@@ -23,26 +23,27 @@ from ampconv.plan.decision import FREE, Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_constant, origin
 from ampconv.policy import HIGH, LOW
-from ampconv.policy.lists import behaviour_kind
-from ampconv.schema import normalize_domain
 
 
 def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Cases 1-3 above; always decides (it is the last rule of the table)."""
-    votes: List[Tuple[str, str]] = []
+    voted: Optional[str] = None  # the first voter's precision, and the voter
+    voter: Optional[ir.Value] = None
+    values, inputs = ctx.values, node.inputs
     for i in facts.main_in:
-        value = node.inputs[i]
-        if is_constant(value):
+        value = inputs[i]
+        # Undecided first: a cheap look-up that skips most weights before the constant test.
+        precision = values.get(value)
+        if precision is None or precision == FREE or is_constant(value):
             continue
-        precision = ctx.values.get(value)
-        if precision is None or precision == FREE:
-            continue
-        votes.append((precision, origin(value)))
-    if not votes:  # case 1
+        if voter is None:
+            voted, voter = precision, value
+        elif precision != voted:  # case 3
+            return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
+    if voter is None:  # case 1
         return Decision(FREE, "gray-free", "gray: no activation inputs; follows its consumers")
-    if len({p for p, _ in votes}) == 1:  # case 2
-        return Decision(votes[0][0], "gray-follow", f"gray: follows {votes[0][1]}", follows=votes[0][1])
-    return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")  # case 3
+    source = origin(voter)  # case 2
+    return Decision(voted, "gray-follow", f"gray: follows {source}", follows=source)
 
 
 class BackwardState(Protocol):
@@ -57,8 +58,16 @@ class BackwardState(Protocol):
     def set_decision(self, node: ir.Node, decision: Decision) -> None: ...  # noqa: D102
 
 
+_FOLLOWERS = ("gray-follow", "gray-promote")  # the gray rule's float32 decisions (case 5 may flip them)
+
+
+def may_settle(decision: Decision) -> bool:
+    """Whether ``backward`` may change a node whose forward decision is ``decision``: FREE, or float32 by the gray rule."""
+    return decision.precision == FREE or (decision.precision == HIGH and decision.rule in _FOLLOWERS)
+
+
 def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
-    """Cases 4-5 above over one graph's nodes in ``order`` (topological)."""
+    """Cases 4-5 above over ``order``: one graph's nodes, topological; those ``may_settle`` passes suffice."""
     for node in reversed(order):
         if node in state.structural_slots:
             continue
@@ -68,9 +77,10 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
             if decision.precision == FREE:
                 state.set_decision(node, Decision(HIGH, "gray-free", "gray: no activation inputs and no float outputs"))
             continue
-        transparent = behaviour_kind(node.op_type, normalize_domain(node.domain)) == "transparent"
         flippable = decision.precision == FREE or (
-            decision.precision == HIGH and decision.rule in ("gray-follow", "gray-promote") and transparent
+            decision.precision == HIGH
+            and decision.rule in _FOLLOWERS
+            and facts.op.kind == "transparent"
         )
         if not flippable:
             continue

@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from ampconv.constants import RangeStats, range_stats
 from ampconv.domains import is_default
-from ampconv.graphs import all_graphs, bounded_uses
+from ampconv.graphs import bounded_uses
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
@@ -45,11 +45,12 @@ MASK_PATH = frozenset(
 
 def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Cases 1-4 above for every constant in the node's main type (and a ConstantOfShape's fill value)."""
-    fill = _fill_value_misfit(ctx, node)
+    fill = _fill_value_misfit(ctx, node) if _misfit_fills(ctx) else None  # most models have no such fill
     if fill is not None:
         return fill
+    inputs = node.inputs
     for i in facts.main_in:
-        value = node.inputs[i]
+        value = inputs[i]
         if not is_constant(value):
             continue
         stats = ctx.ranges.stats(value)
@@ -87,16 +88,16 @@ def fill_stats(ctx: PlanContext, node: Optional[ir.Node]) -> Optional[RangeStats
 
 
 def _misfit_fills(ctx: PlanContext) -> Dict[ir.Node, RangeStats]:
-    """Every ConstantOfShape of the model whose fill value pins, found in one walk (``ctx.memo``)."""
-    if "misfit_fills" not in ctx.memo:
+    """Every ConstantOfShape of the model whose fill value pins, found once (``ctx.memo``)."""
+    found = ctx.memo.get("misfit_fills")
+    if found is None:
         found = {}
-        for graph in all_graphs(ctx.model):
-            for node in graph:
-                stats = fill_stats(ctx, node) if node.op_type == "ConstantOfShape" else None
-                if stats is not None and stats.pins():
-                    found[node] = stats
+        for node in ctx.nodes_by_op().get("ConstantOfShape", ()):
+            stats = fill_stats(ctx, node)
+            if stats is not None and stats.pins():
+                found[node] = stats
         ctx.memo["misfit_fills"] = found
-    return ctx.memo["misfit_fills"]
+    return found
 
 
 def _fill_value_misfit(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:

@@ -6,22 +6,20 @@ Each rule takes (context, node, facts) and returns a ``Decision`` or None
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import FrozenSet, Optional
 
 import onnx_ir as ir
 
 from ampconv.domains import is_default, op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
-from ampconv.plan.facts import NodeFacts
-from ampconv.plan.values import is_float
+from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.policy import HIGH
 from ampconv.policy.lists import (
     CONTRIB_QUANTIZATION,
     FLOAT32_FUNCTION_BODY,
     QUANTIZATION,
     REDUCTION_NEEDS_FLOAT32,
-    behaviour_kind,
 )
 from ampconv.schema import first_opset_allowing, normalize_domain
 
@@ -30,7 +28,7 @@ def no_schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
     """An op without a known schema: its float tensors stay float32 (tried before ``no_float``)."""
     if facts.info.known:
         return None
-    if any(is_float(v) for v in list(node.inputs) + list(node.outputs)):
+    if any(facts.float_in) or any(facts.float_out):
         return Decision(HIGH, "hard-no-schema", f"hard: no known schema for {op_label(node)}; kept float32")
     return Decision(NONE, "no-float", "no float32 tensors")
 
@@ -44,6 +42,8 @@ def no_float(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Deci
 
 def unknown_type(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """An input of the main type whose type inference could not tell: it may be float32."""
+    if facts.plain:  # every value's type is known
+        return None
     main = facts.info.main_type()
     unknown = [
         v.name for i, v in enumerate(node.inputs) if v is not None and v.type is None and facts.info.input_type(i) == main
@@ -56,15 +56,18 @@ def unknown_type(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[
 
 def container(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Sequence and optional values stay float32."""
-    for value in list(node.inputs) + list(node.outputs):
-        if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
-            return Decision(HIGH, "hard-container", "hard: sequence/optional types are kept float32")
+    if facts.plain:  # every value is a tensor
+        return None
+    for values in (node.inputs, node.outputs):
+        for value in values:
+            if value is not None and value.type is not None and not isinstance(value.type, ir.TensorType):
+                return Decision(HIGH, "hard-container", "hard: sequence/optional types are kept float32")
     return None
 
 
 def tensor_attribute(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Float32 tensor attributes (e.g. TreeEnsemble's) must match the input type."""
-    if behaviour_kind(node.op_type, normalize_domain(node.domain)) == "source":
+    if not node.attributes or facts.op.kind == "source":
         return None  # a source's attribute is retyped with it
     for attribute in node.attributes.values():
         if (
@@ -131,3 +134,29 @@ def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decisi
 
 RULES = (no_schema, no_float, unknown_type, container, tensor_attribute, bitcast, function_body, runtime_kernel,
          quantization, schema)
+
+
+def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
+    """The rules above that return None for every node of ``op`` under ``ctx`` (``table.active_rules`` skips them).
+
+    Each test below restates the first check of its rule, which reads only the
+    op's schema facts and the context: keep the two in step.
+    """
+    default = op.domain == ""
+    silent = set()
+    if op.info.known:
+        silent.add(no_schema)
+    if op.kind == "source":
+        silent.add(tensor_attribute)
+    if not (default and op.op_type == "BitCast"):
+        silent.add(bitcast)
+    if not (default and op.op_type in FLOAT32_FUNCTION_BODY):
+        silent.add(function_body)
+    if not (default and op.op_type in REDUCTION_NEEDS_FLOAT32):
+        silent.add(runtime_kernel)
+    quantized = op.op_type in QUANTIZATION if default else op.label in CONTRIB_QUANTIZATION
+    if not (quantized or op.domain == "ai.onnx.preview.training"):
+        silent.add(quantization)
+    if ctx.low_type in op.info.allowed(op.info.main_type()):
+        silent.add(schema)
+    return frozenset(silent)

@@ -21,13 +21,26 @@ from ampconv.schema import normalize_domain
 
 
 def level(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """LOW or HIGH from the level table; None for sources at O3 and for INHERIT."""
-    domain = normalize_domain(node.domain)
+    """LOW or HIGH from the level table; None for sources at O3 and for INHERIT.
+
+    The answer depends on the op and the policy only: found once per op and
+    context, and the same (frozen) ``Decision`` serves every node of the op.
+    """
+    known = ctx.memo.get("level")
+    if known is None:
+        known = ctx.memo["level"] = {}
+    if facts.op not in known:
+        known[facts.op] = _level(ctx, normalize_domain(node.domain), node.op_type)
+    return known[facts.op]
+
+
+def _level(ctx: PlanContext, domain: str, op_type: str) -> Optional[Decision]:
+    """``level`` for any node of ``domain::op_type`` (``domain`` normalized)."""
     if ctx.policy.level == "O3":
-        if behaviour_kind(node.op_type, domain) == "source":
+        if behaviour_kind(op_type, domain) == "source":
             return None
         return Decision(LOW, "level-O3", "level O3: everything LOW")
-    op_class = ctx.policy.class_of(domain, node.op_type)
+    op_class = ctx.policy.class_of(domain, op_type)
     precision = ctx.policy.rule(op_class)
     if precision == LOW:
         return Decision(LOW, op_class.lower(), f"{op_class.lower()} list at {ctx.policy.level}")

@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # decision.py is the planner's output; imported for the annot
     from ampconv.plan.decision import ConstantNote
 
 
+_UNREAD = object()  # ``RangeReader.stats``: not read yet (None is an answer: unreadable)
+
+
 class RangeReader:
     """Range statistics of constant values against one LOW type's limits, cached per value.
 
@@ -33,18 +36,22 @@ class RangeReader:
         self.low = low
         self.limits = limits or range_limits(low)
         self._stats: Dict[ir.Value, Optional[RangeStats]] = {}
+        # Constants the batched scan found all finite and in range: their largest magnitude.
+        self._finite: Dict[ir.Value, float] = {}
 
     def stats(self, value: ir.Value) -> Optional[RangeStats]:
         """The range facts of constant ``value``; None when its data cannot be read."""
-        if value not in self._stats:
-            tensor = value.const_value
-            if tensor is not None and tensor.dtype == ir.DataType.FLOAT and isinstance(tensor, ir.ExternalTensor):
-                self._stats[value] = self._streamed(tensor)
-            else:
-                array = constant_array(value)
-                self._stats[value] = None if array is None else range_stats(array, self.low, limits=self.limits)
-                del array
-                release_mapped(tensor)
+        known = self._stats.get(value, _UNREAD)  # one look-up: the planner asks for every weight, often twice
+        if known is not _UNREAD:
+            return known
+        tensor = value.const_value
+        if tensor is not None and tensor.dtype == ir.DataType.FLOAT and isinstance(tensor, ir.ExternalTensor):
+            self._stats[value] = self._streamed(tensor)
+        else:
+            array = constant_array(value)
+            self._stats[value] = None if array is None else range_stats(array, self.low, limits=self.limits)
+            del array
+            release_mapped(tensor)
         return self._stats[value]
 
     def prefetch(self, values: Iterable[ir.Value]) -> None:
@@ -67,6 +74,15 @@ class RangeReader:
         for value, stats in zip(picked, batch_in_range(raws, self.limits)):
             if stats is not None:
                 self._stats[value] = stats
+                self._finite[value] = stats.max_abs  # "fits" means below the overflow bits: no inf, no NaN
+
+    def finite_bound(self, value: ir.Value) -> Optional[float]:
+        """The largest magnitude of constant ``value`` if a scan showed all its values finite; None when unknown.
+
+        Known only for the small weights ``prefetch`` scanned, and never read
+        from the data: a rule can use it to skip reading a constant it rules out.
+        """
+        return self._finite.get(value)
 
     def _streamed(self, tensor: ir.TensorProtocol) -> Optional[RangeStats]:
         try:

@@ -17,7 +17,7 @@ import onnx_ir as ir
 from ampconv.plan import data, evidence, gray, guards, hard, levels, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts
+from ampconv.plan.facts import NodeFacts, OpFacts
 
 RuleFunction = Callable[[PlanContext, ir.Node, NodeFacts], Optional[Decision]]
 
@@ -36,9 +36,28 @@ RULE_TABLE: Tuple[RuleFunction, ...] = (
 )
 
 
+# The families that name the rules they cannot fire under a context (``quiet``); the others
+# (guards, levels, gray) read the node itself, so they always run.
+_SCREENS = (hard.quiet, user.quiet, data.quiet, evidence.quiet)
+
+
+def active_rules(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
+    """``RULE_TABLE`` in its order, less the rules that return None for every node of ``op`` under ``ctx``.
+
+    A rule for another op (BitCast, the reductions), a user option not given,
+    no calibration data: skipping such rules changes no decision, and a
+    typical node then runs 7 of the 22. Made once per op and context.
+    """
+    rules = ctx.active_rules.get(op)
+    if rules is None:
+        silent = frozenset().union(*(screen(ctx, op) for screen in _SCREENS))
+        rules = ctx.active_rules[op] = tuple(rule for rule in RULE_TABLE if rule not in silent)
+    return rules
+
+
 def decide(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
-    """The first decision of ``RULE_TABLE`` for ``node``."""
-    for rule in RULE_TABLE:
+    """The first decision of ``RULE_TABLE`` for ``node`` (of the rules that can decide: ``active_rules``)."""
+    for rule in ctx.active_rules.get(facts.op) or active_rules(ctx, facts.op):
         decision = rule(ctx, node, facts)
         if decision is not None:
             return decision

@@ -7,14 +7,14 @@ LOW never casts a constant that does not fit (docs/precision.md sec. 6).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import FrozenSet, Optional
 
 import onnx_ir as ir
 
 from ampconv.domains import op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts
+from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.policy import HIGH, LOW
 
 
@@ -44,3 +44,17 @@ def force_low(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
         if pattern.search(node.name or ""):
             return Decision(LOW, "user-force-low", f"user: --force-low {pattern.pattern!r}")
     return None
+
+
+def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
+    """The rules above that return None for every node of ``op`` under ``ctx``: the options not given (``table``)."""
+    silent = set()
+    if not ctx.runtime_pins:
+        silent.add(runtime_pin)
+    if op.label not in ctx.blocked:
+        silent.add(block_op)
+    if not ctx.keep_fp32:
+        silent.add(keep_fp32)
+    if not ctx.force_low:
+        silent.add(force_low)
+    return frozenset(silent)

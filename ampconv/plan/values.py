@@ -24,10 +24,12 @@ def is_float(value: Optional[ir.Value]) -> bool:
 
 def is_constant(value: ir.Value) -> bool:
     """Initializers and Constant outputs never vote (converting them is free)."""
-    if value.is_initializer() or value.const_value is not None:
-        return True
     producer = value.producer()
-    return producer is not None and producer.op_type == "Constant" and is_default(producer)
+    if producer is None:
+        return value.is_initializer() or value.const_value is not None
+    # A node's output is never an initializer (onnx_ir refuses one): asked for every
+    # activation a rule reads, this skips that question.
+    return value.const_value is not None or (producer.op_type == "Constant" and is_default(producer))
 
 
 def constant_tensor(value: ir.Value) -> Optional[ir.TensorProtocol]:
