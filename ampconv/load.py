@@ -390,15 +390,27 @@ def weight_bytes(model: ir.Model) -> int:
     nodes), so both count, or a model would report its weights unchanged. A
     Constant's ``value_float(s)``/``value_int(s)`` count as float32/int64.
     """
-    total = 0
+    return weights_and_casts(model)[0]
+
+
+def weights_and_casts(model: ir.Model) -> Tuple[int, int]:
+    """(``weight_bytes``, the number of default-domain Cast nodes) of ``model``, from one walk over every graph.
+
+    The converter counts both before and after the rewrite; one walk each time
+    instead of two.
+    """
+    total = casts = 0
     for graph in all_graphs(model):
         for value in graph.initializers.values():
             if value.const_value is not None:
                 total += tensorsize.nbytes(value.const_value)
         for node in graph:
-            if node.op_type == "Constant" and is_default(node):
+            op_type = node.op_type
+            if op_type == "Constant" and is_default(node):
                 total += _constant_bytes(node)
-    return total
+            elif op_type == "Cast" and is_default(node):
+                casts += 1
+    return total, casts
 
 
 # Bytes per element of a Constant's list and scalar attributes (float32, int64).

@@ -44,21 +44,24 @@ class NameNodesPass(InPlacePass):
         self.named = 0
 
     def call(self, model: ir.Model) -> PassResult:
-        taken = {n.name for g in all_graphs(model) for n in g if n.name}
-        counter = 0
-        named = 0
+        taken, unnamed = set(), []
         for graph in all_graphs(model):
             for node in graph:
                 if node.name:
-                    continue
-                while True:
-                    counter += 1
-                    candidate = f"{node.op_type}_{counter}"
-                    if candidate not in taken:
-                        break
-                node.name = candidate
-                taken.add(candidate)
-                named += 1
+                    taken.add(node.name)
+                else:
+                    unnamed.append(node)
+        counter = 0
+        named = 0
+        for node in unnamed:  # in graph order, as found
+            while True:
+                counter += 1
+                candidate = f"{node.op_type}_{counter}"
+                if candidate not in taken:
+                    break
+            node.name = candidate
+            taken.add(candidate)
+            named += 1
         self.named += named
         return PassResult(model, modified=named > 0)
 

@@ -27,7 +27,7 @@ from typing import List, Mapping, Optional
 import onnx_ir as ir
 
 from ampconv.precision import Precision
-from ampconv.domains import is_default, op_label
+from ampconv.domains import op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
 from ampconv.config import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
@@ -35,7 +35,7 @@ from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult
 from ampconv.graphs import all_graphs
-from ampconv.load import external_data_files, weight_bytes
+from ampconv.load import external_data_files, weights_and_casts
 from ampconv.lowtypes import low_type
 from ampconv.opset_upgrade import schema_opset_warning
 from ampconv.outputs import publish, staging_dir
@@ -107,8 +107,8 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     cleanup repeats its sweep until nothing changes.
     """
     run_passes(model, NameNodesPass(), InferTypesPass())
-    done = Rewritten(model, None, ApplyResult(), count_casts(model), weight_bytes(model),
-                     bool(external_data_files(model)))
+    weights, casts = weights_and_casts(model)
+    done = Rewritten(model, None, ApplyResult(), casts, weights, bool(external_data_files(model)))
     if request.policy.level == "O0":
         return done
     done.plan = Planner(
@@ -155,11 +155,10 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
 def _fill_counts(report: Report, done: Rewritten, shapes: tuple) -> None:
     """Casts, weights and the GPU figures, measured on the rewritten model (converted tensors are lazy)."""
     report.casts_inserted = done.applied.casts_inserted
-    report.casts_after = count_casts(done.model)
+    report.weight_bytes_after, report.casts_after = weights_and_casts(done.model)
     # Derived, so the counts add up: a cast the cleanup bypasses and then drops
     # as dead would otherwise be counted twice.
     report.casts_removed = done.casts_before + done.applied.casts_inserted - report.casts_after
-    report.weight_bytes_after = weight_bytes(done.model)
     report.figures = conversion_figures(done.model, report.weight_bytes_after, shapes).to_dict()
     low_nodes = done.plan.count(Precision.LOW) if done.plan is not None else 0
     report.unchanged = low_nodes == 0 and done.applied.casts_inserted == 0 and report.casts_removed == 0
@@ -237,8 +236,3 @@ def _attribute_records(attributes) -> dict:
     if not attributes:
         return {}
     return {"attributes": [{"name": a.name, "value": a.value, "rule": a.rule, "reason": a.reason} for a in attributes]}
-
-
-def count_casts(model: ir.Model) -> int:
-    """Default-domain Cast nodes in every graph of ``model``."""
-    return sum(1 for g in all_graphs(model) for n in g if n.op_type == "Cast" and is_default(n))

@@ -153,3 +153,19 @@ def test_weight_bytes_counts_every_form_of_constant(tmp_path):
     assert weight_bytes(load_model(path)) == 3 * 4 + 3 * 4 + 4 + 2 * 8
     report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(level="O3", overwrite=True))
     assert report.weight_bytes_after < report.weight_bytes_before  # the float constants went LOW: the line says so
+
+
+def test_weights_and_casts_counts_both_in_one_walk():
+    from ampconv.load import weights_and_casts
+
+    model = ir.serde.deserialize_model(onnx.parser.parse_model("""
+        <ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
+        g (float[2] x) => (float[2] y) <float[3] w = {1, 2, 3}> {
+            c = Constant <value_floats = [1.0, 2.0]> ()
+            a = Cast <to = 10> (x)
+            b = custom.Cast (a)
+            y = Cast <to = 1> (b)
+        }"""))
+    # 12 bytes of initializer + 8 of Constant; the custom-domain Cast is not onnx's
+    assert weights_and_casts(model) == (20, 2)
+    assert weight_bytes(model) == 20

@@ -33,7 +33,8 @@ def check_loop_state_types(model: ir.Model) -> None:
     """Raise ``ConversionError`` when a Loop/Scan state changes type across an iteration."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     problems: List[str] = []
-    for graph in all_graphs(model):
+    graphs = all_graphs(model)
+    for graph in graphs if len(graphs) > 1 else ():  # a Loop/Scan holds a body: one graph, none to check
         for node in graph:
             if not is_default(node) or node.op_type not in ("Loop", "Scan"):
                 continue
