@@ -104,9 +104,7 @@ def _read(path: Path, proto: onnx.ModelProto, scan: "_Scan", infer_types: bool,
     """
     inferred = sidecar.infer_types_of(proto, INFER_AT_LOAD_MAX_BYTES) if infer_types and helper is None else None
     if inferred is not None and scan.subgraphs:  # control flow: read the inferred model whole (types and shapes)
-        proto, inferred = inferred, None
-        model = _deserialize(path, proto)
-        return model, True
+        return _deserialize(path, inferred), True
     model = _deserialize(path, proto)
     facts = helper.facts() if helper is not None else None
     if facts is not None:
