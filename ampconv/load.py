@@ -6,9 +6,11 @@ UTF-8 and that every external data file exists, stays inside the model's
 folder and is long enough, so a missing or truncated file is an error that
 names the tensor and the file, and nothing is written. With ``infer_types``
 the values get the element types onnx shape inference finds (see
-``_merge_types`` for why shapes are left out). The metadata helpers
-here (``external_tensors``, ``external_data_files``, ``weight_bytes``) read
-no weights.
+``_merge_types`` for why shapes are left out); a big graph's inference runs
+in a child process while this one deserializes (``ampconv.sidecar``). One
+walk over the parsed file (``_scan``) gathers what these checks need. The
+metadata helpers here (``external_tensors``, ``external_data_files``,
+``weight_bytes``, ``weights_and_casts``) read no weights.
 """
 
 from __future__ import annotations
