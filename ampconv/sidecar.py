@@ -94,18 +94,31 @@ def big_enough(nodes: int) -> bool:
     return cores >= 2
 
 
-class Sidecar:
-    """The child process working on one model file; ``facts()`` waits for its answer."""
+class _Child:
+    """A ``python -I -m ampconv.sidecar ARGS`` child answering on its stdout; no process when it cannot start."""
 
-    def __init__(self, path: Path, max_inline_bytes: int) -> None:
+    def __init__(self, args: Sequence[str], stdin: int) -> None:
         self._process: Optional[subprocess.Popen] = None
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "ampconv.sidecar", str(path), str(max_inline_bytes)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                [sys.executable, "-I", "-m", "ampconv.sidecar", *args],
+                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             )
         except OSError:  # no interpreter to start: the caller works alone
             self._process = None
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (the caller failed, or is done, before it needed the answer)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+
+class Sidecar(_Child):
+    """The child process working on one model file; ``facts()`` waits for its answer."""
+
+    def __init__(self, path: Path, max_inline_bytes: int) -> None:
+        super().__init__([str(path), str(max_inline_bytes)], subprocess.DEVNULL)
 
     def facts(self) -> Optional[InputFacts]:
         """The child's findings; None when it could not deliver them (the caller then does the work)."""
@@ -122,14 +135,8 @@ class Sidecar:
         finally:
             self.cancel()
 
-    def cancel(self) -> None:
-        """Stop the child if it still runs (the caller failed before it needed the answer)."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
 
-
-class Checker:
+class Checker(_Child):
     """A child that waits for a model path on its stdin and runs the full checker on it (``checker_error``).
 
     Started before the model is written; ``submit`` the written path, do other
@@ -141,14 +148,7 @@ class Checker:
         """The child gave no answer."""
 
     def __init__(self) -> None:
-        self._process: Optional[subprocess.Popen] = None
-        try:
-            self._process = subprocess.Popen(
-                [sys.executable, "-I", "-m", "ampconv.sidecar", "--check"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            )
-        except OSError:
-            self._process = None
+        super().__init__(["--check"], subprocess.PIPE)
 
     def submit(self, path: Path, rankless: Sequence[str] = ()) -> None:
         """Ask for the full checker on ``path`` (``rankless``: see ``loadcheck.checker_error``)."""
@@ -175,12 +175,6 @@ class Checker:
             raise Checker.Unavailable() from None
         finally:
             self.cancel()
-
-    def cancel(self) -> None:
-        """Stop the child if it still runs."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
 
 
 def _types_from(sent: Optional[Dict[str, object]]) -> Optional[Dict[str, object]]:
