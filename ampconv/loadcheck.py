@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable, FrozenSet, List, Optional, Sequence
 
 import onnx
 
 from ampconv.errors import ConversionError
+from ampconv.verdict import unregistered_default_op
 
 
 def first_line(exc: BaseException) -> str:
@@ -22,6 +23,10 @@ def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0].strip() if text else type(exc).__name__
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+# The domain a checker copy moves onnxruntime's own default-domain ops into (``checker_error``).
+RUNTIME_ONLY_DOMAIN = "ampconv.onnxruntime_default"
 
 
 def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Optional[Exception]:
@@ -33,31 +38,84 @@ def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Op
     requires a shape on every main-graph input and output, and no shape can
     be true for them, so the file is checked through a copy that gives them
     one of rank 0 (onnx's inference leaves such a value's rank open, so any
-    rank passes it). The copy sits beside ``path``, so external data resolves,
-    and is removed before this returns.
+    rank passes it).
+
+    onnxruntime registers a few ops of its own in the default domain
+    (SimplifiedLayerNormalization, which onnxruntime-genai's builder and the
+    transformers optimizer write); onnx.checker knows no schema for them and
+    refuses the whole model. When it refuses for that reason alone, the
+    checker judges a copy whose such nodes sit in a custom domain instead
+    (which it does not judge): everything else is still checked, and those
+    nodes are left to onnxruntime's load check (``runtime_only_default_ops``
+    names them). Copies sit beside ``path``, so external data resolves, and
+    are removed before this returns.
     """
+    copies: List[Path] = []
     target = Path(path)
-    if rankless:
-        target = _with_placeholder_shapes(Path(path), set(rankless))
     try:
-        onnx.checker.check_model(str(target), full_check=full)
+        if rankless:
+            target = _edited_copy(Path(path), copies, lambda proto: _give_placeholder_shapes(proto, set(rankless)))
+        error = _run_checker(target, full)
+        if error is not None and unregistered_default_op(str(error)) in runtime_only_default_ops():
+            target = _edited_copy(target, copies, _move_runtime_only_ops)
+            error = _run_checker(target, full)
+        return error
+    finally:
+        for copy in copies:
+            copy.unlink(missing_ok=True)
+
+
+def _run_checker(path: Path, full: bool) -> Optional[Exception]:
+    try:
+        onnx.checker.check_model(str(path), full_check=full)
     except Exception as exc:  # noqa: BLE001 - the checker raises several types
         return exc
-    finally:
-        if target != Path(path):
-            target.unlink(missing_ok=True)
     return None
 
 
-def _with_placeholder_shapes(path: Path, names: set) -> Path:
-    """A copy of the model file ``path`` whose main-graph inputs/outputs in ``names`` have a rank-0 shape."""
+def _edited_copy(path: Path, copies: List[Path], edit: Callable[[onnx.ModelProto], None]) -> Path:
+    """A copy of the model file ``path`` (weights stay in their data files) with ``edit`` applied to its proto."""
     proto = onnx.load(str(path), load_external_data=False)
+    edit(proto)
+    copy = Path(path).with_name(f".checker-copy{len(copies)}.{Path(path).name.lstrip('.')}")
+    onnx.save(proto, str(copy))
+    copies.append(copy)
+    return copy
+
+
+def _give_placeholder_shapes(proto: onnx.ModelProto, names: set) -> None:
+    """Give the main-graph inputs/outputs in ``names`` that have no shape a rank-0 one (see ``checker_error``)."""
     for info in list(proto.graph.input) + list(proto.graph.output):
         if info.name in names and info.type.HasField("tensor_type") and not info.type.tensor_type.HasField("shape"):
             info.type.tensor_type.shape.SetInParent()
-    copy = path.with_name(f".checker-copy.{path.name}")
-    onnx.save(proto, str(copy))
-    return copy
+
+
+def _move_runtime_only_ops(proto: onnx.ModelProto) -> None:
+    """Move every default-domain node whose op only onnxruntime defines into ``RUNTIME_ONLY_DOMAIN``."""
+    ops = runtime_only_default_ops()
+    moved = False
+    for node in _all_proto_nodes(proto.graph):
+        if node.domain in ("", "ai.onnx") and node.op_type in ops:
+            node.domain = RUNTIME_ONLY_DOMAIN
+            moved = True
+    if moved and all(o.domain != RUNTIME_ONLY_DOMAIN for o in proto.opset_import):
+        proto.opset_import.append(onnx.helper.make_opsetid(RUNTIME_ONLY_DOMAIN, 1))
+
+
+def _all_proto_nodes(graph: onnx.GraphProto):
+    """Every node of ``graph`` and of the subgraphs its attributes hold."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                yield from _all_proto_nodes(sub)
+
+
+def runtime_only_default_ops() -> FrozenSet[str]:
+    """The default-domain ops onnxruntime defines and the installed onnx does not (empty without onnxruntime)."""
+    from ampconv import runtime_schemas
+
+    return runtime_schemas.default_domain_ops()
 
 
 def runtime_available() -> bool:
@@ -186,6 +244,7 @@ __all__ = [
     "check_written",
     "checker_error",
     "first_line",
+    "runtime_only_default_ops",
     "runtime_available",
     "runtime_refusal",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import onnx.defs
 
@@ -83,6 +83,11 @@ def available() -> bool:
     return bool(_registry())
 
 
+def default_domain_ops() -> FrozenSet[str]:
+    """The ops onnxruntime registers in the default domain that the installed onnx does not define."""
+    return frozenset(op for domain, op in _registry() if domain == "")
+
+
 def domains() -> Tuple[str, ...]:
     """The domains onnxruntime adds schemas for (beyond what the installed onnx knows)."""
     return tuple(sorted({domain for domain, _ in _registry()}))
@@ -129,4 +134,4 @@ def _formal(parameter) -> Formal:
     return Formal(parameter.name, parameter.typeStr, option, bool(getattr(parameter, "isHomogeneous", True)))
 
 
-__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "domains", "known", "lookup"]
+__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "default_domain_ops", "domains", "known", "lookup"]

@@ -143,9 +143,15 @@ def unregistered_op(message: str) -> Optional[str]:
     return f"{match.group(1)}::{match.group(2)}" if match.group(1) else match.group(2)
 
 
+def unregistered_default_op(message: str) -> Optional[str]:
+    """The op onnx.checker found no schema for in the default domain (``No Op registered for X``), else None."""
+    match = re.search(r"No Op registered for (\w+) with domain_version", message)
+    return match.group(1) if match else None
+
+
 def _kernel_name(message: str) -> str:
     match = re.search(r"implementation for (\S+)", message)
     return f"first missing: {match.group(1)}" if match else "no bfloat16 kernels"
 
 
-__all__ = ["ACCEPT", "FAIL", "PIN", "Verdict", "checker_pins", "judge", "runtime_pins", "unregistered_op"]
+__all__ = ["ACCEPT", "FAIL", "PIN", "Verdict", "checker_pins", "judge", "runtime_pins", "unregistered_default_op", "unregistered_op"]
