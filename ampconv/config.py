@@ -24,6 +24,7 @@ from ampconv.errors import UsageError, named
 
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
+KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
 TARGETS = ("cuda", "cpu")
 # Other spellings of the dtype keys: the ONNX names of the types, any case.
 DTYPE_ALIASES = {"fp16": "fp16", "bf16": "bf16", "float16": "fp16", "bfloat16": "bf16"}
@@ -62,10 +63,13 @@ class PlanOptions:
     clamp_small: Optional[str] = None
     data_max: Optional[float] = None
     underflow_fraction: Optional[float] = None
+    kv_cache: str = "keep"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
+        if self.kv_cache not in KV_CACHE:
+            raise UsageError(f"unknown {named('kv_cache')} {self.kv_cache!r}: choose {' or '.join(KV_CACHE)}")
         for pattern in self.keep_fp32 + self.force_low:
             _check_regex(pattern)
         if self.clamp_small is not None and not self.clamp:
@@ -155,6 +159,10 @@ class Config:
             ``mixlists`` (docs/precision.md sec. 7). None: no such base.
         keep_io_types: True keeps every graph input/output float32, False
             converts them, a tuple names the ones to keep float32.
+        kv_cache: ``keep`` (the default) leaves a decoder's KV cache inputs and
+            outputs to ``keep_io_types``; ``low`` puts every past/present pair
+            found (``ampconv.plan.kvcache``) in the LOW type, so the cache is
+            never cast through float32; ids, masks and positions are untouched.
         keep_fp32: node-name regexes forced HIGH.
         force_low: node-name regexes forced LOW (schema constraints still win).
         block_ops: op types forced HIGH (``OpType`` or ``domain::OpType``); an
@@ -213,6 +221,7 @@ class Config:
     mixlists: Tuple[str, ...] = ()
     op_info: Optional[str] = None
     keep_io_types: Union[bool, Tuple[str, ...]] = True
+    kv_cache: str = "keep"
     keep_fp32: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()

@@ -7,7 +7,9 @@ re-read). The definitions are ``figures``' own (``HEAVY_OPS``,
 ``tensor_bytes``): cast traffic is ``numel * (input itemsize + output
 itemsize)`` summed over every Cast, at concrete shapes: the graph inputs'
 shapes resolved from ``shapes`` (the forms of ``--shape``), every other
-symbolic or unnamed dimension 1. Shapes the IR does not hold are inferred once
+symbolic or unnamed dimension 1, a dimension written as an expression of
+symbols (``past_sequence_length + 1``) evaluated from them
+(``ampconv.dimexpr``). Shapes the IR does not hold are inferred once
 (``ampconv.shapes``), only when a Cast's tensor has none; a Cast inside a
 subgraph whose size cannot be told counts as unknown, never as 0 bytes.
 """
@@ -20,6 +22,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import onnx_ir as ir
 
+from ampconv.dimexpr import evaluate_dim, symbols_of
 from ampconv.errors import UsageError
 from ampconv.figures import HEAVY_OPS, tensor_bytes
 from ampconv.graphs import all_graphs
@@ -54,7 +57,9 @@ class ConversionFigures:
 def conversion_figures(model: ir.Model, weight_bytes: int, shapes: Sequence = ()) -> ConversionFigures:
     """The figures of the converted ``model`` (its weight total measured by the caller)."""
     concrete = _input_shapes(model, shapes)
-    dims = {dim: size for spec, sizes in concrete for dim, size in zip(spec.dims, sizes) if isinstance(dim, str)}
+    # Plain symbols only: an expression (``past_sequence_length + 1``) is evaluated from them where met.
+    dims = {dim: size for spec, sizes in concrete for dim, size in zip(spec.dims, sizes)
+            if isinstance(dim, str) and symbols_of(dim) == {dim}}
     source = inferred_shapes(model, {spec.name: sizes for spec, sizes in concrete})
     casts = unknown = traffic = heavy = heavy_low = 0
     for graph in all_graphs(model):
@@ -87,14 +92,14 @@ def _cast_bytes(node: ir.Node, shape_of, dims: Mapping[str, int]) -> Optional[in
     shape = shape if shape is not None else next(iter(declared), None)
     if shape is None:
         return None
-    numel = math.prod(dims.get(str(d), 1) if not isinstance(d, int) else d for d in shape.dims)
+    numel = math.prod(evaluate_dim(d, dims) for d in shape.dims)
     sizes = [tensor_bytes(dtype.value, numel) for dtype in (source.dtype, target.dtype)]
     return None if None in sizes else sum(sizes)
 
 
 def _bound(shape: ir.Shape, dims: Mapping[str, int]) -> bool:
     """Whether every dim of ``shape`` is a number or a symbol the graph inputs bind."""
-    return all(isinstance(d, int) or str(d) in dims for d in shape.dims)
+    return all(isinstance(d, int) or not (symbols_of(d) - dims.keys()) for d in shape.dims)
 
 
 def _first_float(node: ir.Node) -> Optional[ir.DataType]:

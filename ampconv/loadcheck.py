@@ -14,6 +14,7 @@ from typing import Callable, FrozenSet, List, Optional, Sequence
 
 import onnx
 
+from ampconv import runtime_schemas
 from ampconv.errors import ConversionError
 from ampconv.verdict import unregistered_default_op
 
@@ -113,8 +114,6 @@ def _all_proto_nodes(graph: onnx.GraphProto):
 
 def runtime_only_default_ops() -> FrozenSet[str]:
     """The default-domain ops onnxruntime defines and the installed onnx does not (empty without onnxruntime)."""
-    from ampconv import runtime_schemas
-
     return runtime_schemas.default_domain_ops()
 
 

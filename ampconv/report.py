@@ -46,6 +46,8 @@ class Report:
     figures: Optional[Dict[str, Any]] = None
     # The main graph's float inputs and outputs: name, kind, precision, rule, reason (ampconv.plan.interface).
     interface: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    # A decoder's KV cache (ampconv.plan.kvcache.cache_summary): pairs, types, bytes per step; None without one.
+    kv_cache: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
@@ -209,6 +211,8 @@ def render_text(report: Report, verbose: bool = False) -> str:
         )
     if report.figures is not None:
         lines.append(f"  {_figures_line(report)}")
+    if report.kv_cache is not None:
+        lines.append(f"  {_kv_cache_line(report)}")
     lines.extend(_constant_lines(report, verbose))
     lines.extend(_grouped(
         [(line_kind(pin["reason"]), f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
@@ -242,6 +246,22 @@ def _figures_line(report: Report) -> str:
         f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
         f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"
     )
+
+
+def _kv_cache_line(report: Report) -> str:
+    """The KV cache in one line: the pairs found, their type, the bytes per step, and symbols left at 1."""
+    cache = report.kv_cache
+    pairs = cache["pairs"]
+    shown = ", ".join(f"{p['past']} -> {p['present']}" for p in pairs[:2]) + (", ..." if len(pairs) > 2 else "")
+    line = (
+        f"KV cache: {len(pairs)} past/present pair(s) ({shown}) in {'/'.join(cache['types'])}; "
+        f"{_mib(cache['bytes_read'])} read, {_mib(cache['bytes_written'])} written per step"
+    )
+    if "float32" in cache["types"]:
+        line += " (kv_cache='low' keeps it in the LOW type)"
+    if cache["unset"]:
+        line += f"; {', '.join(cache['unset'])} counted as 1 (give their sizes with shapes)"
+    return line
 
 
 def render_warnings(report: Report) -> str:

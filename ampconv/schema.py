@@ -33,6 +33,7 @@ from ampconv.domains import normalize_domain
 from ampconv.lowtypes import low_type
 
 FLOAT = "tensor(float)"
+_FLOAT_TYPES = frozenset({"tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +160,11 @@ def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], .
     if len(floaty) < 2:
         return ()
     groups = _UnionFind()
-    for a, b in _body_ties(schema, opset, constraints) + _inference_ties(schema, opset, constraints, floaty):
+    if isinstance(schema, runtime_schemas.RuntimeSchema):
+        found = _twin_ties(constraints, floaty)
+    else:
+        found = _body_ties(schema, opset, constraints) + _inference_ties(schema, opset, constraints, floaty)
+    for a, b in found:
         groups.union(("outer", a), ("outer", b))
     pairs = []
     for i, variable in enumerate(floaty):
@@ -168,6 +173,27 @@ def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], .
                 pairs.append((variable, canonical))
                 break
     return tuple(pairs)
+
+
+def _twin_ties(constraints: Mapping[str, Tuple[str, ...]], floaty: Sequence[str]) -> List[Tuple[str, str]]:
+    """Ties of an onnxruntime schema: float variables that admit the same float types move together.
+
+    onnxruntime exposes neither a function body nor type inference to probe.
+    Its ops that name two float variables with the same admitted types do so
+    to allow mixed kernels (SimplifiedLayerNormalization's ``T`` for X and
+    ``V`` for the scale and Y; GroupQueryAttention's ``T_CACHE``, which also
+    admits int8 for a quantized cache), and their all-float16 form is the one
+    its builders write; moving such twins together is what keeps the node's
+    input in the LOW type instead of casting it to float32. The load check
+    confirms each signature, as for every op.
+    """
+    floats = {v: frozenset(constraints[v]) & _FLOAT_TYPES for v in floaty}
+    ties = []
+    for i, variable in enumerate(floaty):
+        twin = next((c for c in floaty[:i] if floats[c] == floats[variable]), None)
+        if twin is not None:
+            ties.append((variable, twin))
+    return ties
 
 
 def _variables_in_slot_order(schema: onnx.defs.OpSchema) -> List[str]:

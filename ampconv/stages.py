@@ -31,6 +31,7 @@ from ampconv.domains import op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
 from ampconv.config import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
+from ampconv.plan.kvcache import cache_summary
 from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
 from ampconv.data.tune import TuneResult
@@ -160,6 +161,9 @@ def _fill_counts(report: Report, done: Rewritten, shapes: tuple) -> None:
     # as dead would otherwise be counted twice.
     report.casts_removed = done.casts_before + done.applied.casts_inserted - report.casts_after
     report.figures = conversion_figures(done.model, report.weight_bytes_after, shapes).to_dict()
+    if done.plan is not None:
+        given = [name for name, _ in shapes]
+        report.kv_cache = cache_summary(done.plan.kv_cache, done.model.graph, report.figures["dims"], given)
     low_nodes = done.plan.count(Precision.LOW) if done.plan is not None else 0
     report.unchanged = low_nodes == 0 and done.applied.casts_inserted == 0 and report.casts_removed == 0
 

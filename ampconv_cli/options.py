@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Mapping, Tuple
 
 import click
 
-from ampconv.config import DTYPES, LEVELS, TARGETS
+from ampconv.config import DTYPES, KV_CACHE, LEVELS, TARGETS
 from ampconv.policy.lists import PRESETS
 
 
@@ -108,7 +108,7 @@ def _plan_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
         "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
         "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]), "clamp": params["clamp"],
         "max_finite": params["max_finite"], "min_positive": params["min_positive"],
-        "clamp_small": params["clamp_small"],
+        "clamp_small": params["clamp_small"], "kv_cache": params["kv_cache"],
     }
 
 
@@ -161,6 +161,10 @@ conversion_options = OptionGroup(
                      help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),
         click.option("--no-keep-io-types", "no_keep_io", is_flag=True,
                      help="Convert graph inputs/outputs to the low type too."),
+        click.option("--kv-cache", "kv_cache", type=click.Choice(KV_CACHE), default="keep", show_default=True,
+                     help="low: a decoder's KV cache inputs and outputs (past/present pairs, found by "
+                     "structure) in the low type, so the cache never round-trips through float32; keep: "
+                     "as --keep-io-types says."),
         click.option("--keep-fp32", multiple=True, metavar="REGEX",
                      help="Keep nodes whose name matches float32; repeatable."),
         click.option("--force-low", multiple=True, metavar="REGEX",

@@ -53,3 +53,100 @@ def with_default_domain_op(path: Path, op_type: str) -> Path:
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), str(path))
     return path
+
+
+def _const(name: str, array) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def decode_step(path: Path, hidden: int = 32, heads: int = 2, head_dim: int = 16, vocab: int = 64,
+                opset: int = 18, seed: int = 0) -> Path:
+    """A torch-dynamo-style decode step of one attention layer with a KV cache and rotary embeddings.
+
+    Inputs: ``input_ids`` [1, S], ``position_ids`` [1, S], ``past_key``/``past_value`` [1, heads, P, head_dim].
+    Outputs: ``logits`` [1, S, vocab], ``present_key``/``present_value`` [1, heads, P + S, head_dim].
+    The rotary tables come from ``Cos``/``Sin`` of position x inverse frequency, as dynamo writes them; the
+    embedding table is tied to the lm_head (read through a Transpose).
+    """
+    rng = np.random.default_rng(seed)
+    half = head_dim // 2
+    inv_freq = (1.0 / (10000 ** (np.arange(0, half, dtype=np.float32) / half))).astype(np.float32)
+    w = lambda *shape: (rng.standard_normal(shape) * 0.1).astype(np.float32)  # noqa: E731
+    inits = [
+        _const("embed", w(vocab, hidden)), _const("wq", w(hidden, heads * head_dim)),
+        _const("wk", w(hidden, heads * head_dim)), _const("wv", w(hidden, heads * head_dim)),
+        _const("wo", w(heads * head_dim, hidden)), _const("inv_freq", inv_freq.reshape(1, 1, half)),
+        _const("heads_shape", np.array([1, -1, heads, head_dim], np.int64)),
+        _const("merge_shape", np.array([1, -1, heads * head_dim], np.int64)),
+        _const("unsq_axes", np.array([1], np.int64)), _const("scale", np.array(head_dim ** -0.5, np.float32)),
+        _const("split_half", np.array([half, half], np.int64)), _const("pos_axes", np.array([2], np.int64)),
+    ]
+    nodes = [
+        helper.make_node("Gather", ["embed", "input_ids"], ["h"], name="embed_gather"),
+        # rotary tables: cos/sin of position x inv_freq, duplicated to head_dim, broadcast over heads
+        helper.make_node("Unsqueeze", ["position_ids", "pos_axes"], ["pos3"], name="pos_unsqueeze"),
+        helper.make_node("Cast", ["pos3"], ["posf"], name="pos_cast", to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["posf", "inv_freq"], ["freqs"], name="freqs_mul"),
+        helper.make_node("Concat", ["freqs", "freqs"], ["emb"], name="emb_concat", axis=-1),
+        helper.make_node("Cos", ["emb"], ["cos"], name="rotary_cos"),
+        helper.make_node("Sin", ["emb"], ["sin"], name="rotary_sin"),
+        helper.make_node("Unsqueeze", ["cos", "unsq_axes"], ["cos4"], name="cos_unsqueeze"),
+        helper.make_node("Unsqueeze", ["sin", "unsq_axes"], ["sin4"], name="sin_unsqueeze"),
+    ]
+    for proj in ("q", "k", "v"):
+        nodes += [
+            helper.make_node("MatMul", ["h", f"w{proj}"], [f"{proj}_flat"], name=f"{proj}_proj"),
+            helper.make_node("Reshape", [f"{proj}_flat", "heads_shape"], [f"{proj}_4"], name=f"{proj}_reshape"),
+            helper.make_node("Transpose", [f"{proj}_4"], [f"{proj}_t"], name=f"{proj}_transpose", perm=[0, 2, 1, 3]),
+        ]
+    for proj in ("q", "k"):  # x * cos + rotate_half(x) * sin
+        nodes += [
+            helper.make_node("Split", [f"{proj}_t", "split_half"], [f"{proj}_1", f"{proj}_2"], name=f"{proj}_split",
+                             axis=-1),
+            helper.make_node("Neg", [f"{proj}_2"], [f"{proj}_2n"], name=f"{proj}_neg"),
+            helper.make_node("Concat", [f"{proj}_2n", f"{proj}_1"], [f"{proj}_rot"], name=f"{proj}_rotate", axis=-1),
+            helper.make_node("Mul", [f"{proj}_t", "cos4"], [f"{proj}_c"], name=f"{proj}_mul_cos"),
+            helper.make_node("Mul", [f"{proj}_rot", "sin4"], [f"{proj}_s"], name=f"{proj}_mul_sin"),
+            helper.make_node("Add", [f"{proj}_c", f"{proj}_s"], [f"{proj}_r"], name=f"{proj}_rope_add"),
+        ]
+    nodes += [
+        helper.make_node("Concat", ["past_key", "k_r"], ["present_key"], name="key_cache_concat", axis=2),
+        helper.make_node("Concat", ["past_value", "v_t"], ["present_value"], name="value_cache_concat", axis=2),
+        helper.make_node("Transpose", ["present_key"], ["k_T"], name="key_transpose", perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q_r", "k_T"], ["scores_raw"], name="scores_matmul"),
+        helper.make_node("Mul", ["scores_raw", "scale"], ["scores"], name="scores_scale"),
+        helper.make_node("Softmax", ["scores"], ["probs"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["probs", "present_value"], ["ctx"], name="context_matmul"),
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], name="context_transpose", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctx_t", "merge_shape"], ["ctx_m"], name="context_reshape"),
+        helper.make_node("MatMul", ["ctx_m", "wo"], ["attn"], name="o_proj"),
+        helper.make_node("Add", ["attn", "h"], ["resid"], name="residual_add"),
+        helper.make_node("Transpose", ["embed"], ["embed_t"], name="lm_head_transpose", perm=[1, 0]),
+        helper.make_node("MatMul", ["resid", "embed_t"], ["logits"], name="lm_head"),
+    ]
+    cache = lambda name, length: helper.make_tensor_value_info(  # noqa: E731
+        name, TensorProto.FLOAT, [1, heads, length, head_dim])
+    graph = helper.make_graph(
+        nodes, "decode_step",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, "seq"]),
+         cache("past_key", "past_sequence_length"), cache("past_value", "past_sequence_length")],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "seq", vocab]),
+         cache("present_key", "past_sequence_length + seq"), cache("present_value", "past_sequence_length + seq")],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def decode_feeds(past: int = 5, seq: int = 1, heads: int = 2, head_dim: int = 16, vocab: int = 64, seed: int = 1):
+    """Inputs of one ``decode_step`` call: ``seq`` new tokens after ``past`` cached ones."""
+    rng = np.random.default_rng(seed)
+    return {
+        "input_ids": rng.integers(0, vocab, (1, seq)).astype(np.int64),
+        "position_ids": np.arange(past, past + seq, dtype=np.int64).reshape(1, seq),
+        "past_key": rng.standard_normal((1, heads, past, head_dim)).astype(np.float32),
+        "past_value": rng.standard_normal((1, heads, past, head_dim)).astype(np.float32),
+    }

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 
 import ampconv
-from ampconv.errors import ModelLoadError
+from ampconv.dimexpr import evaluate_dim
+from ampconv.errors import ModelLoadError, UsageError
 from ampconv.loadcheck import checker_error, runtime_only_default_ops
+from ampconv.plan.bounds import semantic_bound
+from ampconv.plan.kvcache import find_cache_pairs
+from ampconv.schema import op_info, type_ties
 
-from tests.helpers import run
-from tests.llm_models import genai_block, with_default_domain_op
+from tests.helpers import elem_types, model_from_text, run, save
+from tests.llm_models import decode_feeds, decode_step, genai_block, with_default_domain_op
 
 
 def test_onnxruntime_default_domain_ops_are_known():
@@ -54,3 +59,184 @@ def test_an_op_nobody_defines_is_still_refused(tmp_path):
     with pytest.raises(ModelLoadError):
         ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(overwrite=True))
     assert not (tmp_path / "out.onnx").exists()
+
+
+# ----------------------------------------------------------------- rotary tables: bounded voters
+def _plan_of(tmp_path, src, **config):
+    report = ampconv.convert(src, tmp_path / "plan.onnx", ampconv.Config(overwrite=True, **config))
+    return {n["name"]: n for n in report.nodes}, report
+
+
+def test_rotary_multiplies_stay_low_and_the_tables_are_cast_once(tmp_path):
+    nodes, report = _plan_of(tmp_path, decode_step(tmp_path / "d.onnx"))
+    assert nodes["rotary_cos"]["precision"] == "HIGH"  # its argument needs float32
+    for name in ("q_mul_cos", "q_mul_sin", "k_mul_cos", "k_mul_sin"):
+        assert (nodes[name]["precision"], nodes[name]["rule"]) == ("LOW", "gray-narrow"), nodes[name]
+    assert "bounded by |x| <= 1" in nodes["q_mul_cos"]["reason"]
+    assert nodes["cos_unsqueeze"]["precision"] == "LOW"  # the cast moved up to the table
+    assert nodes["q_rope_add"]["precision"] == "LOW"
+
+
+def test_an_unbounded_float32_voter_still_promotes(tmp_path):
+    src = model_from_text("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 4] x, float[4, 4] w) => (float[2, 4] y) {
+        mm = MatMul (x, w)
+        e = Exp (x)
+        y = Mul (mm, e)
+    }""")
+    _, report = _plan_of(tmp_path, save(src, tmp_path / "m.onnx"), block_ops=("Exp",))
+    mul = next(n for n in report.nodes if n["op_type"] == "Mul")
+    assert (mul["precision"], mul["rule"]) == ("HIGH", "gray-promote")
+
+
+def test_semantic_bounds_follow_op_meaning():
+    model = ir.from_proto(model_from_text("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[4] x) => (float[4] a, float[4] b, float[4] c, float[4] d) {
+        s = Sin (x)
+        a = Neg (s)
+        t = Tanh (x)
+        b = Mul (s, t)
+        c = Mul (s, x)
+        d = Exp (x)
+    }"""))
+    bound = {v.name: semantic_bound(v) for v in model.graph.outputs}
+    assert bound == {"a": 1.0, "b": 1.0, "c": None, "d": None}
+
+
+# ----------------------------------------------------------------- the KV cache
+def test_cache_pairs_found_by_structure(tmp_path):
+    model = ir.load(str(decode_step(tmp_path / "d.onnx")))
+    pairs = find_cache_pairs(model.graph)
+    assert [(p.past, p.present, p.via) for p in pairs] == [
+        ("past_key", "present_key", "Concat"), ("past_value", "present_value", "Concat")]
+
+
+def test_an_input_concatenated_but_not_returned_is_no_cache():
+    model = ir.from_proto(model_from_text("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[1, 4] past, float[1, 4] new) => (float[1, 8] y) {
+        joined = Concat <axis = 1> (past, new)
+        y = Relu (joined)
+    }"""))
+    assert find_cache_pairs(model.graph) == ()
+
+
+def test_cache_pairs_through_an_attention_op_and_an_if_branch():
+    model = ir.from_proto(model_from_text("""<ir_version: 8, opset_import: ["" : 18, "com.microsoft" : 1]>
+    g (float[1, 2, 4] q, float[1, 1, 3, 2] past_k, float[1, 1, 3, 2] past_v, int32[1] lens, int32 total, bool cond)
+      => (float[1, 2, 4] out, float[1, 1, 5, 2] present_k, float[1, 1, 5, 2] present_v, float[1, 2, 4] branch_out) {
+        out, present_k, present_v = com.microsoft.GroupQueryAttention <num_heads = 2, kv_num_heads = 1>
+            (q, q, q, past_k, past_v, lens, total)
+        branch_out = If (cond) <
+            then_branch = t () => (float[1, 2, 4] r) { r = Identity (q) },
+            else_branch = e () => (float[1, 2, 4] r2) { r2 = Concat <axis = 1> (q, q) }
+        >
+    }"""))
+    pairs = find_cache_pairs(model.graph)
+    assert [(p.past, p.present, p.via) for p in pairs] == [
+        ("past_k", "present_k", "GroupQueryAttention"), ("past_v", "present_v", "GroupQueryAttention")]
+
+
+def test_merged_decoder_cache_inside_an_if_branch():
+    model = ir.from_proto(model_from_text("""<ir_version: 8, opset_import: ["" : 18]>
+    g (float[1, 3] past, float[1, 1] new, bool use_cache) => (float[1, 4] present) {
+        present = If (use_cache) <
+            then_branch = t () => (float[1, 4] joined) { joined = Concat <axis = 1> (past, new) },
+            else_branch = e () => (float[1, 4] fresh) { fresh = Concat <axis = 1> (new, new, new, new) }
+        >
+    }"""))
+    assert [(p.past, p.present) for p in find_cache_pairs(model.graph)] == [("past", "present")]
+
+
+def test_kv_cache_low_keeps_the_cache_low_and_ids_untouched(tmp_path):
+    src = decode_step(tmp_path / "d.onnx")
+    dst = tmp_path / "d.low.onnx"
+    keep = ampconv.convert(src, tmp_path / "d.keep.onnx", ampconv.Config(overwrite=True))
+    low = ampconv.convert(src, dst, ampconv.Config(overwrite=True, kv_cache="low"))
+    types = elem_types(onnx.load(str(dst)))
+    assert types["past_key"] == types["present_value"] == onnx.TensorProto.FLOAT16
+    assert types["input_ids"] == types["position_ids"] == onnx.TensorProto.INT64
+    assert types["logits"] == onnx.TensorProto.FLOAT  # keep_io_types still keeps the rest
+    rules = {d["name"]: d["rule"] for d in low.interface}
+    assert rules["past_key"] == rules["present_key"] == "io-kv-cache"
+    nodes = {n["name"]: n for n in low.nodes}
+    assert nodes["key_cache_concat"]["precision"] == "LOW"
+    assert low.casts_after < keep.casts_after
+    assert low.kv_cache["types"] == ["float16"] and keep.kv_cache["types"] == ["float32"]
+    assert "kv_cache='low'" in keep.summary() and "KV cache: 2 past/present pair(s)" in low.summary()
+    feeds = decode_feeds()
+    reference = run(src, feeds)
+    converted = run(dst, {k: (v.astype(np.float16) if v.dtype == np.float32 else v) for k, v in feeds.items()})
+    assert np.abs(reference[0] - converted[0]).max() < 0.05
+
+
+def test_kv_cache_bytes_per_step_evaluate_derived_dimensions(tmp_path):
+    src = decode_step(tmp_path / "d.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx",
+                             ampconv.Config(overwrite=True, kv_cache="low", shapes={"past_sequence_length": 32}))
+    per_tensor = 1 * 2 * 16 * 2  # batch x heads x head_dim x float16 bytes, per cache position
+    assert report.kv_cache["bytes_read"] == 2 * 32 * per_tensor
+    assert report.kv_cache["bytes_written"] == 2 * (32 + 1) * per_tensor  # past_sequence_length + seq, seq at 1
+    assert report.kv_cache["unset"] == ["seq"]
+
+
+def test_a_model_without_a_cache_reports_none(tmp_path):
+    report = ampconv.convert(genai_block(tmp_path / "g.onnx"), tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    assert report.kv_cache is None and "KV cache" not in report.summary()
+
+
+def test_kv_cache_option_is_checked():
+    with pytest.raises(UsageError, match="kv_cache"):
+        ampconv.Config(kv_cache="fp16")
+
+
+# ----------------------------------------------------------------- weights read by selections
+def test_a_large_embedding_read_only_by_a_gather_is_stored_low(tmp_path):
+    src = decode_step(tmp_path / "d.onnx", vocab=1024, hidden=32)
+    nodes, report = _plan_of(tmp_path, src)
+    assert (nodes["embed_gather"]["precision"], nodes["embed_gather"]["rule"]) in (
+        ("LOW", "transparent-weight"), ("LOW", "transparent-shared"), ("LOW", "free-low"))
+    fates = {i["name"]: i["fate"] for i in report.initializers}
+    assert fates["embed"] == "LOW"
+
+
+def test_a_selection_from_a_small_or_unfit_weight_stays_float32(tmp_path):
+    for table in (np.full((4, 8), 0.5, np.float32), np.full((64, 512), 1e6, np.float32)):
+        graph = onnx.helper.make_graph(
+            [onnx.helper.make_node("Gather", ["table", "ids"], ["rows"], name="select"),
+             onnx.helper.make_node("Exp", ["rows"], ["y"], name="exp")], "g",
+            [onnx.helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [3])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+            [onnx.numpy_helper.from_array(table, "table")])
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=8)
+        nodes, _ = _plan_of(tmp_path, save(model, tmp_path / "sel.onnx"))
+        assert nodes["select"]["precision"] == "HIGH", nodes["select"]
+
+
+# ----------------------------------------------------------------- schemas onnxruntime alone defines
+def test_twin_type_variables_of_onnxruntime_ops_move_together():
+    assert ("T", "V") in type_ties("", "SimplifiedLayerNormalization", 21)
+    assert ("T_CACHE", "T") in type_ties("com.microsoft", "GroupQueryAttention", 1)
+    info = op_info("", "SimplifiedLayerNormalization", 21)
+    assert info.input_type(0) == info.output_type(0)
+    assert type_ties("com.microsoft", "SkipSimplifiedLayerNormalization", 1) == ()  # U is float32 only
+
+
+# ----------------------------------------------------------------- dimension expressions
+@pytest.mark.parametrize("dim, sizes, expected", [
+    ("past_sequence_length + 1", {"past_sequence_length": 32}, 33),
+    ("s0 + s1", {"s0": 3}, 4),
+    ("2*s//3", {"s": 9}, 6),
+    ("total_sequence_length", {}, 1),
+    (7, {}, 7),
+    ("__import__('os')", {}, 1),
+])
+def test_dimension_expressions(dim, sizes, expected):
+    assert evaluate_dim(dim, sizes) == expected
+
+
+def test_random_inputs_agree_on_derived_dimensions(tmp_path):
+    from ampconv.validate.inputs import resolve_shape
+    from ampconv.validate.modelio import InputSpec
+
+    spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
+    assert resolve_shape(spec, {"past_sequence_length": (8,)}) == (1, 9)

@@ -11,6 +11,7 @@ from ampconv.precision import Precision
 from ampconv.constants import RangeStats
 from ampconv.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.interface import InterfaceDecision
+from ampconv.plan.kvcache import CachePair
 from ampconv.plan.rules import check_rule_id
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
@@ -85,6 +86,8 @@ class Plan:
     warnings: List[str] = dataclasses.field(default_factory=list)
     # The main graph's float inputs and outputs, each with its rule (ampconv.plan.interface).
     interface: Tuple[InterfaceDecision, ...] = ()
+    # A decoder's KV cache: the past/present pairs found by structure (ampconv.plan.kvcache).
+    kv_cache: Tuple[CachePair, ...] = ()
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

@@ -31,6 +31,7 @@ from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
 from ampconv.plan.facts import NodeFacts, node_facts
+from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.plan.ranges import misfit
 from ampconv.plan.table import decide
 from ampconv.plan.values import is_constant, is_float
@@ -38,6 +39,22 @@ from ampconv.policy import HIGH, LOW, Policy
 from ampconv.policy.lists import behaviour_kind
 from ampconv.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
 from ampconv.graphs import all_graphs
+
+
+# Ops that return some of their data input's elements unchanged (an embedding lookup, a slice of a table).
+SELECTION_OPS = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})
+# Below this many elements a weight read only by selections stays float32: a cast per step costs more.
+SELECTED_WEIGHT_MIN_ELEMENTS = 16384
+
+
+def _numel(value: ir.Value) -> int:
+    shape = value.shape
+    if shape is None or not all(isinstance(d, int) for d in shape.dims):
+        return 0
+    count = 1
+    for dim in shape.dims:
+        count *= dim
+    return count
 
 
 class Planner:
@@ -65,10 +82,13 @@ class Planner:
         """Plan the main graph (and, through structural nodes, every subgraph)."""
         graph = self.ctx.model.graph
         keep = interface.kept_names(graph, self.ctx.options.keep_io_types)
+        cache = find_cache_pairs(graph)
+        low_cache = interface.low_cache_names(cache, self.ctx.options.kv_cache)
+        keep = keep - low_cache.keys()
         decided: List[interface.InterfaceDecision] = []
         for value in graph.inputs:
             if is_float(value):
-                made = (interface.kept if value.name in keep else interface.converted)(value.name, interface.INPUT)
+                made = self._interface_input(value.name, keep, low_cache)
                 self.values[value] = made.precision
                 decided.append(made)
         needs = tuple((HIGH if v.name in keep else None) if is_float(v) else None for v in graph.outputs)
@@ -78,7 +98,8 @@ class Planner:
         self._share_low_initializers()
         self._check_name_patterns()
         # Main-graph outputs the user did not keep float32 are LOW (values that do not fit excepted).
-        outputs = [(v, interface.kept(v.name, interface.OUTPUT) if need is not None else self._unkept_output(v))
+        outputs = [(v, interface.kept(v.name, interface.OUTPUT) if need is not None
+                    else self._unkept_output(v, low_cache.get(v.name)))
                    for v, need in zip(graph.outputs, needs) if is_float(v)]
         decided.extend(made for _, made in outputs)
         made_of = dict(outputs)
@@ -97,7 +118,15 @@ class Planner:
             limits=self.ctx.ranges.limits,
             warnings=list(self.warnings),
             interface=tuple(decided),
+            kv_cache=cache,
         )
+
+    @staticmethod
+    def _interface_input(name: str, keep, low_cache) -> interface.InterfaceDecision:
+        """The decision on a float main-graph input: a LOW cache input, kept float32, or converted."""
+        if name in low_cache:
+            return interface.cache_low(name, interface.INPUT, low_cache[name])
+        return (interface.kept if name in keep else interface.converted)(name, interface.INPUT)
 
     def _check_name_patterns(self) -> None:
         """Warn about --keep-fp32/--force-low patterns that match no node, and say which wins where both match."""
@@ -165,12 +194,15 @@ class Planner:
         for graph in all_graphs(self.ctx.model):
             for value in graph.initializers.values():
                 uses = value.uses()
-                if len(uses) < 2 or not is_float(value):  # a single reader cannot need both a LOW and a float32 copy
+                if not uses or not is_float(value):
                     continue
                 needs = {}
                 for use in uses:
                     needs.setdefault(self._slot_need(use.node, use.idx), []).append(use.node)
-                if LOW not in needs or HIGH not in needs:
+                if HIGH not in needs:
+                    continue
+                if LOW not in needs:
+                    self._select_from_low_weight(value, needs[HIGH])
                     continue
                 readers = needs[HIGH]
                 if all(self._can_read_low(node) for node in readers):
@@ -183,6 +215,30 @@ class Planner:
                                 f"transparent: reads the {self.ctx.low} copy of {value.name} (stored once)",
                             ),
                         )
+
+    def _select_from_low_weight(self, value: ir.Value, readers: List[ir.Node]) -> None:
+        """Store a large weight read only by float32 selection ops (an embedding Gather) LOW.
+
+        A selection (Gather, Slice, ...) returns some of its input's elements
+        unchanged, so it can select from the LOW copy and cast the rows it took
+        up to float32: the weight is stored at half the bytes and a step casts
+        only what it selected, not the table. Kept float32: small weights (the
+        saving would not pay for the cast a step adds) and weights whose values
+        do not fit the LOW type.
+        """
+        if _numel(value) < SELECTED_WEIGHT_MIN_ELEMENTS:
+            return
+        stats = self.ctx.ranges.stats(value)
+        if stats is None or stats.pins():
+            return
+        if not all(node.op_type in SELECTION_OPS and self._can_read_low(node) for node in readers):
+            return
+        for node in readers:
+            self.set_decision(node, Decision(
+                LOW, "transparent-weight",
+                f"selection from the weight {value.name}: reads it stored {self.ctx.low} and casts the "
+                "selected values (same numbers as the LOW weight)",
+            ))
 
     def _can_read_low(self, node: ir.Node) -> bool:
         decision = self.decisions.get(node)
@@ -197,7 +253,7 @@ class Planner:
             return False
         return all(is_constant(node.inputs[i]) for i in facts.main_in)
 
-    def _unkept_output(self, value: ir.Value) -> interface.InterfaceDecision:
+    def _unkept_output(self, value: ir.Value, cache_pair=None) -> interface.InterfaceDecision:
         """The decision on a main-graph output that keep_io_types leaves free.
 
         LOW (the user asked for a converted interface), except where the values
@@ -220,6 +276,8 @@ class Planner:
             self.warnings.append(f"output {value.name!r} kept float32 despite --no-keep-io-types: {why_not}")
             return interface.misfit_output(value.name, why_not)
         # A float32 producer (e.g. a BLACK Softmax) gets a cast down at the output.
+        if cache_pair is not None:
+            return interface.cache_low(value.name, interface.OUTPUT, cache_pair)
         return interface.converted(value.name, interface.OUTPUT)
 
     def known_misfit(self, value: ir.Value, depth: int = 8) -> Optional[str]:

@@ -4,7 +4,10 @@ Forward (``gray``): the voters are the float activations feeding the node's
 main type (constants never vote; converting them is free).
   1. no voters -> FREE, decided by consumers in the backward pass;
   2. voters agree -> follow them;
-  3. voters disagree -> float32 (up-casting the LOW input is exact).
+  3. voters disagree -> float32 (up-casting the LOW input is exact), unless
+     every float32 voter is bounded by its op's semantics (``bounds``: a
+     cos/sin table, a softmax): its values fit the LOW type, casting them down
+     costs one rounding like any LOW result, and the node follows LOW.
 Backward (``backward``), in reverse order:
   4. a FREE node becomes LOW iff every float consumer is LOW, else float32;
   5. a float32 transparent gray node (data movement) becomes LOW iff every
@@ -18,6 +21,7 @@ from typing import List, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
+from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import FREE, Decision
 from ampconv.plan.facts import NodeFacts
@@ -39,11 +43,41 @@ def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
         if voter is None:
             voted, voter = precision, value
         elif precision != voted:  # case 3
-            return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
+            return _disagreement(ctx, node, facts)
     if voter is None:  # case 1
         return Decision(FREE, "gray-free", "gray: no activation inputs; follows its consumers")
     source = origin(voter)  # case 2
     return Decision(voted, "gray-follow", f"gray: follows {source}", follows=source)
+
+
+def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
+    """Case 3: float32, unless every float32 voter is bounded by semantics (then LOW, rule ``gray-narrow``)."""
+    low_voter, narrowed = None, []
+    for i in facts.main_in:
+        value = node.inputs[i]
+        precision = ctx.values.get(value)
+        if precision is None or precision == FREE or is_constant(value):
+            continue
+        if precision == LOW:
+            low_voter = low_voter or value
+            continue
+        bound = semantic_bound(value)
+        if bound is None or bound >= ctx.low_record.max:
+            return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
+        narrowed.append((value, bound))
+    value, bound = narrowed[0]
+    source = origin(low_voter)
+    return Decision(
+        LOW, "gray-narrow",
+        f"gray: follows {source}; float32 input {value.name or '?'} is bounded by |x| <= {bound:g} "
+        f"({_maker(value)}): cast down, not promoted",
+        follows=source,
+    )
+
+
+def _maker(value: ir.Value) -> str:
+    producer = value.producer()
+    return producer.op_type if producer is not None else "input"
 
 
 class BackwardState(Protocol):

@@ -12,11 +12,12 @@ decisions go into the ``Plan`` (``Plan.interface``) and the report's
 from __future__ import annotations
 
 import dataclasses
-from typing import FrozenSet, Tuple, Union
+from typing import Dict, FrozenSet, Tuple, Union
 
 import onnx_ir as ir
 
 from ampconv.errors import UsageError, named
+from ampconv.plan.kvcache import CachePair
 from ampconv.plan.rules import check_rule_id
 from ampconv.precision import Precision
 
@@ -66,6 +67,20 @@ def converted(name: str, kind: str) -> InterfaceDecision:
                              f"keep_io_types does not keep {kind} {name!r}: it is LOW")
 
 
+def low_cache_names(pairs, kv_cache: str) -> Dict[str, CachePair]:
+    """Input and output name -> its cache pair, for the pairs ``kv_cache`` puts in the LOW type (``low``)."""
+    if kv_cache != "low":
+        return {}
+    return {name: pair for pair in pairs for name in (pair.past, pair.present)}
+
+
+def cache_low(name: str, kind: str, pair: CachePair) -> InterfaceDecision:
+    """A KV cache input or output under ``kv_cache="low"``: LOW (``io-kv-cache``)."""
+    return InterfaceDecision(name, kind, Precision.LOW, "io-kv-cache",
+                             f"kv_cache='low': {kind} {name!r} is the KV cache ({pair.past} -> {pair.present} "
+                             f"through {pair.via}): it is LOW")
+
+
 def misfit_output(name: str, why: str) -> InterfaceDecision:
     """An output left free whose values are known not to fit the LOW type: float32 (``io-misfit``)."""
     return InterfaceDecision(name, OUTPUT, Precision.HIGH, "io-misfit", f"kept float32: {why}")
@@ -77,5 +92,6 @@ def undecided_output(name: str) -> InterfaceDecision:
                              "its producer was not planned (no decided float32 or LOW value): kept float32")
 
 
-__all__ = ["INPUT", "OUTPUT", "InterfaceDecision", "converted", "kept", "kept_names", "misfit_output",
+__all__ = ["INPUT", "OUTPUT", "InterfaceDecision", "cache_low", "converted", "kept", "kept_names",
+           "low_cache_names", "misfit_output",
            "undecided_output"]

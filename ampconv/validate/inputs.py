@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
+from ampconv.dimexpr import evaluate_dim, symbols_of
 from ampconv.domains import is_default
 from ampconv.errors import UsageError, named
 from ampconv.validate.modelio import InputSpec
@@ -334,6 +335,13 @@ def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]
             if len(bound) != 1:
                 raise UsageError(f"{_shape_entry(str(dim))}: a dimension symbol takes one value, got {len(bound)}")
             resolved.append(bound[0])
+        elif isinstance(dim, str) and symbols_of(dim) != {dim}:
+            # An exporter's expression of symbols (``past_sequence_length + 1``): evaluated from the
+            # bound ones, so the inputs of one step agree; a symbol left unbound counts 1 and is noted.
+            sizes = {name: tuple(shapes[name])[0] for name in symbols_of(dim) if name in shapes}
+            resolved.append(max(evaluate_dim(dim, sizes), 1))
+            if len(sizes) < len(symbols_of(dim)):
+                unbound.append(axis)
         else:
             # Unset (-1, unnamed, or a symbol nobody bound): size 1, and a note says so.
             resolved.append(1)
