@@ -150,3 +150,29 @@ def decode_feeds(past: int = 5, seq: int = 1, heads: int = 2, head_dim: int = 16
         "past_key": rng.standard_normal((1, heads, past, head_dim)).astype(np.float32),
         "past_value": rng.standard_normal((1, heads, past, head_dim)).astype(np.float32),
     }
+
+
+def int4_block(path: Path, hidden: int = 64, out: int = 32, vocab: int = 128, block: int = 32, seed: int = 0) -> Path:
+    """Weight-only int4 quantization as onnxruntime-genai writes it: GatherBlockQuantized embedding, MatMulNBits."""
+    rng = np.random.default_rng(seed)
+    blocks = hidden // block
+    inits = [
+        _const("embed_q", rng.integers(0, 255, (vocab, hidden // 2), dtype=np.uint8)),
+        _const("embed_scales", (rng.random((vocab, blocks)) * 0.01).astype(np.float32)),
+        _const("proj_q", rng.integers(0, 255, (out, blocks, block // 2), dtype=np.uint8)),
+        _const("proj_scales", (rng.random(out * blocks) * 0.01).astype(np.float32)),
+    ]
+    nodes = [
+        helper.make_node("GatherBlockQuantized", ["embed_q", "input_ids", "embed_scales"], ["h"], name="embed",
+                         domain="com.microsoft", bits=4, block_size=block, gather_axis=0, quantize_axis=1),
+        helper.make_node("MatMulNBits", ["h", "proj_q", "proj_scales"], ["y"], name="proj", domain="com.microsoft",
+                         K=hidden, N=out, bits=4, block_size=block),
+        helper.make_node("Softmax", ["y"], ["probs"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "int4_block", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [1, "seq", out])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                     helper.make_opsetid("com.microsoft", 1)], ir_version=10)
+    onnx.save(model, str(path))
+    return path

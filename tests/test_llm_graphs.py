@@ -16,7 +16,7 @@ from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.schema import op_info, type_ties
 
 from tests.helpers import elem_types, model_from_text, run, save
-from tests.llm_models import decode_feeds, decode_step, genai_block, with_default_domain_op
+from tests.llm_models import decode_feeds, decode_step, genai_block, int4_block, with_default_domain_op
 
 
 def test_onnxruntime_default_domain_ops_are_known():
@@ -240,3 +240,33 @@ def test_random_inputs_agree_on_derived_dimensions(tmp_path):
 
     spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
     assert resolve_shape(spec, {"past_sequence_length": (8,)}) == (1, 9)
+
+
+# ----------------------------------------------------------------- weight-only quantized graphs
+def test_int4_weights_pass_through_with_activations_low(tmp_path):
+    src = int4_block(tmp_path / "q.onnx")
+    dst = tmp_path / "q.fp16.onnx"
+    report = ampconv.convert(src, dst, ampconv.Config(overwrite=True))
+    nodes = {n["name"]: n for n in report.nodes}
+    assert nodes["embed"]["precision"] == nodes["proj"]["precision"] == "LOW"
+    written = {t.name: t.data_type for t in onnx.load(str(dst)).graph.initializer}
+    assert written["embed_q"] == written["proj_q"] == onnx.TensorProto.UINT8  # untouched
+    assert written["embed_scales"] == written["proj_scales"] == onnx.TensorProto.FLOAT16
+    assert report.casts_after == 1  # the output only
+    ids = np.array([[3, 9, 27]], np.int64)
+    assert np.abs(run(src, {"input_ids": ids})[0] - run(dst, {"input_ids": ids})[0]).max() < 1e-2
+
+
+def test_activation_quantization_ops_stay_float32(tmp_path):
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("DynamicQuantizeMatMul", ["x", "w", "w_scale", "w_zero"], ["y"], name="dqmm",
+                               domain="com.microsoft")], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.numpy_helper.from_array(np.ones((4, 3), np.int8), "w"),
+         onnx.numpy_helper.from_array(np.array([0.1], np.float32), "w_scale"),
+         onnx.numpy_helper.from_array(np.array([0], np.int8), "w_zero")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18),
+                                                         onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8)
+    nodes, _ = _plan_of(tmp_path, save(model, tmp_path / "dq.onnx"))
+    assert nodes["dqmm"]["precision"] != "LOW"  # its float32-only slots leave nothing to convert

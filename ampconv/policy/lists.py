@@ -90,12 +90,15 @@ QUANTIZATION = frozenset(
     """DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger""".split()
 )
 QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
-# onnxruntime's quantized contrib ops, blocked for the same reason.
+# onnxruntime's quantized contrib ops, blocked for the same reason. Not among them: the weight-only
+# quantized ops its genai builder writes (MatMulNBits, GatherBlockQuantized), whose float slots are the
+# activations and the scales that dequantize the weight; their fp16 form is the builder's own, so they
+# follow their activations like any op, the quantized weight passing through untouched.
 CONTRIB_QUANTIZATION = frozenset(
     f"{MICROSOFT}::{op}"
     for op in """QuantizeLinear DequantizeLinear DynamicQuantizeMatMul DynamicQuantizeLSTM MatMulInteger16
     MatMulIntegerToFloat QAttention QGemm QEmbedLayerNormalization QMoE QuantizeBFP DequantizeBFP
-    QuantizeWithOrder DequantizeWithOrder GatherBlockQuantized MatMulBnb4 MatMulFpQ4""".split()
+    QuantizeWithOrder DequantizeWithOrder MatMulBnb4 MatMulFpQ4""".split()
 )
 # Ops whose ONNX function body only type-checks in float32: it feeds float32
 # Constants into arithmetic on its T-typed input, with no CastLike. The onnx
