@@ -14,6 +14,7 @@ from ampconv.loadcheck import checker_error, runtime_only_default_ops
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.schema import op_info, type_ties
+from ampconv.validate.decode import decode_roles, greedy_decode
 
 from tests.helpers import elem_types, model_from_text, run, save
 from tests.llm_models import decode_feeds, decode_step, genai_block, int4_block, with_default_domain_op
@@ -270,3 +271,31 @@ def test_activation_quantization_ops_stay_float32(tmp_path):
                                                          onnx.helper.make_opsetid("com.microsoft", 1)], ir_version=8)
     nodes, _ = _plan_of(tmp_path, save(model, tmp_path / "dq.onnx"))
     assert nodes["dqmm"]["precision"] != "LOW"  # its float32-only slots leave nothing to convert
+
+
+# ----------------------------------------------------------------- greedy decoding as LLM users judge it
+def test_greedy_decode_of_a_converted_step_agrees(tmp_path):
+    src = decode_step(tmp_path / "d.onnx")
+    dst = tmp_path / "d.low.onnx"
+    ampconv.convert(src, dst, ampconv.Config(overwrite=True, kv_cache="low"))
+    result = greedy_decode(str(src), str(dst), decode_feeds(), steps=6)
+    assert result.steps == 6 and len(result.reference_tokens) == 6
+    assert result.passed and result.agreed == 6, result.summary()
+    assert result.summary() == "greedy decode: 6/6 tokens agree"
+
+
+def test_greedy_decode_finds_a_real_divergence(tmp_path):
+    src = decode_step(tmp_path / "d.onnx", seed=0)
+    other = decode_step(tmp_path / "other.onnx", seed=5)  # other weights: another model, not rounding
+    result = greedy_decode(str(src), str(other), decode_feeds(), steps=6, backend="native")
+    assert result.agreed < 6 and not result.passed
+    assert "not a near-tie" in result.summary()
+
+
+def test_decode_roles_are_read_by_structure(tmp_path):
+    roles = decode_roles(ir.load(str(decode_step(tmp_path / "d.onnx"))))
+    assert (roles.token, roles.logits) == ("input_ids", "logits")
+    assert dict(roles.cache) == {"past_key": "present_key", "past_value": "present_value"}
+    assert roles.others == ("position_ids",)
+    with pytest.raises(UsageError, match="KV cache"):
+        decode_roles(ir.load(str(genai_block(tmp_path / "g.onnx"))))
