@@ -62,7 +62,7 @@ class CachePair:
 def find_cache_pairs(graph: ir.Graph) -> Tuple[CachePair, ...]:
     """The past/present pairs of ``graph`` (a main graph), in input order; empty for a model without a cache."""
     outputs = {id(v): v for v in graph.outputs}
-    owners = {id(sub): node for node in graph.all_nodes() for sub in subgraphs_of(node)}
+    owners = _Owners(graph)
     pairs: List[CachePair] = []
     taken = set()
     for value in graph.inputs:
@@ -76,8 +76,22 @@ def find_cache_pairs(graph: ir.Graph) -> Tuple[CachePair, ...]:
     return tuple(pairs)
 
 
-def _present_of(past: ir.Value, outputs: Dict[int, ir.Value], owners: Dict[int, ir.Node]
-                ) -> Optional[Tuple[ir.Value, str]]:
+class _Owners:
+    """Subgraph -> the node holding it, found on first need (most graphs never ask: a walk of every node)."""
+
+    def __init__(self, graph: ir.Graph) -> None:
+        self._graph = graph
+        self._owners: Optional[Dict[int, ir.Node]] = None
+
+    def get(self, graph: ir.Graph) -> Optional[ir.Node]:
+        if graph is self._graph:
+            return None
+        if self._owners is None:
+            self._owners = {id(sub): node for node in self._graph.all_nodes() for sub in subgraphs_of(node)}
+        return self._owners.get(id(graph))
+
+
+def _present_of(past: ir.Value, outputs: Dict[int, ir.Value], owners: _Owners) -> Optional[Tuple[ir.Value, str]]:
     """The graph output that ``past`` becomes through one join (Concat or an attention op's cache slots)."""
     for value in _moved(past):
         for use in value.uses():
@@ -107,7 +121,7 @@ def _moved(value: ir.Value, depth: int = _DEPTH) -> Iterator[ir.Value]:
             yield from _moved(node.outputs[0], depth - 1)
 
 
-def _reaches_output(value: ir.Value, outputs: Dict[int, ir.Value], owners: Dict[int, ir.Node],
+def _reaches_output(value: ir.Value, outputs: Dict[int, ir.Value], owners: _Owners,
                     depth: int = _DEPTH) -> Optional[ir.Value]:
     """The main-graph output ``value`` is returned as, through data movement and If branches; else None."""
     if id(value) in outputs:
@@ -115,8 +129,8 @@ def _reaches_output(value: ir.Value, outputs: Dict[int, ir.Value], owners: Dict[
     if depth == 0:
         return None
     graph = value.graph
-    owner = owners.get(id(graph)) if graph is not None else None
-    if owner is not None and owner.op_type == "If" and value.is_graph_output():
+    owner = owners.get(graph) if graph is not None and value.is_graph_output() else None
+    if owner is not None and owner.op_type == "If":
         index = [id(v) for v in graph.outputs].index(id(value))
         return _reaches_output(owner.outputs[index], outputs, owners, depth - 1)
     for use in value.uses():
