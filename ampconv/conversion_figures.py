@@ -1,10 +1,10 @@
 """The figures that decide GPU speed, for the summary and the report of one conversion.
 
 Casts, the bytes they move per inference, the share of heavy ops in LOW and
-the weight bytes: what ``ampconv.figures`` measures on any model file, here
+the weight bytes: what ``bench/figures.py`` measures on any model file, here
 read from the converted IR that the converter holds (types known, nothing
-re-read). The definitions are ``figures``' own (``HEAVY_OPS``,
-``tensor_bytes``): cast traffic is ``numel * (input itemsize + output
+re-read). The definitions are shared with it (``heavy_ops.HEAVY_OPS``,
+``tensorsize.tensor_bytes``): cast traffic is ``numel * (input itemsize + output
 itemsize)`` summed over every Cast, at concrete shapes: the graph inputs'
 shapes resolved from ``shapes`` (the forms of ``--shape``), every other
 symbolic or unnamed dimension 1, a dimension written as an expression of
@@ -24,7 +24,8 @@ import onnx_ir as ir
 
 from ampconv.dimexpr import evaluate_dim, symbols_of
 from ampconv.errors import UsageError
-from ampconv.figures import HEAVY_OPS, tensor_bytes
+from ampconv.heavy_ops import HEAVY_OPS
+from ampconv.tensorsize import tensor_bytes
 from ampconv.graphs import all_graphs
 from ampconv.schema import normalize_domain
 from ampconv.shapes import inferred_shapes

@@ -37,7 +37,7 @@ from ampconv.domains import is_default
 from ampconv.errors import ConversionError, UsageError, named
 from ampconv.load import DECLARED_META_KEY, declared_value_info, external_data_files, load_model
 from ampconv.loadcheck import checker_error, first_line
-from ampconv.figures import HEAVY_OPS
+from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.lowtypes import low_type
 from ampconv.graphs import all_graphs
 from ampconv.schema import FLOAT, first_opset_allowing, op_info

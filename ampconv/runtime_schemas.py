@@ -88,11 +88,6 @@ def default_domain_ops() -> FrozenSet[str]:
     return frozenset(op for domain, op in _registry() if domain == "")
 
 
-def domains() -> Tuple[str, ...]:
-    """The domains onnxruntime adds schemas for (beyond what the installed onnx knows)."""
-    return tuple(sorted({domain for domain, _ in _registry()}))
-
-
 @functools.lru_cache(maxsize=1)
 def _registry() -> Dict[Tuple[str, str], List[Tuple[int, RuntimeSchema]]]:
     """(domain, op) -> [(since_version, schema)] sorted, for every op onnxruntime knows and onnx does not."""
@@ -134,4 +129,4 @@ def _formal(parameter) -> Formal:
     return Formal(parameter.name, parameter.typeStr, option, bool(getattr(parameter, "isHomogeneous", True)))
 
 
-__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "default_domain_ops", "domains", "known", "lookup"]
+__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "default_domain_ops", "known", "lookup"]

@@ -79,4 +79,21 @@ def proto_float32_bytes(tensor: Optional[ir.TensorProtocol], max_elements: int) 
 _FLOAT = onnx.TensorProto.FLOAT
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 
-__all__ = ["dims", "nbytes", "proto_float32_bytes", "size"]
+# Sub-byte element types and their bits (onnx packs them).
+_PACKED_BITS = {
+    onnx.TensorProto.UINT4: 4, onnx.TensorProto.INT4: 4, onnx.TensorProto.FLOAT4E2M1: 4,
+    getattr(onnx.TensorProto, "UINT2", -1): 2, getattr(onnx.TensorProto, "INT2", -1): 2,
+    getattr(onnx.TensorProto, "FLOAT6E2M3", -1): 6, getattr(onnx.TensorProto, "FLOAT6E3M2", -1): 6,
+}
+
+
+def tensor_bytes(data_type: int, numel: int) -> Optional[int]:
+    """Bytes of ``numel`` elements of ``data_type`` as onnx stores them (sub-byte types packed); None for strings."""
+    if data_type in _PACKED_BITS:
+        return math.ceil(numel * _PACKED_BITS[data_type] / 8)
+    if data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    return numel * onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+
+
+__all__ = ["dims", "nbytes", "proto_float32_bytes", "size", "tensor_bytes"]

@@ -13,7 +13,7 @@ transformer optimizer, and a Q/DQ int8 CNN), four conversions:
 - ``onnxconverter-common``: ``onnxconverter_common.float16.convert_float_to_float16(model, keep_io_types=True)``.
 
 The two external tools run in child processes with a time limit (a crash is
-recorded, not raised). Every output gets the figures of ``ampconv.figures``
+recorded, not raised). Every output gets the figures of ``bench/figures.py``
 at the model's sample shapes (Casts, cast traffic, heavy nodes LOW, weight
 bytes, float nodes LOW), an onnxruntime CPU load check, and a verdict of
 ``ampconv.validate`` under fp16/bf16 emulation (2 seeded random samples).
@@ -116,7 +116,7 @@ def _tool_child(tool: str, src: str, dst: str) -> None:
 
 def measure(model: DeployModel, path: pathlib.Path, validate: bool) -> dict[str, object]:
     """Figures, onnxruntime load check and (``validate``) the emulated verdict of one file of ``model``."""
-    from ampconv.figures import deploy_figures
+    from bench.figures import deploy_figures
 
     entry: dict[str, object] = {"file": path.name, "file_bytes": file_bytes(path)}
     try:
@@ -330,7 +330,7 @@ def render_markdown(result: dict[str, object]) -> str:
     lines = ["# Deployment figures: ampconv vs onnxruntime's float16 tool (issue 20)", "",
              "Cast traffic: bytes moved by Cast nodes per inference at the sample shapes (input + output, "
              "MB = 10^6 bytes). Heavy: MatMul/Gemm/Conv/attention/normalization nodes reading float16/bfloat16 "
-             "(`ampconv.figures.HEAVY_OPS`). Float: nodes with float data whose first float tensor is LOW. "
+             "(`ampconv.heavy_ops.HEAVY_OPS`). Float: nodes with float data whose first float tensor is LOW. "
              f"Emulated: `ampconv.validate` with fp16/bf16 emulation, {SAMPLES} seeded random samples "
              "(worst cosine over outputs). Loads: an onnxruntime CPU session; bfloat16 models are expected "
              "not to load there (the CPU provider has no bfloat16 kernels for most ops).", ""]

@@ -11,7 +11,7 @@ provider on these files:
 - onnxconverter-common's ``convert_float_to_float16(keep_io_types=True)``,
 
 and counts the Cast nodes of each and their traffic at that batch
-(``ampconv.figures``). Models: the sample transformer, the sample CNN, a
+(``bench/figures.py``). Models: the sample transformer, the sample CNN, a
 6-layer GPT decoder of hidden size 1024 with external data, and the
 deployment zoo of bench/deploy_models.py (BERT, GPT-2, ViT, a Whisper
 encoder, MobileNetV3-small, the transformers also after onnxruntime's
@@ -152,7 +152,7 @@ def measure(model: GpuModel, variant: str, path: object, batch: int, warmup: int
     row: dict = {"model": model.name, "batch": batch, "variant": variant}
     if not isinstance(path, pathlib.Path):
         return {**row, "error": str(path)[-300:]}
-    from ampconv.figures import deploy_figures
+    from bench.figures import deploy_figures
 
     dims = {**model.dims, "batch": batch}
     try:

@@ -1,4 +1,4 @@
-"""The report's and summary's GPU figures (ampconv.conversion_figures) agree with ampconv.figures on the written file."""
+"""The report's and summary's GPU figures (ampconv.conversion_figures) agree with the benchmarks' instrument (bench/figures.py) on the written file."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ampconv
-from ampconv.figures import deploy_figures
+from bench.figures import deploy_figures
 
 ATTENTION_ISH = """<ir_version: 8, opset_import: ["" : 17]>
 g (float[batch, seq, 8] x) => (float[b2, s2, 8] y) <float[8, 8] w = {%s}> {

@@ -1,4 +1,4 @@
-"""ampconv.figures: Casts, cast traffic, heavy nodes LOW and weight bytes, read from dims and types only."""
+"""bench/figures.py (the benchmarks' instrument): Casts, cast traffic, heavy nodes LOW and weight bytes, from dims and types only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ampconv.figures import HEAVY_OPS, deploy_figures, is_heavy
+from bench.figures import HEAVY_OPS, deploy_figures, is_heavy
 from helpers import model_from_text
 
 

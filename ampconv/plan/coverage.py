@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping
 import onnx_ir as ir
 
 from ampconv import runtime_schemas
-from ampconv.figures import HEAVY_OPS
+from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.plan.decision import NodePlan
 from ampconv.policy import HIGH, LOW
 from ampconv.schema import normalize_domain

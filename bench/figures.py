@@ -34,37 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import onnx
 from onnx import TensorProto
 
-# Compute-heavy ops: where a GPU gains from a LOW type (tensor cores, halved
-# weight and activation traffic), and so the ops that a deployment converter
-# must run LOW. Keyed by domain ("" is the default domain; "ai.onnx" is read as "").
-# - Default domain: matrix products, convolutions, attention (opset 23) and
-#   the recurrent cells.
-# - com.microsoft: onnxruntime's fused kernels, which the transformer
-#   optimizer writes in place of the default-domain patterns (attention
-#   blocks, MatMul+Add, Conv+activation), and its fused normalizations.
-# - Normalizations (both domains): onnxruntime registers LayerNormalization and
-#   SimplifiedLayerNormalization in the default domain, and an opset-17 export
-#   has LayerNormalization where the optimized model has SkipLayerNormalization;
-#   counting both keeps a model and its optimized form comparable.
-# GELU variants (Gelu, FastGelu, BiasGelu, QuickGelu) are elementwise: not heavy.
-HEAVY_OPS: Mapping[str, frozenset[str]] = {
-    "": frozenset({
-        "MatMul", "Gemm", "Conv", "ConvTranspose", "DeformConv", "Einsum", "Attention", "LSTM", "GRU", "RNN",
-        "LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization", "GroupNormalization",
-    }),
-    "com.microsoft": frozenset({
-        # attention
-        "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention", "PackedMultiHeadAttention",
-        "DecoderAttention", "DecoderMaskedMultiHeadAttention", "DecoderMaskedSelfAttention",
-        "LongformerAttention", "SparseAttention",
-        # fused matrix products and convolutions
-        "FusedMatMul", "TransposeMatMul", "FusedGemm", "FusedConv", "GemmFastGelu", "MatMulNBits",
-        # normalizations
-        "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
-        "SkipSimplifiedLayerNormalization", "EmbedLayerNormalization", "GroupNorm", "SkipGroupNorm",
-        "RMSNormalization",
-    }),
-}
+from ampconv.heavy_ops import HEAVY_OPS
+from ampconv.tensorsize import tensor_bytes
 
 # How many of the most expensive Casts ``largest_casts`` names (where a converter's traffic goes).
 LARGEST_CASTS = 5
@@ -79,11 +50,6 @@ _STUB_LOCATION = "ampconv-figures-weight-free-stub"
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 LOW_TYPE_NAMES: Mapping[int, str] = {TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
 # Element bits of the types numpy cannot size as onnx packs them (sub-byte types).
-_PACKED_BITS = {
-    TensorProto.UINT4: 4, TensorProto.INT4: 4, TensorProto.FLOAT4E2M1: 4,
-    getattr(TensorProto, "UINT2", -1): 2, getattr(TensorProto, "INT2", -1): 2,
-    getattr(TensorProto, "FLOAT6E2M3", -1): 6, getattr(TensorProto, "FLOAT6E3M2", -1): 6,
-}
 # Bodies that run once per iteration: a Cast there is counted for one iteration.
 _LOOP_OPS = frozenset({"Loop", "Scan"})
 # Nodes that are no computation of their own for ``float_nodes``: a Cast moves a
@@ -204,15 +170,6 @@ def is_heavy(node: onnx.NodeProto) -> bool:
     """Whether ``node`` is one of ``HEAVY_OPS``."""
     domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
     return node.op_type in HEAVY_OPS.get(domain, ())
-
-
-def tensor_bytes(data_type: int, numel: int) -> int | None:
-    """Bytes of ``numel`` elements of ``data_type`` as onnx stores them (sub-byte types packed); None for strings."""
-    if data_type in _PACKED_BITS:
-        return math.ceil(numel * _PACKED_BITS[data_type] / 8)
-    if data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
-        return None
-    return numel * onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:
