@@ -187,11 +187,16 @@ def render_text(report: Report, verbose: bool = False) -> str:
     level = report.level if report.level == report.requested_level else f"{report.requested_level}->{report.level}"
     lines.append(f"ampconv: {action} {report.source}{target} ({report.dtype}, level {level}, preset {report.preset})")
     if report.unchanged:
-        lines.append("  nothing to convert: the model is unchanged")
+        lines.append(f"  nothing to convert: the model is unchanged ({nothing_to_convert_reason(report)})")
     lines.append(
         f"  nodes: {report.count('LOW')} LOW, {report.count('HIGH')} HIGH, "
         f"{report.count('NONE')} without float data"
     )
+    quantized = _quantized_line(report)
+    if quantized:
+        lines.append(f"  {quantized}")
+    if report.count("HIGH"):
+        lines.append(f"  {float32_by_rule_line(report)}")
     summary = report.op_summary()
     if summary:
         width = max(len(op) for op in summary)
@@ -225,6 +230,86 @@ def render_text(report: Report, verbose: bool = False) -> str:
     for warning in report.warnings:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+# Why a node is float32, in a few words, by its rule (docs/precision.md, "Rules and their ids").
+# A gray node that follows another is counted under the root it follows (``_follow_root``).
+_FLOAT32_WORDS = {
+    "hard-no-schema": "ops without a schema", "hard-unknown-type": "inputs of unknown type",
+    "hard-container": "sequence/optional values", "hard-tensor-attribute": "float32 tensor attributes",
+    "hard-function-body": "function bodies float32 only", "hard-runtime-kernel": "no LOW runtime kernel",
+    "hard-quantization": "quantization ops", "hard-schema": "schema refuses the LOW type at this opset",
+    "runtime-pin": "rejected by onnx.checker/onnxruntime in LOW", "user-block-op": "block_ops",
+    "user-keep-fp32": "keep_fp32", "hard-constant": "fed by constants out of the LOW range",
+    "data-tune": "kept by the accuracy search", "data-overflow": "calibration data overflows",
+    "data-accumulation": "calibration sums overflow", "data-underflow": "calibration data underflows",
+    "range-statistics": "normalization statistics", "range-reduction": "long fp16 sums",
+    "range-mask": "masked softmax", "black": "black list", "unlisted": "on no list (O1)",
+    "gray-promote": "inputs disagree (gray)", "gray-free": "no float input or output (gray)",
+    "free-high": "a consumer needs float32", "structural": "subgraphs float32",
+}
+_QUANTIZATION_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                               "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat",
+                               "DynamicQuantizeMatMul", "QAttention", "QGemm"})
+
+
+def _follow_root(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """The first node (or graph input) up a gray node's chain of ``follows`` that decided by another rule."""
+    seen = set()
+    while node["rule"] == "gray-follow" and node.get("follows") and node["name"] not in seen:
+        seen.add(node["name"])
+        ahead = by_name.get(node["follows"])
+        if ahead is None:  # a graph input (or a value no node produces)
+            return "float32 graph inputs", None
+        node = ahead
+    return "", node
+
+
+def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> str:
+    """A float32 node's cause in a few words: its rule's, or that of the root it follows."""
+    words, root = _follow_root(node, by_name)
+    if root is None:
+        return f"follow {words}"
+    if root is node:
+        return _FLOAT32_WORDS.get(node["rule"], node["rule"])
+    if root["op_type"] in _QUANTIZATION_OPS:
+        return "follow quantization scales"
+    return f"follow {_FLOAT32_WORDS.get(root['rule'], root['rule'])}"
+
+
+def float32_by_rule_line(report: Report) -> str:
+    """``float32: 15 node(s): 12 follow quantization scales, 3 a consumer needs float32``: why nodes stay float32."""
+    by_name = {n["name"]: n for n in report.nodes}
+    causes = Counter(_float32_cause(n, by_name) for n in report.nodes if n["precision"] == "HIGH")
+    shown = causes.most_common(5)
+    rest = sum(causes.values()) - sum(count for _, count in shown)
+    parts = [f"{count} {words}" for words, count in shown] + ([f"{rest} other"] if rest else [])
+    return f"float32: {sum(causes.values())} node(s): {', '.join(parts)} (--report FILE has each node's reason)"
+
+
+def _quantized_line(report: Report) -> str:
+    """A model that is already quantized says so: its quantization ops run in integers, not LOW."""
+    ops = Counter(n["op_type"] for n in report.nodes if n["op_type"] in _QUANTIZATION_OPS)
+    if not ops:
+        return ""
+    listed = ", ".join(f"{op} {count}" for op, count in sorted(ops.items()))
+    return (f"already quantized: {sum(ops.values())} quantization node(s) ({listed}) compute in integers; "
+            "their scales are float32, and the float ops that follow them stay float32")
+
+
+def nothing_to_convert_reason(report: Report) -> str:
+    """Why a conversion changed nothing, in plain words."""
+    if report.level == "O0":
+        return "level O0 changes no precision"
+    if not report.count("LOW") and not report.count("HIGH"):
+        return "no node computes in float32"
+    if any(n["op_type"] in _QUANTIZATION_OPS for n in report.nodes):
+        return "it is already quantized"
+    figures = report.figures or {}
+    if figures.get("heavy_low"):  # unchanged: the figures are the input's own
+        return (f"it is already mixed precision: {figures['heavy_low']} of {figures['heavy_nodes']} heavy op(s) "
+                f"run in {report.dtype}")
+    return "every float32 node stays float32 for the reasons below"
 
 
 def _figures_line(report: Report) -> str:

@@ -181,6 +181,8 @@ def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples
     external data files, the samples) nor the model or its data file; an
     existing report file needs ``--overwrite``: the report is rewritten whole.
     """
+    if Path(model).is_dir():  # before the default output name: "." has no name to derive one from
+        raise ampconv.ModelLoadError(f"{model}: is a directory, expected an .onnx file")
     dst = Path(output) if output is not None else default_output_path(Path(model), dtype)
     produced = [] if dry_run else [
         ("the converted model", dst),

@@ -191,7 +191,7 @@ model_options = OptionGroup(
                      "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
                      "Q/DQ scale: 19)."),
         click.option("--keep-opset", is_flag=True,
-                     help="Never upgrade the model's opset by default (--opset N still does)."),
+                     help="Never upgrade the model's opset by default (not with --opset)."),
         click.option("--annotate", is_flag=True,
                      help="Stamp each node's precision and rule into its metadata_props "
                      "(ampconv.precision, ampconv.rule), visible in model viewers."),
