@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from ampconv.errors import Parameter, spell_parameters
 from ampconv.precision import Precision
 
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# How a renderer spells a parameter that a warning or note names (``ampconv.errors.named``):
+# Python words by default, the CLI's flags from the CLI.
+Speller = Callable[[Parameter], str]
 
 
 @dataclasses.dataclass
@@ -32,6 +37,8 @@ class Report:
     casts_removed: int = 0
     weight_bytes_before: int = 0
     weight_bytes_after: int = 0
+    # Warnings and notes may name parameters (``ampconv.errors.named``): read them through ``warning_texts``
+    # and ``note_texts`` (or ``to_dict``), which spell them in Python words or, from the CLI, as flags.
     warnings: List[str] = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
     runtime_pins: List[Dict[str, str]] = dataclasses.field(default_factory=list)
@@ -50,6 +57,7 @@ class Report:
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
         data = dataclasses.asdict(self)
+        data["warnings"], data["notes"] = self.warning_texts(), self.note_texts()
         data["summary"] = {
             "nodes_low": self.count(Precision.LOW),
             "nodes_high": self.count(Precision.HIGH),
@@ -59,8 +67,16 @@ class Report:
         return data
 
     def summary(self, verbose: bool = False) -> str:
-        """The human summary the CLI prints (``verbose``: every node's decision too)."""
+        """The human summary the CLI prints (``verbose``: every node's decision too), in Python words."""
         return render_text(self, verbose=verbose)
+
+    def warning_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
+        """The warnings, each parameter they name spelled by ``spell`` (Python words by default)."""
+        return [spell_parameters(text, spell) for text in self.warnings]
+
+    def note_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
+        """The notes, each parameter they name spelled by ``spell`` (Python words by default)."""
+        return [spell_parameters(text, spell) for text in self.notes]
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision (all graphs)."""
@@ -179,8 +195,8 @@ def _constant_lines(report: Report, verbose: bool) -> List[str]:
     return lines
 
 
-def render_text(report: Report, verbose: bool = False) -> str:
-    """The human summary printed on stderr."""
+def render_text(report: Report, verbose: bool = False, spell: Speller = Parameter.python_text) -> str:
+    """The human summary printed on stderr (``spell``: how a parameter a warning or note names reads)."""
     lines = []
     action = "plan for" if report.dry_run else "converted"
     target = f" -> {report.output}" if report.output and not report.dry_run else ""
@@ -225,9 +241,9 @@ def render_text(report: Report, verbose: bool = False) -> str:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH"):
                 lines.append(f"  {n['precision']:4s} {n['name']} ({n['op_type']}): {n['reason']}")
-    lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.notes], verbose))
+    lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.note_texts(spell)], verbose))
     # Warnings are never grouped: each may need its own action.
-    for warning in report.warnings:
+    for warning in report.warning_texts(spell):
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
@@ -329,9 +345,9 @@ def _figures_line(report: Report) -> str:
     )
 
 
-def render_warnings(report: Report) -> str:
+def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> str:
     """Only the warnings, one ``ampconv: warning:`` line each: what ``-q`` still prints ("" when none)."""
-    return "\n".join(f"ampconv: warning: {warning}" for warning in report.warnings)
+    return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
 
 
 def _data_lines(report: Report, verbose: bool = False) -> List[str]:
@@ -369,9 +385,9 @@ def _data_lines(report: Report, verbose: bool = False) -> List[str]:
     return lines
 
 
-def render_plan(report: Report) -> str:
+def render_plan(report: Report, spell: Speller = Parameter.python_text) -> str:
     """``--dry-run`` output: one line per node with its precision and reason."""
-    lines = [render_text(report)]
+    lines = [render_text(report, spell=spell)]
     lines.append("plan:")
     for n in report.nodes:
         graph = "" if n["graph"] == "main" else f"[{n['graph']}] "

@@ -13,7 +13,7 @@ from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
 from ampconv.validate import check_inputs
 from ampconv_cli import collection
-from ampconv_cli.errors import handle_errors
+from ampconv_cli.errors import flag_of, handle_errors
 from ampconv_cli.options import (
     CONFIG_GROUPS,
     conversion_options,
@@ -121,11 +121,11 @@ def _convert_and_print(model, params, fields):
             config = Config(progress=progress, **fields)
             report = ampconv.convert(model, params["output"], config, dry_run=params["dry_run"])
         if params["dry_run"]:
-            click.echo(render_plan(report))
+            click.echo(render_plan(report, spell=flag_of))
         elif not quiet:
-            click.echo(render_text(report, verbose=params["verbose"]), err=True)
+            click.echo(render_text(report, verbose=params["verbose"], spell=flag_of), err=True)
         elif report.warnings:  # -q silences the summary, never a warning
-            click.echo(render_warnings(report), err=True)
+            click.echo(render_warnings(report, spell=flag_of), err=True)
         if report_path:
             # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
             outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
@@ -143,7 +143,9 @@ def _validate_written(model, report, params, validation) -> None:
         if params["fail_on_drift"]:
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
-        click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+        # The exit status stays 0 here (the model is written): say so where the FAIL is read.
+        click.echo("ampconv: warning: converted model drifts beyond tolerance (FAIL above); the exit status "
+                   "stays 0 without --fail-on-drift (then 3)", err=True)
 
 
 def _validation_only(validation: dict) -> dict:

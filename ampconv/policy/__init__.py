@@ -182,7 +182,7 @@ def _read_block_ops(block_ops: Iterable[str]) -> Tuple[FrozenSet[str], List[str]
     for op in sorted({op.strip() for entry in block_ops for op in entry.split(",") if op.strip()}):
         reading = read_name(op)
         if reading.framework is not None:
-            notes.append(f"--block-op: {reading.framework.describe()}")
+            notes.append(f"{named('block_ops')}: {reading.framework.describe()}")
         # Only the default domain can be judged: contrib and custom ops are unknown to onnx.defs.
         # An unknown default-domain op can match no valid node: blocking it would silently do nothing.
         elif "::" not in op_key(op) and not reading.known:

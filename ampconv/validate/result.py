@@ -118,6 +118,12 @@ class ValidationResult:
     # Samples compared; input_sources and each output's per_sample list the first few (comparison.KEPT_SAMPLES).
     sample_count: int | None = None
 
+    def __str__(self) -> str:
+        """The text the CLI prints (``print(result)`` reads like ``ampconv validate``; ``repr`` keeps the fields)."""
+        from ampconv.validate.render import render
+
+        return render(self, "text").rstrip("\n")
+
     @property
     def judged_by(self) -> Criteria:
         """The criteria the outputs were judged by (strict ``rtol``/``atol`` for a result built without them)."""
