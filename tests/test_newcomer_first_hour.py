@@ -15,7 +15,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import ampconv
-from ampconv.report import Report, float32_by_rule_line, render_text
+from ampconv import report as summary
+from ampconv.report import Report, render_text
 from ampconv_cli.main import cli
 from conftest import make_model, tiny_mlp
 from helpers import model_from_text
@@ -161,7 +162,7 @@ def test_the_summary_counts_float32_nodes_by_rule():
         {"name": "add", "op_type": "Add", "precision": "HIGH", "rule": "gray-follow", "follows": "x"},
         {"name": "relu", "op_type": "Relu", "precision": "LOW", "rule": "gray-follow", "follows": "mm2"},
     ]
-    line = float32_by_rule_line(report)
+    line = summary.float32_by_rule_line(report)
     assert line.startswith("float32: 5 node(s): ")
     for part in ("1 normalization statistics", "1 follow normalization statistics", "1 fed by constants out of the",
                  "1 keep_fp32", "1 follow float32 graph inputs"):
