@@ -44,7 +44,7 @@ samples: install
 	$(PY) sample_models/build.py --out $(SAMPLES)
 
 demo: samples
-	$(AMPCONV) convert $(SAMPLES)/transformer.onnx --level O2 --mixlist sample_models/ops_info.json \
+	$(AMPCONV) convert $(SAMPLES)/transformer.onnx --level O2 --mixlist sample_models/mixlist.json \
 	    -o $(SAMPLES)/transformer.fp16.onnx --report $(SAMPLES)/transformer.report.json --overwrite \
 	    --validate --shape batch:2 --samples 4
 	@echo "converted model: $(SAMPLES)/transformer.fp16.onnx (report: $(SAMPLES)/transformer.report.json)"

@@ -180,7 +180,7 @@ def test_policy_show_lists_blocked_ops_and_reads_target():
 def test_sample_mixlist_is_valid():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "sample_models" / "ops_info.json"
+    path = Path(__file__).resolve().parents[1] / "sample_models" / "mixlist.json"
     p = load_policy(mixlists=[str(path)])
     assert not p.warnings
 

@@ -360,12 +360,12 @@ def test_cli_op_info_end_to_end(tmp_path, model):
 
 
 def test_policy_show_says_where_each_class_came_from():
-    result = invoke("policy", "show", "--op-info", SAMPLE, "--mixlist", ROOT / "sample_models" / "ops_info.json",
+    result = invoke("policy", "show", "--op-info", SAMPLE, "--mixlist", ROOT / "sample_models" / "mixlist.json",
                     "--block-op", "BatchMatMulV2")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert re.search(r"^  MatMul +WHITE +op-info .*'MatMulV2' flag true, 'BatchMatMulV2' flag true$", out, re.M)
-    assert re.search(r"^  Erf +BLACK +.*ops_info.json: black-list.to-add$", out, re.M)
+    assert re.search(r"^  Erf +BLACK +.*mixlist.json: black-list.to-add$", out, re.M)
     assert f"no ONNX counterpart in {SAMPLE} (2): ApplyAdamD TransData" in out
     assert "note: --block-op: 'BatchMatMulV2' (Ascend, TensorFlow) read as ONNX 'MatMul'" in result.stderr
     assert "BLOCKED, float32 at every level (1): MatMul" in out
