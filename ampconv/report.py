@@ -295,8 +295,13 @@ def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> 
 
 def float32_by_rule_line(report: Report) -> str:
     """``float32: 15 node(s): 12 follow quantization scales, 3 a consumer needs float32``: why nodes stay float32."""
-    by_name = {n["name"]: n for n in report.nodes}
-    causes = Counter(_float32_cause(n, by_name) for n in report.nodes if n["precision"] == "HIGH")
+    return float32_causes(report.nodes)
+
+
+def float32_causes(nodes: List[Dict[str, Any]]) -> str:
+    """``float32_by_rule_line`` from a report's node entries (the page reads them from the JSON)."""
+    by_name = {n["name"]: n for n in nodes}
+    causes = Counter(_float32_cause(n, by_name) for n in nodes if n["precision"] == "HIGH")
     shown = causes.most_common(5)
     rest = sum(causes.values()) - sum(count for _, count in shown)
     parts = [f"{count} {words}" for words, count in shown] + ([f"{rest} other"] if rest else [])
@@ -315,16 +320,20 @@ def _quantized_line(report: Report) -> str:
 
 def nothing_to_convert_reason(report: Report) -> str:
     """Why a conversion changed nothing, in plain words."""
-    if report.level == "O0":
+    return unchanged_reason(report.level, report.nodes, report.figures, report.dtype)
+
+
+def unchanged_reason(level: str, nodes: List[Dict[str, Any]], figures: Optional[Dict[str, Any]], dtype: str) -> str:
+    """``nothing_to_convert_reason`` from a report's values (the page reads them from the JSON)."""
+    if level == "O0":
         return "level O0 changes no precision"
-    if not report.count("LOW") and not report.count("HIGH"):
+    if not any(n["precision"] in ("LOW", "HIGH") for n in nodes):
         return "no node computes in float32"
-    if any(n["op_type"] in _QUANTIZATION_OPS for n in report.nodes):
+    if any(n["op_type"] in _QUANTIZATION_OPS for n in nodes):
         return "it is already quantized"
-    figures = report.figures or {}
+    figures = figures or {}
     if figures.get("heavy_low"):  # unchanged: the figures are the input's own
-        return (f"it is already mixed precision: {figures['heavy_low']} of {figures['heavy_nodes']} heavy op(s) "
-                f"run in {report.dtype}")
+        return f"it is already mixed precision: {figures['heavy_low']} of {figures['heavy_nodes']} heavy op(s) run in {dtype}"
     return "every float32 node stays float32 for the reasons below"
 
 
