@@ -248,22 +248,26 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
     return "\n".join(lines)
 
 
-# Why a node is float32, in a few words, by its rule (docs/precision.md, "Rules and their ids").
-# A gray node that follows another is counted under the root it follows (``_follow_root``).
+# Why a node is float32, in a few words read after a count ("12 on the black list"), by its rule
+# (docs/precision.md, "Rules and their ids"); a gray node that follows another is counted as
+# following the root it follows (``_follow_root``): "8 follow nodes on the black list".
 _FLOAT32_WORDS = {
-    "hard-no-schema": "ops without a schema", "hard-unknown-type": "inputs of unknown type",
-    "hard-container": "sequence/optional values", "hard-tensor-attribute": "float32 tensor attributes",
-    "hard-function-body": "function bodies float32 only", "hard-runtime-kernel": "no LOW runtime kernel",
-    "hard-quantization": "quantization ops", "hard-schema": "schema refuses the LOW type at this opset",
-    "runtime-pin": "rejected by onnx.checker/onnxruntime in LOW", "user-block-op": "block_ops",
-    "user-keep-fp32": "keep_fp32", "hard-constant": "fed by constants out of the LOW range",
-    "data-tune": "kept by the accuracy search", "data-overflow": "calibration data overflows",
-    "data-accumulation": "calibration sums overflow", "data-underflow": "calibration data underflows",
-    "range-statistics": "normalization statistics", "range-reduction": "long fp16 sums",
-    "range-mask": "masked softmax", "black": "black list", "unlisted": "on no list (O1)",
-    "gray-promote": "inputs disagree (gray)", "gray-free": "no float input or output (gray)",
-    "free-high": "a consumer needs float32", "structural": "subgraphs float32",
+    "hard-no-schema": "without a schema", "hard-unknown-type": "with inputs of unknown type",
+    "hard-container": "on sequence/optional values", "hard-tensor-attribute": "with float32 tensor attributes",
+    "hard-function-body": "whose function body is float32 only", "hard-runtime-kernel": "without a LOW kernel",
+    "hard-quantization": "quantization ops", "hard-schema": "refused LOW by the schema at this opset",
+    "runtime-pin": "rejected in LOW by onnx.checker/onnxruntime", "user-block-op": "kept by block_ops",
+    "user-keep-fp32": "kept by keep_fp32", "hard-constant": "fed by constants out of the LOW range",
+    "data-tune": "kept by the accuracy search", "data-overflow": "overflowing on calibration data",
+    "data-accumulation": "whose sums overflow on calibration data",
+    "data-underflow": "underflowing on calibration data", "range-statistics": "normalization statistics",
+    "range-reduction": "long fp16 sums", "range-mask": "masked softmax", "black": "on the black list",
+    "unlisted": "on no list (O1)", "gray-promote": "with disagreeing inputs (gray)",
+    "gray-free": "without float inputs or outputs (gray)", "free-high": "needed float32 by a consumer",
+    "structural": "with float32 subgraphs",
 }
+# Phrases that name nodes already ("normalization statistics"); the others read "follow nodes <phrase>".
+_NODE_NOUNS = frozenset({"quantization ops", "normalization statistics", "long fp16 sums", "masked softmax"})
 _QUANTIZATION_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
                                "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat",
                                "DynamicQuantizeMatMul", "QAttention", "QGemm"})
@@ -287,10 +291,11 @@ def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> 
     if root is None:
         return f"follow {words}"
     if root is node:
-        return _FLOAT32_WORDS.get(node["rule"], node["rule"])
+        return _FLOAT32_WORDS.get(node["rule"], f"by rule {node['rule']}")
     if root["op_type"] in _QUANTIZATION_OPS:
         return "follow quantization scales"
-    return f"follow {_FLOAT32_WORDS.get(root['rule'], root['rule'])}"
+    words = _FLOAT32_WORDS.get(root["rule"], f"by rule {root['rule']}")
+    return f"follow {words}" if words in _NODE_NOUNS else f"follow nodes {words}"
 
 
 def float32_by_rule_line(report: Report) -> str:

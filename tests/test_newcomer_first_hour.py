@@ -165,7 +165,7 @@ def test_the_summary_counts_float32_nodes_by_rule():
     line = summary.float32_by_rule_line(report)
     assert line.startswith("float32: 5 node(s): ")
     for part in ("1 normalization statistics", "1 follow normalization statistics", "1 fed by constants out of the",
-                 "1 keep_fp32", "1 follow float32 graph inputs"):
+                 "1 kept by keep_fp32", "1 follow float32 graph inputs"):
         assert part in line
     assert line in render_text(report)
     # No float32 node: no line.
