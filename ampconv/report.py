@@ -299,7 +299,7 @@ def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> 
 
 
 def float32_by_rule_line(report: Report) -> str:
-    """``float32: 15 node(s): 12 follow quantization scales, 3 a consumer needs float32``: why nodes stay float32."""
+    """``float32: 15 node(s): 12 follow quantization scales, 3 needed float32 by a consumer``: why nodes stay float32."""
     return float32_causes(report.nodes)
 
 
@@ -310,7 +310,7 @@ def float32_causes(nodes: List[Dict[str, Any]]) -> str:
     shown = causes.most_common(5)
     rest = sum(causes.values()) - sum(count for _, count in shown)
     parts = [f"{count} {words}" for words, count in shown] + ([f"{rest} other"] if rest else [])
-    return f"float32: {sum(causes.values())} node(s): {', '.join(parts)} (--report FILE has each node's reason)"
+    return f"float32: {sum(causes.values())} node(s): {', '.join(parts)}"
 
 
 def _quantized_line(report: Report) -> str:

@@ -119,7 +119,7 @@ SCRIPT = r"""
     row("casts", S.casts.before + " before, " + S.casts.inserted + " inserted, " + S.casts.removed +
         " removed, " + S.casts.after + " after");
     if (S.weights.before) row("weights", bytes(S.weights.before) + " -> " + bytes(S.weights.after));
-    if (S.float32) row("why float32", S.float32.replace(/^float32: /, "").replace(/ \(--report FILE.*\)$/, ""));
+    if (S.float32) row("why float32", S.float32.replace(/^float32: /, ""));
     if (S.interface.length) {
       // The main graph's float inputs/outputs and the rule that set each (ampconv/plan/interface.py).
       var shown = S.interface.slice(0, 8).map(function (i) {
