@@ -48,6 +48,7 @@ demo: samples
 	    -o $(SAMPLES)/transformer.fp16.onnx --report $(SAMPLES)/transformer.report.json --overwrite \
 	    --validate --shape batch:2 --samples 4
 	@echo "converted model: $(SAMPLES)/transformer.fp16.onnx (report: $(SAMPLES)/transformer.report.json)"
+	@echo "ampconv lives in $(VENV): run 'source $(VENV)/bin/activate' (or call $(AMPCONV)); then see the README's 'Your first model in five lines'"
 
 test: install-test
 	$(PY) -m pytest -q -m "not slow" tests

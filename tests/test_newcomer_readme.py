@@ -182,6 +182,9 @@ def test_the_readme_says_where_the_command_lives():
     first_screen = README.read_text().split("## Your first model", 1)[0]
     assert "source .venv/bin/activate" in first_screen and ".venv/bin/ampconv" in first_screen
     assert "make demo" in first_screen and "not on PyPI" in first_screen
+    # make demo ends by saying it too.
+    demo = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "source $(VENV)/bin/activate" in demo
 
 
 def test_the_sample_mixlist_is_not_named_like_an_operator_info_file():
