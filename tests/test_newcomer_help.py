@@ -107,3 +107,9 @@ def test_python_dash_m_ampconv_runs_the_cli(tmp_path):
                          text=True, cwd=tmp_path, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert (tmp_path / "m.fp16.onnx").exists()
+
+
+def test_the_top_level_help_says_where_to_start(cli_runner):
+    result = cli_runner.invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert "ampconv convert model.onnx" in result.output and "by topic" in result.output
