@@ -44,21 +44,25 @@ samples: install
 	$(PY) sample_models/build.py --out $(SAMPLES)
 
 demo: samples
-	$(AMPCONV) convert $(SAMPLES)/transformer.onnx --level O2 --mixlist sample_models/ops_info.json \
+	$(AMPCONV) convert $(SAMPLES)/transformer.onnx --level O2 --mixlist sample_models/mixlist.json \
 	    -o $(SAMPLES)/transformer.fp16.onnx --report $(SAMPLES)/transformer.report.json --overwrite \
 	    --validate --shape batch:2 --samples 4
 	@echo "converted model: $(SAMPLES)/transformer.fp16.onnx (report: $(SAMPLES)/transformer.report.json)"
+	@echo "ampconv lives in $(VENV): run 'source $(VENV)/bin/activate' (or call $(AMPCONV)); then see the README's 'Your first model in five lines'"
 
 test: install-test
 	$(PY) -m pytest -q -m "not slow" tests
 
 # The HTML report page in headless Chromium (installed with apt when missing; needs root for that).
+# Screenshots of a passing and a failing page are kept in $(SCREENSHOTS) (report_page_pass.png, report_page_fail.png).
+SCREENSHOTS := build/screenshots
 test-browser: install-test
 	@if ! which chromium >/dev/null 2>&1; then \
 	    if [ "$$(id -u)" != 0 ]; then echo "test-browser: chromium is not installed; run 'sudo apt-get install -y chromium' (or make test-browser as root)"; exit 1; fi; \
 	    apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
 	fi
-	$(PY) -m pytest -q tests/test_html_report.py
+	AMPCONV_SCREENSHOTS=$(SCREENSHOTS) $(PY) -m pytest -q tests/test_html_report.py
+	@echo "screenshots: $(SCREENSHOTS)/report_page_pass.png, $(SCREENSHOTS)/report_page_fail.png"
 
 # The same suite against the newest releases of every dependency of the tests (no constraints).
 test-latest:

@@ -101,6 +101,9 @@ class WriteOptions:
         if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
                                        or self.opset < 1):
             raise UsageError(f"{named('opset')} must be a positive integer, got {self.opset!r}")
+        if self.keep_opset and self.opset is not None:
+            raise UsageError(f"{named('keep_opset')} and {named('opset', self.opset)} contradict each other: "
+                             "the first keeps the model's opset, the second upgrades it; pass one")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,8 +210,8 @@ class Config:
             by default when its opset keeps heavy ops or Q/DQ nodes from the
             LOW type (bf16 Conv needs opset 22, a float16 Q/DQ scale opset 19),
             to the first opset that admits them; said in the report.
-        keep_opset: never upgrade by default (an explicit ``opset`` still
-            upgrades).
+        keep_opset: never upgrade by default (with ``opset`` too: a usage
+            error, the two contradict each other).
         annotate: stamp each node's precision and rule into its
             ``metadata_props`` (``ampconv.precision``, ``ampconv.rule``).
         progress: optional callback(bytes_done, bytes_total) while writing weights.

@@ -93,14 +93,25 @@ def _cast_bytes(node: ir.Node, shape_of, dims: Mapping[str, int]) -> Optional[in
     shape = shape if shape is not None else next(iter(declared), None)
     if shape is None:
         return None
-    numel = math.prod(evaluate_dim(d, dims) for d in shape.dims)
+    numel = math.prod(_size(d, dims) for d in shape.dims)
     sizes = [tensor_bytes(dtype.value, numel) for dtype in (source.dtype, target.dtype)]
     return None if None in sizes else sum(sizes)
 
 
+def _size(dim, dims: Mapping[str, int]) -> int:
+    """One dim's size: a number, a symbol's bound size, an expression of symbols evaluated, else 1.
+
+    A negative number is no size: some exporters (paddle2onnx) declare an
+    unknown dim as -1, which counted as a number made the traffic negative.
+    """
+    if isinstance(dim, int):
+        return dim if dim >= 0 else 1
+    return evaluate_dim(dim, dims)
+
+
 def _bound(shape: ir.Shape, dims: Mapping[str, int]) -> bool:
-    """Whether every dim of ``shape`` is a number or a symbol the graph inputs bind."""
-    return all(isinstance(d, int) or not (symbols_of(d) - dims.keys()) for d in shape.dims)
+    """Whether every dim of ``shape`` is a size (a number >= 0) or a symbol (expression) the graph inputs bind."""
+    return all(d >= 0 if isinstance(d, int) else not (symbols_of(d) - dims.keys()) for d in shape.dims)
 
 
 def _first_float(node: ir.Node) -> Optional[ir.DataType]:

@@ -22,7 +22,7 @@ from ampconv.config import Config
 from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.tune import tune_model
-from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError
+from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
 from ampconv.load import load_model
 from ampconv.lowtypes import low_type
 from ampconv.opset_upgrade import auto_upgrade_target, default_opset, upgraded_copy
@@ -141,14 +141,14 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
             raise
     report.source = str(src)
     if note:
-        reason = f" ({why}; --keep-opset keeps the model's opset)" if why else ""
+        reason = f" ({why}; {named('keep_opset', True)} keeps the model's opset)" if why else ""
         report.notes.insert(0, note + reason)
         if report.unchanged:
             # Not "unchanged": the written model has the new opset, and nothing gained by it.
             report.unchanged = False
             report.warnings.append(
                 f"no node converts even at opset {opset}: the output differs from the input only by the opset "
-                "upgrade; --keep-opset writes the model as it is"
+                f"upgrade; {named('keep_opset', True)} writes the model as it is"
             )
     return report
 

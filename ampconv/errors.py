@@ -46,6 +46,15 @@ def named(name: str, value: object = None, entry: Optional[str] = None, words: s
     return _OPEN + json.dumps([name, value, entry, words], default=str) + _CLOSE
 
 
+def spell_parameters(text: str, spell: Callable[[Parameter], str] = Parameter.python_text) -> str:
+    """``text`` (a warning or note that may name parameters with ``named()``) with each spelled by ``spell``.
+
+    Python words by default (``keep_fp32 '^/head/'``); the CLI passes its
+    flag speller (``--keep-fp32 '^/head/'``).
+    """
+    return _MARKER.sub(lambda match: spell(Parameter(*json.loads(match.group(1)))), text)
+
+
 class AmpconvError(Exception):
     """Base class: something went wrong that the user can fix or must know about.
 
@@ -72,7 +81,7 @@ class AmpconvError(Exception):
 
     def render(self, spell: Callable[[Parameter], str]) -> str:
         """The message with each named parameter spelled by ``spell``."""
-        return _MARKER.sub(lambda match: spell(Parameter(*json.loads(match.group(1)))), self.template)
+        return spell_parameters(self.template, spell)
 
 
 class UsageError(AmpconvError):

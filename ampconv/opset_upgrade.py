@@ -84,7 +84,7 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
     type_name = low_type(low).name
     return (
         f"{sum(ops.values())} node(s) stay float32 because opset {opset} does not accept {type_name} for them "
-        f"({listed}{more}); they can convert from opset {needed}: convert with opset={needed} (--opset {needed}) "
+        f"({listed}{more}); they can convert from opset {needed}: convert with {named('opset', needed)} "
         "to upgrade the model with onnx's version converter first"
     )
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from ampconv.errors import Parameter, named, spell_parameters
 from ampconv.precision import Precision
 
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# How a renderer spells a parameter that a warning or note names (``ampconv.errors.named``):
+# Python words by default, the CLI's flags from the CLI.
+Speller = Callable[[Parameter], str]
 
 
 @dataclasses.dataclass
@@ -32,6 +37,8 @@ class Report:
     casts_removed: int = 0
     weight_bytes_before: int = 0
     weight_bytes_after: int = 0
+    # Warnings and notes may name parameters (``ampconv.errors.named``): read them through ``warning_texts``
+    # and ``note_texts`` (or ``to_dict``), which spell them in Python words or, from the CLI, as flags.
     warnings: List[str] = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
     runtime_pins: List[Dict[str, str]] = dataclasses.field(default_factory=list)
@@ -52,6 +59,7 @@ class Report:
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
         data = dataclasses.asdict(self)
+        data["warnings"], data["notes"] = self.warning_texts(), self.note_texts()
         data["summary"] = {
             "nodes_low": self.count(Precision.LOW),
             "nodes_high": self.count(Precision.HIGH),
@@ -61,8 +69,16 @@ class Report:
         return data
 
     def summary(self, verbose: bool = False) -> str:
-        """The human summary the CLI prints (``verbose``: every node's decision too)."""
+        """The human summary the CLI prints (``verbose``: every node's decision too), in Python words."""
         return render_text(self, verbose=verbose)
+
+    def warning_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
+        """The warnings, each parameter they name spelled by ``spell`` (Python words by default)."""
+        return [spell_parameters(text, spell) for text in self.warnings]
+
+    def note_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
+        """The notes, each parameter they name spelled by ``spell`` (Python words by default)."""
+        return [spell_parameters(text, spell) for text in self.notes]
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision (all graphs)."""
@@ -181,19 +197,24 @@ def _constant_lines(report: Report, verbose: bool) -> List[str]:
     return lines
 
 
-def render_text(report: Report, verbose: bool = False) -> str:
-    """The human summary printed on stderr."""
+def render_text(report: Report, verbose: bool = False, spell: Speller = Parameter.python_text) -> str:
+    """The human summary printed on stderr (``spell``: how a parameter a warning or note names reads)."""
     lines = []
     action = "plan for" if report.dry_run else "converted"
     target = f" -> {report.output}" if report.output and not report.dry_run else ""
     level = report.level if report.level == report.requested_level else f"{report.requested_level}->{report.level}"
     lines.append(f"ampconv: {action} {report.source}{target} ({report.dtype}, level {level}, preset {report.preset})")
     if report.unchanged:
-        lines.append("  nothing to convert: the model is unchanged")
+        lines.append(f"  nothing to convert: the model is unchanged ({nothing_to_convert_reason(report)})")
     lines.append(
         f"  nodes: {report.count('LOW')} LOW, {report.count('HIGH')} HIGH, "
         f"{report.count('NONE')} without float data"
     )
+    quantized = _quantized_line(report)
+    if quantized:
+        lines.append(f"  {quantized}")
+    if report.count("HIGH"):
+        lines.append(f"  {float32_by_rule_line(report)}")
     summary = report.op_summary()
     if summary:
         width = max(len(op) for op in summary)
@@ -212,7 +233,7 @@ def render_text(report: Report, verbose: bool = False) -> str:
     if report.figures is not None:
         lines.append(f"  {_figures_line(report)}")
     if report.kv_cache is not None:
-        lines.append(f"  {_kv_cache_line(report)}")
+        lines.append(f"  {spell_parameters(_kv_cache_line(report), spell)}")
     lines.extend(_constant_lines(report, verbose))
     lines.extend(_grouped(
         [(line_kind(pin["reason"]), f"  onnxruntime pin: {pin['node']} kept float32 ({pin['reason']})")
@@ -224,11 +245,105 @@ def render_text(report: Report, verbose: bool = False) -> str:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH"):
                 lines.append(f"  {n['precision']:4s} {n['name']} ({n['op_type']}): {n['reason']}")
-    lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.notes], verbose))
+    lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.note_texts(spell)], verbose))
     # Warnings are never grouped: each may need its own action.
-    for warning in report.warnings:
+    for warning in report.warning_texts(spell):
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+# Why a node is float32, in a few words read after a count ("12 on the black list"), by its rule
+# (docs/precision.md, "Rules and their ids"); a gray node that follows another is counted as
+# following the root it follows (``_follow_root``): "8 follow nodes on the black list".
+_FLOAT32_WORDS = {
+    "hard-no-schema": "without a schema", "hard-unknown-type": "with inputs of unknown type",
+    "hard-container": "on sequence/optional values", "hard-tensor-attribute": "with float32 tensor attributes",
+    "hard-function-body": "whose function body is float32 only", "hard-runtime-kernel": "without a LOW kernel",
+    "hard-quantization": "quantization ops", "hard-schema": "refused LOW by the schema at this opset",
+    "runtime-pin": "rejected in LOW by onnx.checker/onnxruntime", "user-block-op": "kept by block_ops",
+    "user-keep-fp32": "kept by keep_fp32", "hard-constant": "fed by constants out of the LOW range",
+    "data-tune": "kept by the accuracy search", "data-overflow": "overflowing on calibration data",
+    "data-accumulation": "whose sums overflow on calibration data",
+    "data-underflow": "underflowing on calibration data", "range-statistics": "normalization statistics",
+    "range-reduction": "long fp16 sums", "range-mask": "masked softmax", "black": "on the black list",
+    "unlisted": "on no list (O1)", "gray-promote": "with disagreeing inputs (gray)",
+    "gray-free": "without float inputs or outputs (gray)", "free-high": "needed float32 by a consumer",
+    "structural": "with float32 subgraphs",
+}
+# Phrases that name nodes already ("normalization statistics"); the others read "follow nodes <phrase>".
+_NODE_NOUNS = frozenset({"quantization ops", "normalization statistics", "long fp16 sums", "masked softmax"})
+_QUANTIZATION_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                               "QLinearMatMul", "ConvInteger", "MatMulInteger", "MatMulIntegerToFloat",
+                               "DynamicQuantizeMatMul", "QAttention", "QGemm"})
+
+
+def _follow_root(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """The first node (or graph input) up a gray node's chain of ``follows`` that decided by another rule."""
+    seen = set()
+    while node["rule"] == "gray-follow" and node.get("follows") and node["name"] not in seen:
+        seen.add(node["name"])
+        ahead = by_name.get(node["follows"])
+        if ahead is None:  # a graph input (or a value no node produces)
+            return "float32 graph inputs", None
+        node = ahead
+    return "", node
+
+
+def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> str:
+    """A float32 node's cause in a few words: its rule's, or that of the root it follows."""
+    words, root = _follow_root(node, by_name)
+    if root is None:
+        return f"follow {words}"
+    if root is node:
+        return _FLOAT32_WORDS.get(node["rule"], f"by rule {node['rule']}")
+    if root["op_type"] in _QUANTIZATION_OPS:
+        return "follow quantization scales"
+    words = _FLOAT32_WORDS.get(root["rule"], f"by rule {root['rule']}")
+    return f"follow {words}" if words in _NODE_NOUNS else f"follow nodes {words}"
+
+
+def float32_by_rule_line(report: Report) -> str:
+    """``float32: 15 node(s): 12 follow quantization scales, 3 needed float32 by a consumer``: why nodes stay float32."""
+    return float32_causes(report.nodes)
+
+
+def float32_causes(nodes: List[Dict[str, Any]]) -> str:
+    """``float32_by_rule_line`` from a report's node entries (the page reads them from the JSON)."""
+    by_name = {n["name"]: n for n in nodes}
+    causes = Counter(_float32_cause(n, by_name) for n in nodes if n["precision"] == "HIGH")
+    shown = causes.most_common(5)
+    rest = sum(causes.values()) - sum(count for _, count in shown)
+    parts = [f"{count} {words}" for words, count in shown] + ([f"{rest} other"] if rest else [])
+    return f"float32: {sum(causes.values())} node(s): {', '.join(parts)}"
+
+
+def _quantized_line(report: Report) -> str:
+    """A model that is already quantized says so: its quantization ops run in integers, not LOW."""
+    ops = Counter(n["op_type"] for n in report.nodes if n["op_type"] in _QUANTIZATION_OPS)
+    if not ops:
+        return ""
+    listed = ", ".join(f"{op} {count}" for op, count in sorted(ops.items()))
+    return (f"already quantized: {sum(ops.values())} quantization node(s) ({listed}) compute in integers; "
+            "their scales are float32, and the float ops that follow them stay float32")
+
+
+def nothing_to_convert_reason(report: Report) -> str:
+    """Why a conversion changed nothing, in plain words."""
+    return unchanged_reason(report.level, report.nodes, report.figures, report.dtype)
+
+
+def unchanged_reason(level: str, nodes: List[Dict[str, Any]], figures: Optional[Dict[str, Any]], dtype: str) -> str:
+    """``nothing_to_convert_reason`` from a report's values (the page reads them from the JSON)."""
+    if level == "O0":
+        return "level O0 changes no precision"
+    if not any(n["precision"] in ("LOW", "HIGH") for n in nodes):
+        return "no node computes in float32"
+    if any(n["op_type"] in _QUANTIZATION_OPS for n in nodes):
+        return "it is already quantized"
+    figures = figures or {}
+    if figures.get("heavy_low"):  # unchanged: the figures are the input's own
+        return f"it is already mixed precision: {figures['heavy_low']} of {figures['heavy_nodes']} heavy op(s) run in {dtype}"
+    return "every float32 node stays float32 for the reasons below"
 
 
 def _figures_line(report: Report) -> str:
@@ -258,15 +373,15 @@ def _kv_cache_line(report: Report) -> str:
         f"{_mib(cache['bytes_read'])} read, {_mib(cache['bytes_written'])} written per step"
     )
     if "float32" in cache["types"]:
-        line += " (kv_cache='low' keeps it in the LOW type)"
+        line += f" ({named('kv_cache', 'low')} keeps it in the LOW type)"
     if cache["unset"]:
-        line += f"; {', '.join(cache['unset'])} counted as 1 (give their sizes with shapes)"
+        line += f"; {', '.join(cache['unset'])} counted as 1 (give their sizes with {named('shapes')})"
     return line
 
 
-def render_warnings(report: Report) -> str:
+def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> str:
     """Only the warnings, one ``ampconv: warning:`` line each: what ``-q`` still prints ("" when none)."""
-    return "\n".join(f"ampconv: warning: {warning}" for warning in report.warnings)
+    return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
 
 
 def _data_lines(report: Report, verbose: bool = False) -> List[str]:
@@ -304,9 +419,9 @@ def _data_lines(report: Report, verbose: bool = False) -> List[str]:
     return lines
 
 
-def render_plan(report: Report) -> str:
+def render_plan(report: Report, spell: Speller = Parameter.python_text) -> str:
     """``--dry-run`` output: one line per node with its precision and reason."""
-    lines = [render_text(report)]
+    lines = [render_text(report, spell=spell)]
     lines.append("plan:")
     for n in report.nodes:
         graph = "" if n["graph"] == "main" else f"[{n['graph']}] "

@@ -46,6 +46,7 @@ def _infer_main_graph_shapes(model: ir.Model, inputs: Mapping[str, Sequence[int]
     """Shapes onnx inference finds for the main graph's values (empty when it fails)."""
     try:
         proto = weight_free_proto(model)
+        _forget_negative_dims(proto.graph)
         for info in proto.graph.input:
             if info.name in inputs and info.type.HasField("tensor_type"):
                 dims = info.type.tensor_type.shape.dim
@@ -60,6 +61,15 @@ def _infer_main_graph_shapes(model: ir.Model, inputs: Mapping[str, Sequence[int]
         if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
             shapes[info.name] = ir.serde.deserialize_type_proto_for_shape(info.type)
     return shapes
+
+
+def _forget_negative_dims(graph: onnx.GraphProto) -> None:
+    """Clear declared dims of -1 (paddle2onnx's word for unknown): inference then computes them, not copies -1."""
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if info.type.HasField("tensor_type"):
+            for dim in info.type.tensor_type.shape.dim:
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.Clear()
 
 
 __all__ = ["ShapeSource", "inferred_shapes"]

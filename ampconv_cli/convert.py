@@ -13,14 +13,17 @@ from ampconv.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
 from ampconv.validate import check_inputs
 from ampconv_cli import collection
-from ampconv_cli.errors import handle_errors
+from ampconv_cli.errors import flag_of, handle_errors
 from ampconv_cli.options import (
     CONFIG_GROUPS,
-    conversion_options,
+    OptionGroup,
+    TopicCommand,
+    constant_options,
     data_options,
     model_argument,
     model_options,
     policy_options,
+    precision_options,
 )
 from ampconv_cli.progress import make_progress
 from ampconv_cli.validation_options import (
@@ -29,29 +32,77 @@ from ampconv_cli.validation_options import (
     check_input_range_names,
     options_from_cli,
     run_and_render,
+    validation_input_options,
+    validation_judging_options,
     validation_options,
 )
 
 
-@click.command("convert")
+# The command's own options, grouped for --help like the groups that build Config.
+output_options = OptionGroup(
+    "Where the model and report go, and the checks of the written model.",
+    (
+        click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+                     help="Output path (default: <stem>.<dtype>.onnx beside the input)."),
+        click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+                     help="Write the conversion report (every node, rule, initializer) as JSON; "
+                     "'ampconv report FILE' makes it a page."),
+        click.option("--dry-run", is_flag=True, help="Print the plan; write no model."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input)."),
+        click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output."),
+    ),
+    title="Output and checks",
+)
+validate_run_options = OptionGroup(
+    "--validate and what it does with the verdict.",
+    (
+        click.option("--validate", "do_validate", is_flag=True,
+                     help="Validate the written model against the input (the options below apply)."),
+        click.option("--fail-on-drift", is_flag=True,
+                     help="With --validate: exit 3 when over tolerance (without it the exit status stays 0)."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+                     help="Format of the validation result."),
+    ),
+    title="Validation (with --validate)",
+)
+display_options = OptionGroup(
+    "How much the command prints.",
+    (
+        click.option("-v", "--verbose", is_flag=True,
+                     help="List every node's decision, and every line the summary groups."),
+        click.option("-q", "--quiet", is_flag=True,
+                     help="No summary, no progress bar (errors and warnings still print)."),
+    ),
+    title="Display",
+)
+# The --help sections: each lists the options of its groups (the Config-building groups and the command's own).
+HELP_TOPICS = (
+    ("Policy: which ops run LOW", (policy_options, precision_options)),
+    ("Constants out of the LOW range", (constant_options,)),
+    ("Calibration and tune", (data_options,)),
+    ("Output and checks", (output_options, model_options)),
+    ("Validation (with --validate)", (validate_run_options, validation_input_options, validation_judging_options)),
+    ("Display", (display_options,)),
+)
+EXAMPLES = (
+    ("ampconv convert model.onnx", "fp16 at O2: writes model.fp16.onnx beside it and prints a summary"),
+    ("ampconv convert model.onnx --overwrite --validate --inputs samples/ --report r.json && ampconv report r.json",
+     "again (replacing it), validated on your own samples, with the report page r.html"),
+    ("ampconv convert model.onnx --dtype bf16 --mixlist mix.json --dry-run",
+     "bf16 with a policy file: print each node's decision, write nothing"),
+)
+
+
+@click.command("convert", cls=TopicCommand, topics=HELP_TOPICS, examples=EXAMPLES)
 @click.argument("model", type=click.Path(dir_okay=True), required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Output path (default: <stem>.<dtype>.onnx beside the input).")
+@output_options
 @policy_options
-@conversion_options
+@precision_options
+@constant_options
 @model_options
 @data_options
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the conversion report (every node, rule, initializer) as JSON.")
-@click.option("--dry-run", is_flag=True, help="Print the plan; write no model.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input).")
-@click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output.")
-@click.option("-v", "--verbose", is_flag=True, help="List every node's decision, and every line the summary groups.")
-@click.option("-q", "--quiet", is_flag=True, help="No summary, no progress bar (errors and warnings still print).")
-@click.option("--validate", "do_validate", is_flag=True, help="Validate the output against the input.")
-@click.option("--fail-on-drift", is_flag=True, help="With --validate: exit 3 when over tolerance.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Format of the validation result.")
+@display_options
+@validate_run_options
 @validation_options
 @handle_errors
 def command(**params):
@@ -121,11 +172,11 @@ def _convert_and_print(model, params, fields):
             config = Config(progress=progress, **fields)
             report = ampconv.convert(model, params["output"], config, dry_run=params["dry_run"])
         if params["dry_run"]:
-            click.echo(render_plan(report))
+            click.echo(render_plan(report, spell=flag_of))
         elif not quiet:
-            click.echo(render_text(report, verbose=params["verbose"]), err=True)
+            click.echo(render_text(report, verbose=params["verbose"], spell=flag_of), err=True)
         elif report.warnings:  # -q silences the summary, never a warning
-            click.echo(render_warnings(report), err=True)
+            click.echo(render_warnings(report, spell=flag_of), err=True)
         if report_path:
             # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
             outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
@@ -143,7 +194,9 @@ def _validate_written(model, report, params, validation) -> None:
         if params["fail_on_drift"]:
             click.echo("ampconv: converted model drifts beyond tolerance (written; see above)", err=True)
             raise SystemExit(code)
-        click.echo("ampconv: warning: converted model drifts beyond tolerance", err=True)
+        # The exit status stays 0 here (the model is written): say so where the FAIL is read.
+        click.echo("ampconv: warning: converted model drifts beyond tolerance (FAIL above); the exit status "
+                   "stays 0 without --fail-on-drift (then 3)", err=True)
 
 
 def _validation_only(validation: dict) -> dict:
@@ -181,6 +234,8 @@ def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples
     external data files, the samples) nor the model or its data file; an
     existing report file needs ``--overwrite``: the report is rewritten whole.
     """
+    if Path(model).is_dir():  # before the default output name: "." has no name to derive one from
+        raise ampconv.ModelLoadError(f"{model}: is a directory, expected an .onnx file")
     dst = Path(output) if output is not None else default_output_path(Path(model), dtype)
     produced = [] if dry_run else [
         ("the converted model", dst),

@@ -74,7 +74,9 @@ class OneLineErrorGroup(LazyGroup):
         sys.exit(result if isinstance(result, int) else 0)
 
 
-@click.group(cls=OneLineErrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrorGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Start with: ampconv convert model.onnx (writes model.fp16.onnx beside it). "
+             "'ampconv COMMAND --help' lists a command's options by topic, with examples.")
 # The version from the package itself: looking it up in the installed
 # distributions' metadata (click's default) costs about 0.15 s at every start.
 @click.version_option(version=__version__, prog_name="ampconv")

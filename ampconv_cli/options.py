@@ -3,9 +3,11 @@
 Each group (an ``OptionGroup``, after Polygraphy's argument groups) adds its
 click options to a command and builds its part of the conversion request
 from their values (``config_fields``): ``policy_options`` the policy fields,
-``conversion_options`` the planner's, ``model_options`` the writer's,
-``data_options`` the calibration and search fields. A command joins the
-parts into one ``ampconv.Config``, whose option groups check them once.
+``precision_options`` and ``constant_options`` the planner's,
+``model_options`` the writer's, ``data_options`` the calibration and search
+fields. A command joins the parts into one ``ampconv.Config``, whose option
+groups check them once. Each group's ``title`` is the ``--help`` section that
+lists its options (``TopicCommand``).
 """
 
 from __future__ import annotations
@@ -83,11 +85,18 @@ class OptionGroup:
     doc: str
     options: Tuple[Callable, ...]
     # (the command's parameter values, the names given on the command line) -> Config fields
-    build: Callable[[Mapping[str, Any], frozenset], Dict[str, Any]]
+    build: Callable[[Mapping[str, Any], frozenset], Dict[str, Any]] = lambda params, given: {}
+    # The --help section that lists the group's options (``TopicCommand``); groups may share one.
+    title: str = "Options"
 
     def __call__(self, func: Callable) -> Callable:
         """Add the group's options to the click command ``func``."""
         return _stack(func, self.options)
+
+    def param_names(self) -> Tuple[str, ...]:
+        """The click parameter names of the group's options, in the order the group declares them."""
+        probe = self(lambda: None)
+        return tuple(param.name for param in reversed(probe.__click_params__))
 
     def config_fields(self, params: Mapping[str, Any], given: frozenset = frozenset()) -> Dict[str, Any]:
         """The ``Config`` fields this group's values set (click errors for contradictions only the CLI sees)."""
@@ -103,12 +112,11 @@ def _fields(*names: str) -> Callable[[Mapping[str, Any], frozenset], Dict[str, A
     return build
 
 
-def _plan_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
+def _precision_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
     return {
         "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
-        "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]), "clamp": params["clamp"],
-        "max_finite": params["max_finite"], "min_positive": params["min_positive"],
-        "clamp_small": params["clamp_small"], "kv_cache": params["kv_cache"],
+        "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]),
+        "kv_cache": params["kv_cache"],
     }
 
 
@@ -132,6 +140,7 @@ policy_options = OptionGroup(
     "--level, --preset, --op-info, --mixlist, --block-op, --target.",
     (
         click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default="O2", show_default=True,
+                     metavar="|".join(LEVELS),
                      help="O0 no change, O1 white list LOW, O2 all LOW but the black list, "
                      "O3 everything LOW, auto by --target."),
         click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
@@ -147,14 +156,15 @@ policy_options = OptionGroup(
                      help="Deployment device for --level auto (default: from the installed onnxruntime)."),
     ),
     _fields("level", "preset", "op_info", "mixlists", "block_ops", "target"),
+    title="Policy: which ops run LOW",
 )
 
 
-conversion_options = OptionGroup(
-    "--dtype, keep-io, regex overrides, --clamp and its range limits: the planner's part.",
+precision_options = OptionGroup(
+    "--dtype, keep-io, the name regex overrides: the planner's choices beyond the policy.",
     (
         click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
-                     default="fp16", show_default=True, callback=_dtype_key,
+                     default="fp16", show_default=True, callback=_dtype_key, metavar="fp16|bf16",
                      help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
         click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
                      metavar="[NAMES]", callback=_keep_io_names,
@@ -169,6 +179,15 @@ conversion_options = OptionGroup(
                      help="Keep nodes whose name matches float32; repeatable."),
         click.option("--force-low", multiple=True, metavar="REGEX",
                      help="Force nodes whose name matches to the low type (schema limits still apply)."),
+    ),
+    _precision_fields,
+    title="Policy: which ops run LOW",
+)
+
+
+constant_options = OptionGroup(
+    "--clamp and the constant guard's range limits.",
+    (
         click.option("--clamp", is_flag=True,
                      help="Clamp out-of-range constants to the low type's range instead of keeping "
                      "their consumers float32."),
@@ -182,7 +201,8 @@ conversion_options = OptionGroup(
                      help="With --clamp: raise too small values to +-min positive (default) or flush "
                      "them to 0."),
     ),
-    _plan_fields,
+    _fields("clamp", "max_finite", "min_positive", "clamp_small"),
+    title="Constants out of the LOW range",
 )
 
 
@@ -195,12 +215,13 @@ model_options = OptionGroup(
                      "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
                      "Q/DQ scale: 19)."),
         click.option("--keep-opset", is_flag=True,
-                     help="Never upgrade the model's opset by default (--opset N still does)."),
+                     help="Never upgrade the model's opset by default (not with --opset)."),
         click.option("--annotate", is_flag=True,
                      help="Stamp each node's precision and rule into its metadata_props "
                      "(ampconv.precision, ampconv.rule), visible in model viewers."),
     ),
     _fields("opset", "keep_opset", "annotate"),
+    title="Output and checks",
 )
 
 
@@ -211,14 +232,15 @@ data_options = OptionGroup(
                      help="Calibration samples: FILE.npz, a folder of .npz, ONNX test_data_set_* folders "
                      "(repeatable), or 'random'. Nodes whose activations overflow or underflow the low "
                      "type stay float32."),
-        click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True,
+        click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
                      help="How many samples --calibration-data random draws."),
-        click.option("--calibration-seed", type=int, default=0, show_default=True,
+        click.option("--calibration-seed", type=int, default=0, show_default=True, metavar="S",
                      help="Seed of --calibration-data random."),
-        click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
                      help="Keep a node float32 when a calibration value exceeds this "
                      "(default: half the low type's max, 32752 for fp16)."),
         click.option("--underflow-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+                     metavar="F",
                      help="Share of non-zero values below the low type's normal range above which a tensor "
                      "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
         click.option("--tune", is_flag=True,
@@ -226,9 +248,58 @@ data_options = OptionGroup(
                      "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),
     ),
     _data_fields,
+    title="Calibration and tune",
 )
 
 
 
 # The groups that build ``Config``, in the order a command applies them.
-CONFIG_GROUPS = (policy_options, conversion_options, model_options, data_options)
+CONFIG_GROUPS = (policy_options, precision_options, constant_options, model_options, data_options)
+
+
+class TopicCommand(click.Command):
+    """A click command whose ``--help`` lists its options by topic, then a few examples.
+
+    ``topics``: (section title, option groups) pairs, in order; the options of
+    each group are listed under its section (the groups' ``title``). Options no
+    group lists (``--help``) join the last section. ``examples``: (command
+    line, what it does) pairs printed at the end.
+    """
+
+    def __init__(self, *args, topics: Tuple = (), examples: Tuple = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.topics = tuple((title, tuple(name for group in groups for name in group.param_names()))
+                            for title, groups in topics)
+        self.examples = tuple(examples)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: D102
+        records = {param.name: param.get_help_record(ctx) for param in self.get_params(ctx)
+                   if isinstance(param, click.Option)}
+        listed = {name for _, names in self.topics for name in names}
+        rest = [record for name, record in records.items() if record and name not in listed]
+        for index, (title, names) in enumerate(self.topics):
+            rows = [records[name] for name in names if records.get(name)]
+            if index == len(self.topics) - 1:
+                rows, rest = rows + rest, []  # --help joins the last topic (display)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: D102
+        if not self.examples:
+            return
+        with formatter.section("Examples"):
+            indent = " " * formatter.current_indent
+            for line, meaning in self.examples:  # written as is: a wrapped command line would not paste
+                formatter.write(f"{indent}# {meaning}\n{indent}{line}\n")
+
+
+def topics_of(*groups: OptionGroup) -> Tuple:
+    """``TopicCommand``'s topics from option groups: one section per title, in the order titles first appear."""
+    sections: Dict[str, list] = {}
+    for group in groups:
+        sections.setdefault(group.title, []).append(group)
+    return tuple((title, tuple(members)) for title, members in sections.items())

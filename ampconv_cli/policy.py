@@ -8,7 +8,8 @@ import click
 
 import ampconv
 from ampconv.policy import LEVEL_TABLE
-from ampconv_cli.errors import handle_errors
+from ampconv.errors import spell_parameters
+from ampconv_cli.errors import flag_of, handle_errors
 from ampconv_cli.options import policy_options
 
 
@@ -51,9 +52,9 @@ def show(level, preset, mixlists, block_ops, target, fmt, op_info=None):
     click.echo("UNLISTED: every other op, including ops of other domains")
     _echo_origins(policy)
     for note in policy.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {spell_parameters(note, flag_of)}", err=True)
     for warning in policy.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {spell_parameters(warning, flag_of)}", err=True)
 
 
 def _echo_origins(policy) -> None:

@@ -12,26 +12,47 @@ from pathlib import Path
 import click
 from ampconv import outputs
 from ampconv_cli.errors import handle_errors
+from ampconv_cli.options import OptionGroup, TopicCommand, topics_of
 from ampconv_cli.validation_options import (
     FORMATS,
     check_input_range_names,
     options_from_cli,
     run_and_render,
+    validation_input_options,
+    validation_judging_options,
     validation_options,
 )
 
 
-@click.command("validate")
+result_options = OptionGroup(
+    "How the result is written.",
+    (
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+                     help="Result format; markdown fits a CI job summary."),
+        click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+                     help="Merge the result into this JSON report (top-level 'validation' key)."),
+        click.option("--overwrite", is_flag=True,
+                     help="Let --report replace an existing file that is not an ampconv report."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+    ),
+    title="Result and display",
+)
+EXAMPLES = (
+    ("ampconv validate model.onnx model.fp16.onnx --inputs samples/",
+     "judge on your own samples (.npz files or ONNX test_data_set_* folders)"),
+    ("ampconv validate model.onnx model.fp16.onnx --shape batch:8 --samples 4 --localize",
+     "seeded random inputs at batch 8; on a failure, name the node where drift starts"),
+    ("ampconv validate model.onnx model.fp16.onnx --rtol 1e-2 --atol 1e-3 --format markdown",
+     "a strict elementwise tolerance, as a CI job summary"),
+)
+
+
+@click.command("validate", cls=TopicCommand, examples=EXAMPLES,
+               topics=topics_of(validation_input_options, validation_judging_options, result_options))
 @click.argument("reference", type=click.Path(dir_okay=False))
 @click.argument("converted", type=click.Path(dir_okay=False))
 @validation_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="Result format; markdown fits a CI job summary.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Merge the result into this JSON report (top-level 'validation' key).")
-@click.option("--overwrite", is_flag=True,
-              help="Let --report replace an existing file that is not an ampconv report.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+@result_options
 @handle_errors
 def command(reference, converted, fmt, report_path, overwrite, quiet, **validation):
     """Compare CONVERTED with the float32 REFERENCE on the same inputs.

@@ -1,9 +1,10 @@
 """Validation options shared by ``ampconv validate`` and ``ampconv convert --validate``.
 
-- ``validation_options``: decorator adding the option group (``--inputs``,
-  ``--rtol``, ``--atol``, ``--backend``, ``--samples``, ``--seed``,
-  ``--shape``, ``--input-range``, ``--localize``). Their parameter names are
-  ``VALIDATION_PARAMS``.
+- ``validation_options``: decorator adding the two option groups
+  (``validation_input_options``: ``--inputs``, ``--shape``,
+  ``--input-range``, ``--samples``, ``--seed``; ``validation_judging_options``:
+  ``--rtol``, ``--atol``, ``--backend``, ``--localize``). Their parameter
+  names are ``VALIDATION_PARAMS``.
 - ``options_from_cli``: those parameters -> ``ValidateOptions``.
 - ``run_and_render``: validate, print the result, merge it into a report, and
   return the exit code (0 every output passes, 3 some output fails: the
@@ -20,6 +21,7 @@ import click
 
 from ampconv.errors import UsageError
 from ampconv_cli.errors import flag_of
+from ampconv_cli.options import OptionGroup
 from ampconv.validate import ValidateOptions, parse_shape, validate
 from ampconv.validate.options import parse_input_range
 from ampconv.validate.render import render
@@ -52,31 +54,14 @@ def _parse_input_ranges(ctx, param, values):
     return tuple(parsed)
 
 
-def validation_options(func: Callable) -> Callable:
-    """Add the validation option group to a click command (applied bottom-up)."""
-    decorators = [
+validation_input_options = OptionGroup(
+    "What the two models are fed: samples from files, or seeded random inputs and their shapes and ranges.",
+    (
         click.option(
             "--inputs", "inputs", multiple=True, metavar="PATH",
             help="Input sample(s): FILE.npz, a folder of .npz, or ONNX test-data folder(s) "
             "(test_data_set_*/input_*.pb). Repeatable. Default: seeded random data.",
         ),
-        click.option("--rtol", type=click.FloatRange(min=0), default=None,
-                     help="Relative tolerance: switches to the strict elementwise rule, every element "
-                     "|conv-ref| <= atol + rtol*|ref| (the other tolerance defaults per dtype: fp16 1e-2, "
-                     "bf16 5e-2). Without --rtol/--atol the default criteria judge each output: no new "
-                     "NaN/Inf, argmax agreement on clear rows, cosine, and p99/max error relative to the "
-                     "output's scale (docs/validation.md)."),
-        click.option("--atol", type=click.FloatRange(min=0), default=None,
-                     help="Absolute tolerance: switches to the strict elementwise rule (see --rtol; "
-                     "default per dtype: fp16 1e-2, bf16 5e-2)."),
-        click.option(
-            "--backend", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
-            help="native: run the converted model as is (CUDA if available); emulate: float32 compute "
-            "rounded to fp16/bf16 after every LOW tensor (faithful on a CPU); auto: native on CUDA, else emulate.",
-        ),
-        click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Number of random samples (without --inputs)."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed for random inputs."),
         click.option(
             "--shape", "shapes", multiple=True, metavar="NAME:DIMS", callback=_parse_shapes,
             help="Shape of a random input (x:1x3x224x224), value of a dimension symbol (batch:1), or "
@@ -85,16 +70,44 @@ def validation_options(func: Callable) -> Callable:
         ),
         click.option(
             "--input-range", "input_ranges", multiple=True, metavar="NAME:LOW,HIGH", callback=_parse_input_ranges,
-            help="Value range of a random input, for models fed e.g. int16-scale audio (audio:-32768,32767) "
-            "or pixels (image:0,255): floats uniform in [LOW, HIGH), integer inputs integers in [LOW, HIGH]; equal ends hold it constant (sr:16000,16000) "
-            "(default: floats N(0, 1), integers small indices). Repeatable; not with --inputs.",
+            help="Value range of a random input (audio:-32768,32767, image:0,255): floats uniform in "
+            "[LOW, HIGH), integers in [LOW, HIGH]; equal ends hold it constant (sr:16000,16000). "
+            "Default: floats N(0, 1), integers small indices. Repeatable; not with --inputs.",
+        ),
+        click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                     help="Number of random samples (without --inputs)."),
+        click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed for random inputs."),
+    ),
+    title="Validation inputs",
+)
+
+
+validation_judging_options = OptionGroup(
+    "How the outputs are judged and on what: the tolerance rule, the backend, localization of a failure.",
+    (
+        click.option("--rtol", type=click.FloatRange(min=0), default=None, metavar="R",
+                     help="Relative tolerance of the strict elementwise rule |conv-ref| <= atol + rtol*|ref| "
+                     "(the other defaults per dtype: fp16 1e-2, bf16 5e-2). Without --rtol/--atol the default "
+                     "criteria judge each output: no new NaN/Inf, argmax on clear rows, cosine, p99/max error "
+                     "against the output's scale (docs/validation.md)."),
+        click.option("--atol", type=click.FloatRange(min=0), default=None, metavar="A",
+                     help="Absolute tolerance: switches to the strict elementwise rule (see --rtol; "
+                     "default per dtype: fp16 1e-2, bf16 5e-2)."),
+        click.option(
+            "--backend", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
+            help="native: run the converted model as is (CUDA if available); emulate: float32 compute "
+            "rounded to fp16/bf16 after every LOW tensor (faithful on a CPU); auto: native on CUDA, else emulate.",
         ),
         click.option("--localize/--no-localize", default=False, show_default=True,
                      help="On failure, name the first node whose output drifts."),
-    ]
-    for decorator in reversed(decorators):
-        func = decorator(func)
-    return func
+    ),
+    title="Validation criteria",
+)
+
+
+def validation_options(func: Callable) -> Callable:
+    """Add both validation option groups to a click command (their parameters are ``VALIDATION_PARAMS``)."""
+    return validation_input_options(validation_judging_options(func))
 
 
 def options_from_cli(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
+import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -359,12 +360,81 @@ def build_all(out_dir: str | pathlib.Path = DEFAULT_OUT) -> dict[str, pathlib.Pa
     return paths
 
 
+def build_tiny_constants(rng: np.random.Generator) -> onnx.ModelProto:
+    """A Conv (``conv1``) whose weight ``conv1.w`` holds 8 values of 1e5, beyond fp16's 65504, then a Relu.
+
+    The README's "Constants out of range" example: at O2 ``conv1`` stays
+    float32 with a reason naming ``--clamp``; with ``--clamp`` it runs LOW.
+    """
+    weight = (rng.standard_normal((4, 3, 3, 3)) * 0.2).astype(np.float32)
+    weight.flat[:8] = 1e5
+    b = GraphBuilder(rng)
+    w = b.const("conv1.w", weight)
+    conv = b.op("Conv", ["image", w], "conv1", pads=[1, 1, 1, 1])
+    b.rename_output(b.op("Relu", [conv], "relu1"), "features")
+    graph = b.graph("constants", [helper.make_tensor_value_info("image", FLOAT, ["batch", 3, 16, 16])],
+                    [helper.make_tensor_value_info("features", FLOAT, ["batch", 4, 16, 16])])
+    return _model(graph, "A Conv whose weight holds values beyond the fp16 range.")
+
+
+def build_conv(rng: np.random.Generator) -> onnx.ModelProto:
+    """A Conv and a Relu at opset 17: the README's bf16 example (bfloat16 Conv needs opset 22)."""
+    b = GraphBuilder(rng)
+    conv = b.op("Conv", ["image", b.weight("conv.w", (8, 3, 3, 3), 0.2)], "/conv/Conv", pads=[1, 1, 1, 1])
+    b.rename_output(b.op("Relu", [conv], "/relu/Relu"), "features")
+    graph = b.graph("conv", [helper.make_tensor_value_info("image", FLOAT, ["batch", 3, 16, 16])],
+                    [helper.make_tensor_value_info("features", FLOAT, ["batch", 8, 16, 16])])
+    return _model(graph, "A Conv and a Relu at opset 17.")
+
+
+def _data_models():
+    """tests/data_models.py: the float32 models whose fp16 failure shows only on realistic data (and their data)."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data_models.py"
+    spec = importlib.util.spec_from_file_location("ampconv_data_models", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_readme_examples(out_dir: str | pathlib.Path = DEFAULT_OUT) -> dict[str, pathlib.Path]:
+    """The models and sample folders the README's examples name, so each runs as written after ``make samples``.
+
+    ``constants.onnx`` and ``conv.onnx`` (above); ``audio.onnx`` and
+    ``cancel.onnx`` with calibration folders ``audio_calib/`` and
+    ``cancel_calib/`` (the audio front end and the offset-cancelling MLP of
+    tests/data_models.py); ``cnn_inputs/``, eight input samples of the CNN
+    sample for the first-model walk-through.
+    """
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    paths: dict[str, pathlib.Path] = {}
+    for name, build in (("constants", build_tiny_constants), ("conv", build_conv)):
+        model = build(rng)
+        onnx.checker.check_model(model, full_check=True)
+        paths[name] = out / f"{name}.onnx"
+        onnx.save(model, str(paths[name]))
+    data = _data_models()
+    for name, source in (("audio", "audio_frontend"), ("cancel", "cancellation_mlp")):
+        paths[name] = out / f"{name}.onnx"
+        onnx.save(data.MODELS[source].build(), str(paths[name]))
+        paths[f"{name}_calib"] = out / f"{name}_calib"
+        data.write_calibration(source, paths[f"{name}_calib"], 16, seed=0)
+    inputs = np.random.default_rng(2).standard_normal((8, 1, 3, 32, 32)).astype(np.float32)
+    paths["cnn_inputs"] = out / "cnn_inputs"
+    data.write_samples(paths["cnn_inputs"], ({"input": x} for x in inputs))
+    return paths
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry: build every sample into ``--out``."""
+    """Command-line entry: build every sample, and what the README's examples name, into ``--out``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output directory (default: %(default)s)")
     args = parser.parse_args(argv)
-    for name, path in build_all(args.out).items():
+    for name, path in {**build_all(args.out), **build_readme_examples(args.out)}.items():
         print(f"{name:14s} {path}")
 
 

@@ -415,3 +415,139 @@ def test_a_hand_edited_section_is_a_one_line_error_and_a_lone_surrogate_is_repla
     result = invoke(cli_runner, "report", odd, "-o", tmp_path / "odd.html")
     assert result.exit_code == 0, result.output
     assert "?odd" in (tmp_path / "odd.html").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------- issue 31: verdict first, nothing cut, what matters first
+
+
+def _localized_failure(cli_runner, tmp_path) -> Path:
+    """The offset-cancelling MLP converted at O2 and validated with --localize: a FAIL with a checked fix."""
+    from data_models import MODELS
+
+    model, calibration = MODELS["cancellation_mlp"].save_with_calibration(tmp_path, 4)
+    report = tmp_path / "fail.json"
+    result = invoke(cli_runner, "convert", model, "-o", tmp_path / "fail.onnx", "--report", report, "-q",
+                    "--validate", "--localize", "--inputs", calibration)
+    assert result.exit_code == 0, result.output
+    return report
+
+
+def test_the_page_opens_on_the_verdict_and_a_fix_to_copy(cli_runner, tmp_path):
+    failing = page_data(json.loads(_localized_failure(cli_runner, tmp_path).read_text()))["verdict"]
+    assert failing["kind"] == "fail" and failing["title"].startswith("FAIL")
+    assert "Drift starts at offset_sub (Sub)" in failing["detail"]
+    assert failing["command"].startswith("ampconv convert ") and "--keep-fp32 '^(offset_sub|offset_add)$'" in \
+        failing["command"]
+
+    plain = json.loads(converted_report(cli_runner, tmp_path).read_text())
+    unvalidated = page_data(plain)["verdict"]
+    assert unvalidated["kind"] == "unvalidated" and unvalidated["command"].startswith("ampconv validate ")
+    assert page_data({**plain, "unchanged": True, "level": "O0"})["verdict"]["detail"].startswith(
+        "level O0 changes no precision")
+    passing = tmp_path / "pass.json"
+    model = save(scoped_model(), tmp_path / "p.onnx")
+    assert invoke(cli_runner, "convert", model, "--report", passing, "-q", "--validate", "-o",
+                  tmp_path / "p16.onnx").exit_code == 0
+    verdict = page_data(json.loads(passing.read_text()))["verdict"]
+    assert verdict["kind"] == "pass" and "--inputs YOUR_SAMPLES/" in verdict["command"]  # random inputs: weak
+    # The page's body puts the verdict before the summary.
+    from ampconv.htmlreport.page import render_page
+
+    text = render_page(page_data(plain))
+    assert text.index('id="verdict"') < text.index('id="summary"')
+
+
+def test_the_node_table_opens_on_what_matters():
+    nodes = [{"name": f"n{i}", "op_type": op, "precision": p, "rule": "x", "reason": "", "graph": "main"}
+             for i, (op, p) in enumerate([("Constant", "NONE"), ("Relu", "LOW"), ("MatMul", "LOW"),
+                                          ("Add", "HIGH"), ("MatMul", "HIGH"), ("Constant", "NONE"),
+                                          ("Sub", "LOW")])]
+    report = {"nodes": nodes, "validation": {"passed": False, "localization": {"node": "n6", "cause": None}},
+              "tune": {"kept": [{"node": "n1"}]}}
+    from ampconv.htmlreport.data import order_by_importance
+
+    # The failing node, the node the search kept, float32 heavy, other float32, LOW heavy, ..., no float data last.
+    assert order_by_importance(report) == [6, 1, 4, 3, 2, 0, 5]
+
+
+def _long_scope_report(nodes: int = 300) -> dict:
+    """Scopes that differ only far from their start, and a failure localized at the last node."""
+    data = synthetic_report(nodes)
+    for i, entry in enumerate(data["nodes"]):
+        layer, part = divmod(i, 30)
+        entry["name"] = (f"/model/encoder/transformer_stack/layers.{layer}/self_attention_block/"
+                         f"multi_head_projection_{part % 3}/{entry['op_type']}_{i}")
+    last = data["nodes"][-1]
+    loc = data["validation"]["localization"]
+    loc.update(node=last["name"], op_type=last["op_type"], cause={"node": last["name"], "op_type": last["op_type"],
+                                                                  "suggestion": "--keep-fp32 'x'"})
+    loc["node_errors"] = [[e["name"], 1e-3] for e in data["nodes"] if e["precision"] != "NONE"]
+    # Exact zeros among errors above the axis's lowest decade (3e-3: the axis starts at 1e-3).
+    data["tune"]["own_errors"] = {e["name"]: (0.0 if k % 2 else 3e-3)
+                                  for k, e in enumerate(data["nodes"]) if e["precision"] == "LOW"}
+    return data
+
+
+@needs_chromium
+def test_labels_are_not_cut_and_zero_errors_sit_apart(tmp_path):
+    report = tmp_path / "long.json"
+    report.write_text(json.dumps(_long_scope_report()))
+    from ampconv.htmlreport import write_page
+
+    page = write_page(report)
+    proc = _chromium("--window-size=1000,1400", "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
+    dom = proc.stdout
+    assert _page_figures(dom)["errors"].group(1) == "0", _page_figures(dom)["error_text"]
+    # The drift and cause labels of a node at the right edge are drawn whole, inside the chart.
+    for mark in ("mark-first", "mark-cause"):
+        found = re.search(rf'<text[^>]*id="{mark}"[^>]*>', dom)
+        assert found and 'data-inside="1"' in found.group(0), found
+    # Scope labels too long for their column keep their distinguishing end: no two scopes read the same.
+    assert re.search(r'<canvas id="strip"[^>]*data-labels-distinct="1"', dom)
+    # Zero own errors sit in their own band below the axis, not on the lowest gridline.
+    svg = re.search(r'<svg[^>]*data-zero-y="([\d.]+)"[^>]*data-axis-y="([\d.]+)"', dom)
+    zero_y, axis_y = float(svg.group(1)), float(svg.group(2))
+    own = re.search(r'<path d="([^"]+)"[^>]*id="chart-own"', dom).group(1)
+    ys = [float(y) + 2 for y in re.findall(r"M[\d.]+ ([\d.]+)h4", own)]
+    zeros = sum(1 for v in json.loads(report.read_text())["tune"]["own_errors"].values() if v == 0)
+    assert sum(1 for y in ys if abs(y - zero_y) < 0.5) == zeros > 0
+    assert not any(abs(y - axis_y) < 0.5 for y in ys)
+
+
+@needs_chromium
+@pytest.mark.parametrize("kind", ["pass", "fail"])
+def test_screenshots_of_a_passing_and_a_failing_page(cli_runner, tmp_path, kind):
+    """``make test-browser`` keeps the screenshots (AMPCONV_SCREENSHOTS, default: the test's folder)."""
+    if kind == "fail":
+        report = _localized_failure(cli_runner, tmp_path)
+    else:
+        report = tmp_path / "pass.json"
+        model = save(scoped_model(), tmp_path / "p.onnx")
+        assert invoke(cli_runner, "convert", model, "--report", report, "-q", "--validate", "-o",
+                      tmp_path / "p16.onnx").exit_code == 0
+    assert invoke(cli_runner, "report", report).exit_code == 0
+    page = report.with_suffix(".html")
+    dom = _chromium("--window-size=1400,1600", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()).stdout
+    assert _page_figures(dom)["errors"].group(1) == "0", _page_figures(dom)["error_text"]
+    banner = re.search(r'<section id="verdict" class="verdict v-(\w+)" data-kind="(\w+)">', dom)
+    assert banner and banner.group(2) == kind
+    title = re.search(r'id="verdict-title">([^<]*)<', dom).group(1)
+    assert title.startswith("PASS" if kind == "pass" else "FAIL")
+    # The command to copy is shown whole (wrapped, never cut).
+    command = re.search(r'<pre id="fix-command">([^<]*)</pre>', dom).group(1)
+    assert command == page_data(json.loads(report.read_text()))["verdict"]["command"].replace("'", "&#39;") or \
+        command == html_unescape_free(page_data(json.loads(report.read_text()))["verdict"]["command"])
+    assert re.search(r'<canvas id="strip"[^>]*data-cut-labels="0"', dom)
+    if kind == "fail":
+        for mark in ("mark-first", "mark-cause"):
+            assert 'data-inside="1"' in re.search(rf'<text[^>]*id="{mark}"[^>]*>', dom).group(0)
+    folder = Path(os.environ.get("AMPCONV_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = folder / f"report_page_{kind}.png"
+    proc = _chromium("--window-size=1400,1600", "--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri())
+    assert proc.returncode == 0 and shot.stat().st_size > 10_000
+
+
+def html_unescape_free(text: str) -> str:
+    """``text`` as the DOM dump writes it in an element (``&``, ``<``, ``>`` escaped; quotes as they are)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

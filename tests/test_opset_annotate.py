@@ -40,8 +40,8 @@ def _opset(model: onnx.ModelProto) -> int:
 def test_bf16_below_opset_22_says_so_in_the_summary(tmp_path):
     report, _ = convert_text(tmp_path, CONV, dtype="bf16", keep_opset=True)
     assert report.count("LOW") == 0
-    (warning,) = [w for w in report.warnings if "opset 17" in w]
-    assert "Conv" in warning and "--opset 22" in warning
+    (warning,) = [w for w in report.warning_texts() if "opset 17" in w]
+    assert "Conv" in warning and "opset=22" in warning  # the parameter, in Python words (the CLI: --opset 22)
     assert "warning: 1 node(s) stay float32 because opset 17" in report.summary()  # not only under -v
 
 
@@ -158,8 +158,8 @@ def test_annotate_at_o0_warns_that_nothing_was_stamped(tmp_path):
 def test_bf16_upgrades_by_default_when_the_opset_keeps_heavy_ops_float32(tmp_path):
     report, model = convert_text(tmp_path, CONV, dtype="bf16")
     assert _opset(model) == 22 and report.count("LOW") == 2
-    note = report.notes[0]
-    assert note.startswith("upgraded from opset 17 to 22") and "Conv" in note and "--keep-opset" in note
+    note = report.note_texts()[0]
+    assert note.startswith("upgraded from opset 17 to 22") and "Conv" in note and "keep_opset=True" in note
     assert not [w for w in report.warnings if "opset 17" in w]  # nothing left that the opset keeps float32
     onnx.checker.check_model(model, full_check=True)
 

@@ -10,6 +10,7 @@ import onnx_ir as ir
 import pytest
 
 from ampconv.config import Config
+from ampconv.errors import spell_parameters
 from ampconv.plan import Decision, data, evidence, gray, guards, hard, levels, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.facts import node_facts
@@ -161,10 +162,11 @@ def test_name_patterns_that_match_nothing_or_collide_are_reported():
     model = _model(MLP)
     policy = load_policy()
     plan = Planner(model, policy, Config(keep_fp32=("^zzz", "^m"), force_low=("^mm$",)).plan_options).run()
-    assert "--keep-fp32 '^zzz' matches no node name" in plan.warnings
-    assert not any("'^m' matches no node" in w for w in plan.warnings)
-    collide = [w for w in plan.warnings if "match both" in w]
-    assert len(collide) == 1 and "'mm'" in collide[0] and "--keep-fp32 wins" in collide[0]
+    warnings = [spell_parameters(w) for w in plan.warnings]  # named parameters in Python words
+    assert "keep_fp32 '^zzz' matches no node name" in warnings
+    assert not any("'^m' matches no node" in w for w in warnings)
+    collide = [w for w in warnings if "match both" in w]
+    assert len(collide) == 1 and "'mm'" in collide[0] and "keep_fp32 wins" in collide[0]
     quiet = Planner(_model(MLP), policy, Config(keep_fp32=("^mm$",)).plan_options).run()
     assert quiet.warnings == []
 

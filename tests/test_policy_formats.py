@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 import ampconv
-from ampconv.errors import PolicyError
+from ampconv.errors import PolicyError, UsageError, spell_parameters
 from ampconv.policy import BLACK, GRAY, UNLISTED, WHITE, load_policy
 from ampconv.policy.framework_names import FRAMEWORK_NAMES, markdown_table
 from ampconv.policy.opinfo import looks_like_op_info
@@ -221,7 +221,8 @@ def test_onnx_names_are_never_translated(tmp_path):
 def test_framework_names_in_block_ops(tmp_path):
     p = load_policy(block_ops=["BatchMatMulV2,Softmax", "Conv2D"])
     assert p.blocked == frozenset({"MatMul", "Softmax", "Conv"})
-    assert "--block-op: 'BatchMatMulV2' (Ascend, TensorFlow) read as ONNX 'MatMul'" in p.notes
+    notes = [spell_parameters(note) for note in p.notes]
+    assert "block_ops: 'BatchMatMulV2' (Ascend, TensorFlow) read as ONNX 'MatMul'" in notes
     assert not p.warnings
     assert load_policy(block_ops=["MatMul"]).notes == ()
 
@@ -288,8 +289,10 @@ def test_unknown_names_warn_with_a_hint_that_knows_framework_names(tmp_path, wri
     path = write(tmp_path, {"black-list": {"to-add": [written]}})
     warnings = load_policy(mixlists=[path]).warnings
     assert len(warnings) == 1 and written in warnings[0] and hint in warnings[0]
-    block = load_policy(block_ops=[written]).warnings
-    assert len(block) == 1 and hint in block[0]
+    # block_ops refuses an unknown op (issue 31), with the same hint.
+    with pytest.raises(UsageError) as refused:
+        load_policy(block_ops=[written])
+    assert hint in str(refused.value)
 
 
 def test_unknown_name_without_a_close_one_has_no_hint(tmp_path):
@@ -357,12 +360,12 @@ def test_cli_op_info_end_to_end(tmp_path, model):
 
 
 def test_policy_show_says_where_each_class_came_from():
-    result = invoke("policy", "show", "--op-info", SAMPLE, "--mixlist", ROOT / "sample_models" / "ops_info.json",
+    result = invoke("policy", "show", "--op-info", SAMPLE, "--mixlist", ROOT / "sample_models" / "mixlist.json",
                     "--block-op", "BatchMatMulV2")
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert re.search(r"^  MatMul +WHITE +op-info .*'MatMulV2' flag true, 'BatchMatMulV2' flag true$", out, re.M)
-    assert re.search(r"^  Erf +BLACK +.*ops_info.json: black-list.to-add$", out, re.M)
+    assert re.search(r"^  Erf +BLACK +.*mixlist.json: black-list.to-add$", out, re.M)
     assert f"no ONNX counterpart in {SAMPLE} (2): ApplyAdamD TransData" in out
     assert "note: --block-op: 'BatchMatMulV2' (Ascend, TensorFlow) read as ONNX 'MatMul'" in result.stderr
     assert "BLOCKED, float32 at every level (1): MatMul" in out

@@ -39,6 +39,8 @@ def write_page(report: os.PathLike | str, page: os.PathLike | str | None = None,
     from ampconv.htmlreport.page import render_page
     from ampconv.htmlreport.read import read_report_file
 
+    if Path(report).is_dir():  # before the default page name: "." has no name to derive one from
+        raise AmpconvError(f"{report}: is a directory, not a report file")
     page = Path(page) if page is not None else default_page_path(report)
     check_page_path(report, page, overwrite)
     data = read_report_file(report)

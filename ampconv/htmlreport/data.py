@@ -11,10 +11,13 @@ If/Loop/Scan node that runs them.
 from __future__ import annotations
 
 import math
+import shlex
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional
 
+from ampconv.figures import HEAVY_OPS
 from ampconv.lowtypes import LOW_TYPES
+from ampconv.report import float32_causes, unchanged_reason
 
 PRECISIONS = ("LOW", "HIGH", "NONE")
 
@@ -63,12 +66,115 @@ def page_data(report: Dict[str, Any]) -> Dict[str, Any]:
         columns["scope"].append(scopes.index(scope_of(node["name"], graph)))
     return {
         "summary": _summary(report),
+        "verdict": verdict(report),
+        "order": order_by_importance(report),
         "ops": op_table(nodes),
         "nodes": columns,
         "tables": {"ops": ops.items, "rules": rules.items, "reasons": reasons.items,
                    "graphs": graphs.items, "scopes": scopes.items},
         "errors": error_series(report),
     }
+
+
+_HEAVY = frozenset(op for ops in HEAVY_OPS.values() for op in ops)
+# Where a placeholder stands for what only the user knows (their samples).
+YOUR_SAMPLES = "YOUR_SAMPLES/"
+
+
+def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
+    """What the page opens on: the verdict (``kind``, ``title``, ``detail``), then what to do (``todo``, ``command``).
+
+    ``kind`` is ``fail``, ``pass``, ``unvalidated``, ``unchanged`` or
+    ``plan``. ``command`` is one command line to copy (or None): the fix
+    validation's localization checked, a search with ``--tune``, or the
+    validation still to run.
+    """
+    validation = report.get("validation") if isinstance(report.get("validation"), dict) else None
+    warnings = len(report.get("warnings") or [])
+    more = f" {warnings} warning(s) below." if warnings else ""
+    nodes = report.get("nodes") or []
+    counts = Counter(n.get("precision") for n in nodes)
+    converted = f"{counts['LOW']} node(s) run in {report.get('dtype')}, {counts['HIGH']} stay float32"
+    source, output = str(report.get("source") or "MODEL.onnx"), str(report.get("output") or "OUT.onnx")
+    if report.get("dry_run"):
+        return _verdict("plan", "Plan only (dry run): nothing was written", converted + "." + more,
+                        "Convert for real without --dry-run.", None)
+    if report.get("unchanged"):
+        reason = unchanged_reason(report.get("level"), nodes, report.get("figures"), report.get("dtype"))
+        return _verdict("unchanged", "Nothing to convert: the model is unchanged", reason + "." + more, "", None)
+    if validation is None:
+        return _verdict("unvalidated", "Converted, not validated", converted + "." + more,
+                        "Validate it on your own samples (.npz files or ONNX test_data_set_* folders):",
+                        _command("validate", source, output, "--inputs", YOUR_SAMPLES))
+    outputs = [o for o in validation.get("outputs") or [] if isinstance(o, dict)]
+    failed = [o for o in outputs if not o.get("passed")]
+    judged = (f"{len(outputs) - len(failed)}/{len(outputs)} output(s) pass on {validation.get('samples')} "
+              f"sample(s) ({validation.get('backend_label') or validation.get('backend')})")
+    if validation.get("passed"):
+        random = validation.get("random_inputs")
+        return _verdict("pass", "PASS: the converted model stays within tolerance",
+                        f"{judged}; {converted}." + more,
+                        "Random inputs are a weak proxy: validate on your own samples:" if random else "",
+                        _command("validate", source, output, "--inputs", YOUR_SAMPLES) if random else None)
+    return _failed(report, validation, failed, judged, more)
+
+
+def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
+    """The FAIL verdict: which outputs, where drift starts, and the fix localization found (or --tune)."""
+    why = "; ".join(f"{o.get('name')}: {o.get('decided_by')}" for o in failed[:3])
+    loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
+    where = f" Drift starts at {loc['node']} ({loc.get('op_type')})." if loc.get("node") else ""
+    detail = f"{judged}: {why}.{where}{more}"
+    source, output = str(report.get("source") or "MODEL.onnx"), str(report.get("output") or "OUT.onnx")
+    fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else {}
+    cause = loc.get("cause") if isinstance(loc.get("cause"), dict) else {}
+    suggestion = fix.get("suggestion") or cause.get("suggestion")
+    if suggestion:
+        checked = ("it passes under emulation" if fix.get("passes") else
+                   f"not enough alone (then: {fix['after']}); --tune searches further" if fix.get("after") else
+                   "not checked")
+        todo = (f"Keep {cause.get('node') or 'the cause'} float32 and convert again (add the options of your "
+                f"first run); checked on sample {loc.get('sample')}: {checked}.")
+        command = _command("convert", source, "-o", output, "--overwrite", *shlex.split(suggestion),
+                           "--validate", "--localize")
+        return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
+    todo = ("Find the nodes to keep float32 with your samples, or rerun with --validate --localize to name "
+            "where drift starts:")
+    command = _command("convert", source, "-o", output, "--overwrite", "--calibration-data", YOUR_SAMPLES,
+                       "--tune", "--validate", "--inputs", YOUR_SAMPLES)
+    return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
+
+
+def _verdict(kind, title, detail, todo, command) -> Dict[str, Any]:
+    return {"kind": kind, "title": title, "detail": detail, "todo": todo, "command": command}
+
+
+def _command(*words: str) -> str:
+    """``ampconv WORDS...`` quoted for a POSIX shell (a placeholder ending in ``/`` stays readable)."""
+    return " ".join(["ampconv"] + [w if w == YOUR_SAMPLES else shlex.quote(w) for w in words])
+
+
+def order_by_importance(report: Dict[str, Any]) -> List[int]:
+    """Node indexes in the order the node table opens on: what failed, what the search kept, float32 heavy
+    ops, other float32 nodes, LOW heavy ops, other LOW nodes, nodes without float data (topological within each)."""
+    validation = report.get("validation") if isinstance(report.get("validation"), dict) else {}
+    loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
+    fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else {}
+    cause = loc.get("cause") if isinstance(loc.get("cause"), dict) else {}
+    failing = {loc.get("node"), cause.get("node"), *(fix.get("nodes") or [])} - {None}
+    tune = report.get("tune") if isinstance(report.get("tune"), dict) else {}
+    kept = {k.get("node") for k in tune.get("kept") or [] if isinstance(k, dict)}
+
+    def rank(node: Dict[str, Any]) -> int:
+        if node["name"] in failing:
+            return 0
+        if node["name"] in kept:
+            return 1
+        heavy = node["op_type"] in _HEAVY
+        return {"HIGH": 3, "LOW": 5}.get(node.get("precision"), 7) - heavy
+
+    nodes = report.get("nodes") or []
+    return sorted(range(len(nodes)), key=lambda i: (rank(nodes[i]), i))
 
 
 def op_table(nodes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -98,6 +204,7 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "dry_run": bool(report.get("dry_run")),
         "unchanged": bool(report.get("unchanged")),
         "counts": {"LOW": counts["LOW"], "HIGH": counts["HIGH"], "NONE": counts["NONE"], "total": len(nodes)},
+        "float32": float32_causes(nodes) if counts["HIGH"] else "",
         "casts": {key: report.get(f"casts_{key}", 0) for key in ("before", "inserted", "removed", "after")},
         "weights": {"before": report.get("weight_bytes_before", 0), "after": report.get("weight_bytes_after", 0)},
         "constants": report.get("constants") or [],

@@ -15,6 +15,10 @@ DATA_ID = "report-data"
 _BODY = """<header><h1>ampconv report</h1><div class="sub" id="title-sub"></div></header>
 <main>
 <pre id="js-errors"></pre>
+<section id="verdict" class="verdict"><div class="v-title" id="verdict-title"></div>
+<div class="v-detail" id="verdict-detail"></div><div class="v-todo" id="verdict-todo"></div>
+<div class="fix-row" id="fix-row"><pre id="fix-command"></pre><button type="button" id="copy-fix">Copy</button></div>
+</section>
 <section id="summary"><h2>Summary</h2><div class="grid" id="facts"></div><div class="kv" id="facts-kv"></div>
 <ul class="msgs" id="messages"></ul></section>
 <section><h2>Op types</h2>
@@ -44,9 +48,12 @@ exact inputs, --tune's ranking)</span>
 <select id="filter-field"><option value="any">any field</option><option value="name">name</option>
 <option value="op">op type (exact)</option><option value="rule">rule</option><option value="reason">reason</option></select>
 <select id="filter-prec"><option value="">any precision</option><option>LOW</option><option>HIGH</option>
-<option>NONE</option></select><span id="table-count"></span></div>
+<option>NONE</option></select><select id="table-order"><option value="importance">what matters first: failing,
+then float32 heavy ops</option><option value="topo">topological order</option></select>
+<span id="table-count"></span></div>
 <div class="thead"><div>#</div><div>name</div><div>op type</div><div>precision</div><div>rule</div><div>reason</div></div>
-<div class="tscroll" id="tscroll"><div id="tspacer"></div><div id="trows"></div></div></section>
+<div class="tscroll" id="tscroll"><div id="tspacer"></div><div id="trows"></div></div>
+<div id="row-details" class="note">Click a row for its whole name and reason.</div></section>
 <footer id="render-ms"></footer>
 </main>
 <div id="tip"></div>

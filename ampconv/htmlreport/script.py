@@ -63,6 +63,30 @@ SCRIPT = r"""
     for (var k = 0; k < listeners.length; k++) listeners[k](i);
   }
 
+  // ---------------------------------------------------------------- verdict: what the page opens on
+  function renderVerdict() {
+    var V = D.verdict, box = $("verdict");
+    box.className = "verdict v-" + V.kind;
+    box.setAttribute("data-kind", V.kind);
+    $("verdict-title").textContent = V.title;
+    $("verdict-detail").textContent = V.detail;
+    $("verdict-todo").textContent = V.todo || "";
+    if (!V.command) { $("fix-row").style.display = "none"; return; }
+    $("fix-command").textContent = V.command;
+    $("copy-fix").addEventListener("click", function () {
+      var done = function () { $("copy-fix").textContent = "Copied"; };
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(V.command).then(done, function () { selectFix(); });
+      } else { selectFix(); }
+    });
+  }
+  function selectFix() {  // a page opened from a file may not reach the clipboard: select the text for Ctrl-C
+    var range = document.createRange();
+    range.selectNodeContents($("fix-command"));
+    var sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+    try { if (document.execCommand("copy")) $("copy-fix").textContent = "Copied"; } catch (e) { /* selected */ }
+  }
+
   // ---------------------------------------------------------------- summary
   function renderSummary() {
     var S = D.summary;
@@ -95,7 +119,7 @@ SCRIPT = r"""
     row("casts", S.casts.before + " before, " + S.casts.inserted + " inserted, " + S.casts.removed +
         " removed, " + S.casts.after + " after");
     if (S.weights.before) row("weights", bytes(S.weights.before) + " -> " + bytes(S.weights.after));
-    if (S.unchanged) row("result", "nothing to convert: the model is unchanged");
+    if (S.float32) row("why float32", S.float32.replace(/^float32: /, ""));
     if (S.interface.length) {
       // The main graph's float inputs/outputs and the rule that set each (ampconv/plan/interface.py).
       var shown = S.interface.slice(0, 8).map(function (i) {
@@ -122,14 +146,25 @@ SCRIPT = r"""
                                loc.precision + ": " + loc.rule);
       if (loc && loc.cause) row("cause", loc.cause.node + " (" + loc.cause.op_type + "): fix " + loc.cause.suggestion);
     }
+    // What may need an action first (warnings), then what was decided, then the long lists, grouped.
     var list = $("messages");
-    function msg(cls, text) { list.appendChild(el("li", cls, text)); }
-    S.constants.forEach(function (c) { msg("", "constant " + c.tensor + " (used by " + c.consumer + "): " + c.detail + " -> " + c.action); });
-    S.interface.forEach(function (i) { if (i.rule === "io-misfit") msg("warning", i.kind + " " + i.name + ": " + i.reason); });
-    S.runtime_pins.forEach(function (p) { msg("", "onnxruntime pin: " + p.node + " kept float32 (" + p.reason + ")"); });
-    if (S.tune) (S.tune.kept || []).forEach(function (k) { msg("", "tune: " + k.node + " (" + (k.op_type || "?") + ") kept float32: " + k.evidence); });
-    S.notes.forEach(function (n) { msg("", "note: " + n); });
+    function msg(cls, text, parent) { var li = el("li", cls, text); (parent || list).appendChild(li); return li; }
     S.warnings.forEach(function (w) { msg("warning", "warning: " + w); });
+    S.interface.forEach(function (i) { if (i.rule === "io-misfit") msg("warning", i.kind + " " + i.name + ": " + i.reason); });
+    if (S.tune) (S.tune.kept || []).forEach(function (k) { msg("", "tune: " + k.node + " (" + (k.op_type || "?") + ") kept float32: " + k.evidence); });
+    grouped(S.runtime_pins.map(function (p) { return "onnxruntime pin: " + p.node + " kept float32 (" + p.reason + ")"; }),
+            "onnxruntime pins");
+    grouped(S.notes.map(function (n) { return "note: " + n; }), "notes");
+    grouped(S.constants.map(function (c) { return "constant " + c.tensor + " (used by " + c.consumer + "): " + c.detail + " -> " + c.action; }),
+            "constants out of the LOW range or rounded");
+    function grouped(lines, what) {  // more than 3 of a kind: the first 2, the rest one click away
+      if (lines.length <= 3) { lines.forEach(function (l) { msg("", l); }); return; }
+      lines.slice(0, 2).forEach(function (l) { msg("", l); });
+      var li = msg("", ""), more = el("details"), inner = el("ul");
+      more.appendChild(el("summary", "", "and " + (lines.length - 2) + " more " + what));
+      lines.slice(2).forEach(function (l) { msg("", l, inner); });
+      more.appendChild(inner); li.appendChild(more);
+    }
   }
 
   // ---------------------------------------------------------------- op table
@@ -155,6 +190,19 @@ SCRIPT = r"""
 
   // ---------------------------------------------------------------- precision strip
   var CELL = 10, ROW = 12, LABEL = 230, PAD = 6;
+  // A scope label keeps its first segment and as many of its last ones as fit: "/model/.../layers.11/attn/".
+  function fitLabel(ctx, text, width) {
+    function fits(t) { return ctx.measureText(t).width <= width; }
+    if (fits(text)) return text;
+    var parts = text.split("/");  // "/a/b/c/" -> ["", "a", "b", "c", ""]
+    var head = parts.length > 3 ? parts.slice(0, 2).join("/") + "/" : "";
+    for (var k = 3; k < parts.length - 1; k++) {  // drop middle segments, keep the distinguishing end
+      var cand = head + "\u2026/" + parts.slice(k).join("/");
+      if (fits(cand)) return cand;
+    }
+    while (text.length > 4 && !fits("\u2026" + text)) text = text.slice(1);
+    return "\u2026" + text;
+  }
   var rows = null;  // {start: Int32Array, end: Int32Array, label: Int32Array, count}
   function layoutStrip(width) {
     var per = Math.max(8, Math.floor((width - LABEL - 8) / CELL));
@@ -171,6 +219,10 @@ SCRIPT = r"""
   function renderStrip() {
     var wrap = $("strip-wrap"), canvas = $("strip"), scroll = $("strip-scroll"), spacer = $("strip-spacer");
     var width = wrap.clientWidth;
+    var probe = $("strip").getContext("2d"), widest = 0;
+    probe.font = "11px system-ui, sans-serif";
+    for (var s = 0; s < T.scopes.length; s++) widest = Math.max(widest, probe.measureText(T.scopes[s] || "(no scope)").width);
+    LABEL = Math.max(120, Math.min(Math.ceil(widest) + 14, Math.floor(width * 0.45)));  // whole labels when they fit
     rows = layoutStrip(width);
     var height = Math.min(rows.count * ROW + 2 * PAD, 440);
     wrap.style.height = height + "px";
@@ -182,7 +234,9 @@ SCRIPT = r"""
     canvas.setAttribute("data-cells", String(N));
     canvas.setAttribute("data-rows", String(rows.count));
     var ctx = canvas.getContext("2d");
+    var cutLabels = 0, drawnAs = {}, distinct = true;
     function draw() {
+      cutLabels = 0;
       ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
       ctx.clearRect(0, 0, cw, height);
       var top = scroll.scrollTop, first = Math.max(0, Math.floor(top / ROW)), last = Math.min(rows.count, Math.ceil((top + height) / ROW));
@@ -191,8 +245,10 @@ SCRIPT = r"""
         var y = r * ROW - top + PAD;
         if (rows.label[r] >= 0) {
           ctx.fillStyle = "#5f6b76";
-          var text = T.scopes[rows.label[r]] || "(no scope)";
-          if (ctx.measureText(text).width > LABEL - 10) { while (text.length > 4 && ctx.measureText("..." + text).width > LABEL - 10) text = text.slice(1); text = "..." + text; }
+          var text = fitLabel(ctx, T.scopes[rows.label[r]] || "(no scope)", LABEL - 10);
+          if (text !== (T.scopes[rows.label[r]] || "(no scope)")) cutLabels++;
+          if (drawnAs[text] !== undefined && drawnAs[text] !== rows.label[r]) distinct = false;
+          drawnAs[text] = rows.label[r];
           ctx.fillText(text, 4, y + CELL / 2 - 1);
           if (r > 0) { ctx.fillStyle = "#dde2e7"; ctx.fillRect(0, y - 2, cw, 1); }
         }
@@ -214,6 +270,7 @@ SCRIPT = r"""
       return i < rows.end[r] ? i : -1;
     }
     scroll.addEventListener("scroll", redraw);
+    canvas.setAttribute("data-label-width", String(LABEL));
     scroll.addEventListener("mousemove", function (ev) { var i = at(ev); if (i >= 0) showTip(ev, i); else hideTip(); });
     scroll.addEventListener("mouseleave", hideTip);
     scroll.addEventListener("click", function (ev) { var i = at(ev); if (i >= 0) { select(i); revealInTable(i); } });
@@ -228,6 +285,8 @@ SCRIPT = r"""
       redraw();
     });
     draw();
+    canvas.setAttribute("data-cut-labels", String(cutLabels));
+    canvas.setAttribute("data-labels-distinct", distinct ? "1" : "0");
   }
 
   // ---------------------------------------------------------------- tooltip and details
@@ -259,7 +318,7 @@ SCRIPT = r"""
   });
 
   // ---------------------------------------------------------------- node table
-  var filtered = null, TROW = 22;
+  var filtered = null, TROW = 36;
   function setFilter(field, text) { $("filter-field").value = field; $("filter").value = text; applyFilter(); $("filter").scrollIntoView({block: "nearest"}); }
   function applyFilter() {
     var q = $("filter").value.trim().toLowerCase(), field = $("filter-field").value, prec = $("filter-prec").value;
@@ -270,8 +329,9 @@ SCRIPT = r"""
       if (!(key in lowered)) lowered[key] = T[table][idx].toLowerCase().indexOf(q) >= 0;
       return lowered[key];
     }
-    var out = [];
-    for (var i = 0; i < N; i++) {
+    var out = [], order = $("table-order").value === "topo" ? null : D.order;
+    for (var k = 0; k < N; k++) {
+      var i = order ? order[k] : k;
       if (p >= 0 && C.prec[i] !== p) continue;
       if (q) {
         var hit = false;
@@ -312,7 +372,10 @@ SCRIPT = r"""
   function revealInTable(i) {
     var k = -1;
     for (var j = 0; j < filtered.length; j++) if (filtered[j] === i) { k = j; break; }
-    if (k < 0) { $("filter").value = ""; $("filter-prec").value = ""; applyFilter(); k = i; }
+    if (k < 0) {
+      $("filter").value = ""; $("filter-prec").value = ""; applyFilter();
+      for (var m = 0; m < filtered.length; m++) if (filtered[m] === i) { k = m; break; }
+    }
     var scroll = $("tscroll");
     var y = k * TROW;
     if (y < scroll.scrollTop || y > scroll.scrollTop + scroll.clientHeight - TROW) scroll.scrollTop = Math.max(0, y - scroll.clientHeight / 2);
@@ -323,13 +386,18 @@ SCRIPT = r"""
     $("filter").addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(applyFilter, 120); });
     $("filter-field").addEventListener("change", applyFilter);
     $("filter-prec").addEventListener("change", applyFilter);
+    $("table-order").addEventListener("change", applyFilter);
     var pending = false;
     $("tscroll").addEventListener("scroll", function () { if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; drawTable(); }); } });
     $("trows").addEventListener("click", function (ev) {
       var r = ev.target.closest(".trow");
       if (r) select(+r.getAttribute("data-node"));
     });
-    listeners.push(function () { drawTable(); });
+    listeners.push(function (i) {
+      drawTable();
+      var d = describe(i), box = $("row-details");
+      box.textContent = "#" + i + "  " + d.name + " (" + d.op + "): " + d.precision + ", " + d.rule + ": " + d.reason;
+    });
     applyFilter();
   }
 
@@ -348,16 +416,18 @@ SCRIPT = r"""
     errorIndex = { prop: new Map(), own: new Map() };
     E.propagated.forEach(function (p) { errorIndex.prop.set(p[0], p[1]); });
     E.own.forEach(function (p) { errorIndex.own.set(p[0], p[1]); });
-    var W = Math.max(box.clientWidth, 400), H = 280, L = 56, R = 12, TOP = 14, B = 34;
+    var W = Math.max(box.clientWidth, 400), H = 296, L = 56, R = 12, TOP = 14, B = 50, ZERO = H - B + 12;
     var values = E.propagated.concat(E.own).map(function (p) { return p[1]; }).filter(function (v) { return v !== null && v > 0; });
     var lo = values.length ? Math.floor(Math.log10(Math.min.apply(null, values))) : -6;
     var hi = values.length ? Math.ceil(Math.log10(Math.max.apply(null, values))) : 0;
     lo = Math.max(lo, -12); if (hi <= lo) hi = lo + 1;
     function X(i) { return L + (W - L - R) * (N > 1 ? i / (N - 1) : 0.5); }
-    function Y(v) { if (v === null) return TOP; if (v <= 0) return H - B; var l = Math.log10(v); return TOP + (H - B - TOP) * (hi - Math.min(hi, Math.max(lo, l))) / (hi - lo); }
+    // An error of exactly 0 has no place on a log axis: it is drawn in a band of its own below the axis.
+    function Y(v) { if (v === null) return TOP; if (v <= 0) return ZERO; var l = Math.log10(v); return TOP + (H - B - TOP) * (hi - Math.min(hi, Math.max(lo, l))) / (hi - lo); }
     var ns = "http://www.w3.org/2000/svg";
     var svg = document.createElementNS(ns, "svg");
     svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("id", "chart-svg");
+    svg.setAttribute("data-zero-y", String(ZERO)); svg.setAttribute("data-axis-y", String(H - B));
     function add(tag, attrs, text) {
       var e = document.createElementNS(ns, tag);
       for (var k in attrs) e.setAttribute(k, attrs[k]);
@@ -388,14 +458,21 @@ SCRIPT = r"""
     }
     add("line", { x1: L, x2: L, y1: TOP, y2: H - B, "class": "axis" });
     add("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, "class": "axis" });
-    add("text", { x: L, y: H - 8 }, "node position in topological order (0 to " + (N - 1) + "); shaded: float32 (HIGH) nodes");
-    function mark(i, color, label, dy) {
+    add("text", { x: L - 6, y: ZERO + 4, "text-anchor": "end" }, "0 (exact)");
+    add("text", { x: L, y: H - 6 }, "node position in topological order (0 to " + (N - 1) + "); shaded: float32 (HIGH) nodes");
+    function mark(i, color, label, dy, id) {
       if (i === null || i === undefined) return;
       add("line", { x1: X(i), x2: X(i), y1: TOP, y2: H - B, stroke: color, "stroke-width": 1.5, "stroke-dasharray": "5 3" });
-      add("text", { x: X(i) + 4, y: TOP + 10 + dy, style: "fill:" + color }, label);
+      // Right of the line, or left of it when the label would run past the plot's right edge.
+      var text = add("text", { x: X(i) + 4, y: TOP + 10 + dy, style: "fill:" + color, id: id }, label);
+      var width = text.getComputedTextLength ? text.getComputedTextLength() : 0;
+      if (X(i) + 4 + width > W - R) { text.setAttribute("x", X(i) - 4); text.setAttribute("text-anchor", "end"); }
+      var bbox = text.getBBox ? text.getBBox() : null;  // the tests read whether the whole label is inside
+      if (bbox) text.setAttribute("data-inside", bbox.x >= 0 && bbox.x + bbox.width <= W ? "1" : "0");
     }
-    mark(E.cause, "#7b1fa2", "cause: " + (E.cause !== null ? C.name[E.cause] : ""), H - B - TOP - 16);
-    mark(E.first, "#b3261e", "drift starts: " + (E.first !== null ? C.name[E.first] : ""), 0);
+    box.appendChild(svg);  // in the document first: the labels measure their own width
+    mark(E.cause, "#7b1fa2", "cause: " + (E.cause !== null ? C.name[E.cause] : ""), H - B - TOP - 16, "mark-cause");
+    mark(E.first, "#b3261e", "drift starts: " + (E.first !== null ? C.name[E.first] : ""), 0, "mark-first");
     if (E.propagated.length) {
       var line = "";
       E.propagated.forEach(function (p, k) { line += (k ? "L" : "M") + X(p[0]).toFixed(1) + " " + Y(p[1]).toFixed(1); });
@@ -418,13 +495,13 @@ SCRIPT = r"""
     svg.addEventListener("mouseleave", hideTip);
     svg.addEventListener("click", function (ev) { var i = nearest(ev); if (i >= 0) { select(i); revealInTable(i); } });
     listeners.push(function (i) { cursor.setAttribute("x1", X(i)); cursor.setAttribute("x2", X(i)); });
-    box.appendChild(svg);
     var legend = $("chart-legend");
     if (!E.propagated.length) legend.querySelector(".lg-prop").style.display = "none";
     if (!E.own.length) legend.querySelector(".lg-own").style.display = "none";
     if (!E.kept.length) legend.querySelector(".lg-kept").style.display = "none";
   }
 
+  renderVerdict();
   renderSummary();
   renderOps();
   renderStrip();

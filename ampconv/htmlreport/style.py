@@ -38,13 +38,29 @@ table.ops .bar { width: 160px; } .bar div { height: 10px; display: flex; }
 .controls input { flex: 1; min-width: 220px; padding: 5px 8px; border: 1px solid #c5ccd3; border-radius: 4px; }
 .controls select { padding: 4px; border: 1px solid #c5ccd3; border-radius: 4px; }
 #table-count { color: var(--muted); font-size: 12px; }
-.thead, .trow { display: grid; grid-template-columns: 64px minmax(180px, 2.2fr) 120px 64px 130px minmax(200px, 3fr);
+.thead, .trow { display: grid; grid-template-columns: 56px minmax(200px, 2.4fr) 130px 64px 150px minmax(240px, 3.4fr);
                 gap: 8px; padding: 0 8px; font-size: 12.5px; align-items: center; }
 .thead { font-weight: 600; border-bottom: 2px solid var(--line); height: 26px; }
 .tscroll { position: relative; height: 460px; overflow-y: auto; }
-.trow { position: absolute; left: 0; right: 0; height: 22px; border-bottom: 1px solid #eef1f4; cursor: pointer; }
+.trow { position: absolute; left: 0; right: 0; height: 36px; border-bottom: 1px solid #eef1f4; cursor: pointer; }
 .trow:hover { background: #f1f6fd; } .trow.sel { background: #fff3c4; }
-.trow div { overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
+/* Two lines per cell, broken anywhere in a long name: the rest is in the row's details below the table. */
+.trow div { overflow: hidden; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
+            overflow-wrap: anywhere; line-height: 16px; }
+#row-details { word-break: break-word; }
+.verdict { border-left: 8px solid #8a96a3; }
+.verdict.v-fail { border-left-color: #b3261e; background: #fdeceb; }
+.verdict.v-pass { border-left-color: #1d7a35; background: #e9f6ec; }
+.verdict.v-unvalidated, .verdict.v-plan { border-left-color: #2f7ed8; background: #eaf2fc; }
+.v-title { font-size: 20px; font-weight: 700; }
+.v-fail .v-title { color: #b3261e; } .v-pass .v-title { color: #1d7a35; }
+.v-detail, .v-todo { margin-top: 6px; overflow-wrap: anywhere; }
+.v-todo { font-weight: 600; }
+.fix-row { display: flex; gap: 8px; align-items: flex-start; margin-top: 6px; }
+.fix-row pre { flex: 1; margin: 0; padding: 8px 10px; background: #1d232a; color: #fff; border-radius: 4px;
+               white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
+.fix-row button { padding: 6px 12px; border: 1px solid #c5ccd3; border-radius: 4px; background: #fff; cursor: pointer; }
+.msgs details summary { cursor: pointer; }
 .p-LOW { color: var(--low); font-weight: 600; } .p-HIGH { color: var(--high); font-weight: 600; }
 .p-NONE { color: #888; }
 #chart svg { display: block; }

@@ -23,6 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.domains import is_default
+from ampconv.errors import named
 from ampconv.config import PlanOptions
 from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
@@ -133,10 +134,10 @@ class Planner:
         if not (self.ctx.keep_fp32 or self.ctx.force_low):
             return
         names = [node.name or "" for node in self.decisions]
-        for flag, patterns in (("--keep-fp32", self.ctx.keep_fp32), ("--force-low", self.ctx.force_low)):
+        for param, patterns in (("keep_fp32", self.ctx.keep_fp32), ("force_low", self.ctx.force_low)):
             for pattern in patterns:
                 if not any(pattern.search(name) for name in names):
-                    self.warnings.append(f"{flag} {pattern.pattern!r} matches no node name")
+                    self.warnings.append(f"{named(param)} {pattern.pattern!r} matches no node name")
         both = []
         for name in names if self.ctx.keep_fp32 and self.ctx.force_low else ():
             keep = next((p for p in self.ctx.keep_fp32 if p.search(name)), None)
@@ -147,8 +148,8 @@ class Planner:
             name, keep, force = both[0]
             more = f" and {len(both) - 1} more" if len(both) > 1 else ""
             self.warnings.append(
-                f"node {name!r}{more} match both --keep-fp32 {keep!r} and --force-low {force!r}: "
-                "--keep-fp32 wins (it is tried first)"
+                f"node {name!r}{more} match both {named('keep_fp32')} {keep!r} and {named('force_low')} {force!r}: "
+                f"{named('keep_fp32')} wins (it is tried first)"
             )
 
     def _plan_graph(self, graph: ir.Graph) -> None:

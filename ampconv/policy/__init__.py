@@ -7,7 +7,7 @@ import os
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
 from ampconv.precision import Precision
-from ampconv.errors import PolicyError, UsageError
+from ampconv.errors import PolicyError, UsageError, named
 from ampconv.policy.files import read_policy_file
 from ampconv.policy.lists import (
     BLACK,
@@ -21,7 +21,7 @@ from ampconv.policy.lists import (
     preset_moved_from_black,
 )
 from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
-from ampconv.policy.names import op_key, read_name, unknown_op_warning
+from ampconv.policy.names import did_you_mean, op_key, read_name
 from ampconv.policy.opinfo import OpInfoFile, read_op_info
 
 LOW, HIGH, INHERIT = Precision.LOW, Precision.HIGH, Precision.INHERIT
@@ -182,10 +182,11 @@ def _read_block_ops(block_ops: Iterable[str]) -> Tuple[FrozenSet[str], List[str]
     for op in sorted({op.strip() for entry in block_ops for op in entry.split(",") if op.strip()}):
         reading = read_name(op)
         if reading.framework is not None:
-            notes.append(f"--block-op: {reading.framework.describe()}")
+            notes.append(f"{named('block_ops')}: {reading.framework.describe()}")
         # Only the default domain can be judged: contrib and custom ops are unknown to onnx.defs.
+        # An unknown default-domain op can match no valid node: blocking it would silently do nothing.
         elif "::" not in op_key(op) and not reading.known:
-            warnings.append(unknown_op_warning("--block-op", op_key(op)))
+            raise UsageError(f"{named('block_ops', op_key(op))}: op type unknown to onnx.defs{did_you_mean(op_key(op))}")
         blocked.update(reading.ops)
     return frozenset(blocked), warnings, notes
 

@@ -56,10 +56,13 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         if options.progress is not None:
             def progress(done, total=run.samples.count):
                 options.progress(done, total)
-        compared = comparison.compare(
-            run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging,
-            progress,
-        )
+        try:
+            compared = comparison.compare(
+                run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging,
+                progress,
+            )
+        except AmpconvError as exc:
+            raise _with_unset_dims_hint(exc, run.samples) from None
         timings["reference_s"] = ref_runner.seconds
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
@@ -137,6 +140,18 @@ def _sessions(run: _Run, setup: "_Setup") -> tuple:
     if conv_runner.provider != run.provider:
         run.notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
     return ref_runner, conv_runner
+
+
+def _with_unset_dims_hint(exc: AmpconvError, samples) -> AmpconvError:
+    """A model that fails on random inputs whose open dims were drawn at size 1: the error says so, and how to set them.
+
+    A size-1 axis is a common cause (a reflect Pad needs 2 values, a window
+    longer than the input); the notes already name the axes and the ``--shape`` to pass.
+    """
+    if not (samples.random and samples.notes):
+        return exc
+    return AmpconvError(f"{exc.template} (the random inputs used size 1 where the model leaves a dimension open, "
+                     f"which it may not accept: {samples.notes[0]})")
 
 
 # A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.

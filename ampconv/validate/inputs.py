@@ -254,8 +254,8 @@ def _is_fixed(dim) -> bool:
 
 
 def _is_unnamed(dim) -> bool:
-    """-1 (or any negative) dim_value, or a dim with neither value nor name."""
-    return dim is None or (isinstance(dim, int) and dim < 0)
+    """-1 (or any negative) dim_value, a dim with neither value nor name, or one named "?" (no --shape name)."""
+    return dim is None or dim == "?" or (isinstance(dim, int) and dim < 0)
 
 
 def _dims_text(dims) -> str:
@@ -365,7 +365,7 @@ def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...
         shape, unbound = _resolve(spec, shapes)
         resolved[spec.name] = shape
         for axis in unbound:
-            if isinstance(spec.dims[axis], str):
+            if isinstance(spec.dims[axis], str) and not _is_unnamed(spec.dims[axis]):
                 symbols_unset.setdefault(spec.dims[axis], []).append(spec.name)
         unnamed = [axis for axis in unbound if _is_unnamed(spec.dims[axis])]
         if unnamed:

@@ -122,17 +122,20 @@ class ValidateOptions:
 def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """``shapes`` as ``(name, dims)`` pairs: a dict or pairs; one int stands for ``(int,)``.
 
-    ``{"batch": 2, "x": (1, 3, 224, 224)}`` and ``[("batch", (2,))]`` are
-    both accepted. Raises ``UsageError`` for negative or missing dims.
+    ``{"batch": 2, "x": (1, 3, 224, 224)}``, ``[("batch", (2,))]``, the
+    command line's strings (``{"x": "1x3x48x192"}``, ``"x:1x3x48x192"`` or a
+    list of them) are all accepted. Raises ``UsageError`` for negative or missing dims.
     """
-    items = shapes.items() if isinstance(shapes, Mapping) else shapes
+    items = shapes.items() if isinstance(shapes, Mapping) else [shapes] if isinstance(shapes, str) else shapes
     pairs = []
     for item in items:
         try:
-            name, dims = item
+            # "x:1x3x48x192", as --shape takes it, or a (name, dims) pair
+            name, dims = parse_shape(item) if isinstance(item, str) else item
         except (TypeError, ValueError):
             raise UsageError(f"bad {named('shapes')} entry {item!r}: expected (name, dims)") from None
         dims = (dims,) if isinstance(dims, int) else dims
+        dims = dims.lower().split("x") if isinstance(dims, str) else dims  # "1x3x48x192", as --shape writes it
         try:
             dims = tuple(int(d) for d in dims)
         except (TypeError, ValueError):

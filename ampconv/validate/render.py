@@ -39,17 +39,7 @@ def _strict(result: ValidationResult) -> bool:
 
 
 def _summary(result: ValidationResult) -> str:
-    failed = len(result.failed_outputs)
-    total = len(result.outputs)
-    inputs = "random inputs" if result.random_inputs else "given inputs"
-    if _strict(result):
-        rule = f"within {result.judged_by.describe()} ({result.tolerance_source})"
-    else:
-        rule = f"pass the {result.judged_by.describe()}"
-    return (
-        f"{_verdict(result)}: {total - failed}/{total} outputs {rule} on {result.samples} sample(s), "
-        f"{inputs}; backend: {result.backend_label}"
-    )
+    return result.summary_line()
 
 
 def _criteria_line(criteria: Criteria) -> str | None:

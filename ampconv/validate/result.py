@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ampconv.validate.criteria import Criteria, strict_criteria
+from ampconv.validate.criteria import STRICT, Criteria, strict_criteria
 from ampconv.validate.metrics import Metrics
 
 
@@ -117,6 +117,25 @@ class ValidationResult:
     criteria: Criteria | None = None
     # Samples compared; input_sources and each output's per_sample list the first few (comparison.KEPT_SAMPLES).
     sample_count: int | None = None
+
+    def summary_line(self) -> str:
+        """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``."""
+        failed, total = len(self.failed_outputs), len(self.outputs)
+        inputs = "random inputs" if self.random_inputs else "given inputs"
+        if self.judged_by.mode == STRICT:
+            rule = f"within {self.judged_by.describe()} ({self.tolerance_source})"
+        else:
+            rule = f"pass the {self.judged_by.describe()}"
+        return (f"{'PASS' if self.passed else 'FAIL'}: {total - failed}/{total} outputs {rule} on {self.samples} "
+                f"sample(s), {inputs}; backend: {self.backend_label}")
+
+    def __str__(self) -> str:
+        """What ``print(result)`` shows: the verdict, the failed outputs, the notes (``repr`` keeps the fields;
+        ``ampconv.validate.render`` gives the CLI's full tables)."""
+        lines = [self.summary_line()]
+        lines += [f"  {out.name}: FAIL{f' ({out.error})' if out.error else ''}" for out in self.failed_outputs]
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
 
     @property
     def judged_by(self) -> Criteria:
