@@ -15,7 +15,7 @@ import shlex
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional
 
-from ampconv.figures import HEAVY_OPS
+from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.lowtypes import LOW_TYPES
 from ampconv.report import float32_causes, unchanged_reason
 
