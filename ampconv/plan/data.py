@@ -24,6 +24,10 @@ in this order:
 
 Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
+
+The default synthetic run (``data.synthetic``: one seeded random sample through
+a small model when no data is given) feeds rule 2 only, and never for a black
+op: random inputs show when values overflow, not how real data underflows.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH, feeds_softmax
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
+from ampconv.policy.lists import BLACK
+from ampconv.schema import normalize_domain
 
 # Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
 AMPLIFIERS = {
@@ -78,7 +84,11 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     calibration = ctx.calibration
     if calibration is None or not (facts.main_in or facts.main_out):
         return None
+    if calibration.synthetic and not _synthetic_speaks(ctx, node):
+        return None
     limit = ctx.thresholds.max_abs
+    if calibration.synthetic and ctx.options.data_max is None:
+        limit = ctx.low_record.max  # random inputs are no sample of the user's data: only real overflow counts
     slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
@@ -98,6 +108,8 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
                 + (f", guard {limit:g}" if limit != ctx.low_record.max else "")
                 + (" (within the LOW range: only the guard's margin keeps it)" if within else ""),
             )
+    if calibration.synthetic:
+        return None  # random inputs say when values overflow, not how a runtime accumulates or underflows
     accumulated = calibration.accumulations.get(node.name or "")
     if (
         accumulated is not None
@@ -126,6 +138,18 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
+    """Whether the default synthetic run's figures judge ``node``.
+
+    Not a black op (the level table keeps it float32 anyway), and not a node
+    reading a constant the constant guard clamps or stores as a mask fill:
+    the float32 run saw the unclamped value, which the converted model never holds.
+    """
+    if ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
+        return False
+    return not any(value is not None and value.name in ctx.clamp for value in node.inputs)
 
 
 def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
@@ -193,5 +217,7 @@ def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.
 
 def _samples(ctx: PlanContext) -> str:
     calibration = ctx.calibration
+    if calibration.synthetic:
+        return "the synthetic float32 run (1 seeded random sample; --calibration-data gives real ones)"
     text = f"{calibration.samples} sample{'s' if calibration.samples != 1 else ''}"
     return f"{text}, random data" if calibration.random else text

@@ -52,6 +52,7 @@ SQUARE_EXTENT = 256
 # A value that overflows LOW once activations pass this magnitude stays float32 (the same 16 as the extents:
 # residual streams and unnormalized features reach it).
 ACTIVATION_LIMIT = 16.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 _SUMS = frozenset({"ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"})
 _SQUARES = frozenset({"ReduceSumSquare", "ReduceL2", "ReduceProd"})
 # A mask fill: exp(fill - score) is 0 for any score a softmax sees.
@@ -145,6 +146,8 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             if scale is None or scale.degree <= 0:
                 continue  # constants are the constant guard's; bounded values never grow
             limit = threshold(scale, ctx.low_record.max)
+            if threshold(scale, FLOAT32_MAX) <= ACTIVATION_LIMIT:
+                continue  # float32 overflows there too: the LOW type is not what breaks it
             if limit <= ACTIVATION_LIMIT and (worst is None or limit < worst[0]):
                 worst = (limit, kind, value, scale)
     if worst is None:
