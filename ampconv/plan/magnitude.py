@@ -34,12 +34,15 @@ from typing import Dict, NamedTuple, Optional, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from ampconv import tensorsize
+from ampconv.chunks import release_mapped
 from ampconv.domains import is_default
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant, is_float
 
-# Constants up to this many values are read whole (a divisor's smallest magnitude, a sum-like weight).
-_READ_LIMIT = 1 << 20
+# Constants up to this many values are read whole (a divisor's smallest magnitude, a sum-like weight: a
+# ones vector over a hidden size); larger weights are never read here (the planner's memory stays flat).
+_READ_LIMIT = 1 << 16
 
 
 class Scale(NamedTuple):
@@ -236,9 +239,11 @@ def _small_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
     if value is None or not is_constant(value):
         return None
     tensor = value.const_value
-    if tensor is not None and tensor.size > _READ_LIMIT:
+    if tensor is not None and tensorsize.size(tensor) > _READ_LIMIT:
         return None
     array = constant_array(value)
+    if tensor is not None:
+        release_mapped(tensor)
     return None if array is None or array.dtype.kind not in "fiu" else array
 
 
