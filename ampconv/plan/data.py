@@ -39,6 +39,7 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.graphs import bounded_sources, bounded_uses
 from ampconv.data.stats import REDUCTIONS, fmt
+from ampconv.plan.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -48,27 +49,6 @@ from ampconv.policy import HIGH
 from ampconv.policy.lists import BLACK
 from ampconv.schema import normalize_domain
 
-# Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
-AMPLIFIERS = {
-    "Log": (0,),
-    "Div": (1,),
-    "Reciprocal": (0,),
-    "Pow": (0,),
-    "Sqrt": (0,),
-    "LayerNormalization": (0,),
-    "InstanceNormalization": (0,),
-    "GroupNormalization": (0,),
-    "BatchNormalization": (0,),
-    "LpNormalization": (0,),
-    "MeanVarianceNormalization": (0,),
-    "RMSNormalization": (0,),
-}
-# Ops between an underflowing tensor and an amplifier that carry its values on unchanged in scale.
-_PASS_THROUGH = frozenset(
-    {"Add", "Sub", "Mul", "Max", "Min", "Abs", "Clip", "Cast", "Identity", "Reshape", "Transpose", "Squeeze",
-     "Unsqueeze", "Flatten", "Expand", "Concat", "Slice", "Gather", "Relu"}
-)
-_SEARCH_DEPTH = 4
 
 
 def accuracy_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -205,14 +185,6 @@ def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
         and ctx.options.data_max is None
         and max_abs <= ctx.low_record.max
     )
-
-
-def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.Node]:
-    """The first amplifying op ``value`` reaches through at most ``depth`` pass-through ops, or None."""
-    for use in bounded_uses([value], lambda through: is_default(through) and through.op_type in _PASS_THROUGH, depth):
-        if is_default(use.node) and use.idx in AMPLIFIERS.get(use.node.op_type, ()):
-            return use.node
-    return None
 
 
 def _samples(ctx: PlanContext) -> str:
