@@ -62,7 +62,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
     upgrade_failed = None
-    target = auto_upgrade_target(model, config.dtype) if auto_upgrade else None
+    target = auto_upgrade_target(model, config.dtype, policy) if auto_upgrade else None
     if target is not None:
         opset, why = target
         try:
@@ -96,6 +96,8 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     report.notes.extend(data_notes)
     if upgrade_failed:
         report.notes.insert(0, upgrade_failed)
+        # The opset the upgrade could not reach is no advice: converting there is what failed.
+        report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
     return report
 
 

@@ -140,3 +140,34 @@ def ssdlite(dead: bool = True, tiny_bias: bool = True, seed: int = 7) -> onnx.Mo
 
 
 CNNS = {"mobilenet_v3": mobilenet_v3, "efficientnet": efficientnet, "ssdlite": ssdlite}
+
+
+# ---------------------------------------------------------------- detector exports at opsets 17-20 (bf16 upgrades)
+def yolo(opset: int = 17, seed: int = 11) -> onnx.ModelProto:
+    """YOLOv8-like: Conv + SiLU blocks, a float ``Range`` building the anchor grid (black: Range stays float32)."""
+    b = _Builder(seed, dead=False, tiny_bias=False)
+    x = b.activation(b.conv("image", 3, 16, k=3, stride=2), "swish")
+    x = b.activation(b.conv(x, 16, 32, k=3, stride=2), "swish")
+    head = b.conv(x, 32, 8)  # 16x16 cells of 8 values
+    b.inits += [init("start", 0.0), init("limit", 16.0), init("delta", 1.0), init("grid_shape", [1, 1, 16], np.int64),
+                init("flat", [1, 8, -1], np.int64)]
+    grid = b.op("Reshape", [b.op("Range", ["start", "limit", "delta"]), "grid_shape"])
+    cells = b.op("Reshape", [head, "flat"])
+    b.inits.append(init("tiles", [1, 8, 16], np.int64))
+    out = b.op("Add", [b.op("Sigmoid", [cells]), b.op("Tile", [grid, "tiles"])])
+    return model(b.nodes, [vi("image", T.FLOAT, [1, 3, 64, 64])], [vi(out, T.FLOAT, [1, 8, 256])], b.inits,
+                 opset=opset, name="yolo")
+
+
+def faster_rcnn(opset: int = 20, seed: int = 13) -> onnx.ModelProto:
+    """Faster R-CNN-like: a Conv backbone, RoiAlign over fixed proposals, a Gemm box head."""
+    b = _Builder(seed, dead=False, tiny_bias=False)
+    x = b.activation(b.conv("image", 3, 16, k=3, stride=2), "relu")
+    features = b.activation(b.conv(x, 16, 32, k=3, stride=2), "relu")
+    b.inits += [init("rois", [[0, 0, 8, 8], [4, 4, 15, 15], [2, 6, 10, 14]]), init("batch", [0, 0, 0], np.int64),
+                init("head.w", b.rng.standard_normal((32 * 4 * 4, 8)) * 0.05), init("head.b", np.zeros(8))]
+    pooled = b.op("RoiAlign", [features, "rois", "batch"], output_height=4, output_width=4, sampling_ratio=2)
+    flat = b.op("Flatten", [pooled])
+    b.nodes.append(h.make_node("Gemm", [flat, "head.w", "head.b"], ["boxes"], name="box_head"))
+    return model(b.nodes, [vi("image", T.FLOAT, [1, 3, 64, 64])], [vi("boxes", T.FLOAT, [3, 8])], b.inits,
+                 opset=opset, name="faster_rcnn")
