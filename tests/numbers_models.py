@@ -171,3 +171,73 @@ def faster_rcnn(opset: int = 20, seed: int = 13) -> onnx.ModelProto:
     b.nodes.append(h.make_node("Gemm", [flat, "head.w", "head.b"], ["boxes"], name="box_head"))
     return model(b.nodes, [vi("image", T.FLOAT, [1, 3, 64, 64])], [vi("boxes", T.FLOAT, [3, 8])], b.inits,
                  opset=opset, name="faster_rcnn")
+
+
+# ---------------------------------------------------------------- an int8 QDQ transformer (onnxruntime's quantizer)
+def transformer(layers: int = 2, width: int = 64, heads: int = 4, seq: int = 16, seed: int = 17,
+                opset: int = 18) -> onnx.ModelProto:
+    """A float32 encoder: LayerNormalization, attention (MatMul, Softmax), an Erf GELU MLP, residual Adds."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], [init("shape_heads", [1, seq, heads, width // heads], np.int64),
+                        init("shape_flat", [1, seq, width], np.int64), init("scale", np.sqrt(width // heads)),
+                        init("sqrt2", np.sqrt(2.0)), init("one", 1.0), init("half", 0.5)]
+
+    def dense(x, name, cin, cout):
+        inits.extend([init(f"{name}.w", rng.standard_normal((cin, cout)) / np.sqrt(cin)),
+                      init(f"{name}.b", 0.02 * rng.standard_normal(cout))])
+        nodes.append(h.make_node("MatMul", [x, f"{name}.w"], [f"{name}.mm"], name=f"{name}.mm"))
+        nodes.append(h.make_node("Add", [f"{name}.mm", f"{name}.b"], [name], name=f"{name}.add"))
+        return name
+
+    def node(op, inputs, name, **attributes):
+        nodes.append(h.make_node(op, inputs, [name], name=name, **attributes))
+        return name
+
+    x = "tokens"
+    for layer in range(layers):
+        p = f"l{layer}"
+        inits.extend([init(f"{p}.g1", np.ones(width)), init(f"{p}.b1", np.zeros(width)),
+                      init(f"{p}.g2", np.ones(width)), init(f"{p}.b2", np.zeros(width))])
+        n1 = node("LayerNormalization", [x, f"{p}.g1", f"{p}.b1"], f"{p}.ln1", axis=-1)
+        q, k, v = (node("Transpose", [node("Reshape", [dense(n1, f"{p}.{t}", width, width), "shape_heads"],
+                                          f"{p}.{t}.heads")], f"{p}.{t}.t", perm=perm)
+                   for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])))
+        scores = node("Div", [node("MatMul", [q, k], f"{p}.qk"), "scale"], f"{p}.scaled")
+        context = node("MatMul", [node("Softmax", [scores], f"{p}.softmax", axis=-1), v], f"{p}.ctx")
+        merged = node("Reshape", [node("Transpose", [context], f"{p}.ctx.t", perm=[0, 2, 1, 3]), "shape_flat"],
+                      f"{p}.merged")
+        x = node("Add", [x, dense(merged, f"{p}.o", width, width)], f"{p}.res1")
+        n2 = node("LayerNormalization", [x, f"{p}.g2", f"{p}.b2"], f"{p}.ln2", axis=-1)
+        up = dense(n2, f"{p}.up", width, 4 * width)
+        erf = node("Erf", [node("Div", [up, "sqrt2"], f"{p}.gelu.div")], f"{p}.gelu.erf")
+        gelu = node("Mul", [node("Mul", [up, node("Add", [erf, "one"], f"{p}.gelu.add")], f"{p}.gelu.mul"), "half"],
+                    f"{p}.gelu")
+        x = node("Add", [x, dense(gelu, f"{p}.down", 4 * width, width)], f"{p}.res2")
+    return model(nodes, [vi("tokens", T.FLOAT, [1, seq, width])], [vi(x, T.FLOAT, [1, seq, width])], inits,
+                 opset=opset, name="transformer")
+
+
+def qdq_transformer(folder, name: str = "qdq", **kwargs) -> str:
+    """``transformer`` quantized to int8 QDQ by onnxruntime's static quantizer (every op it quantizes); a path."""
+    import os
+
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    proto = transformer(**kwargs)
+    shape = [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.samples = iter([{"tokens": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.samples, None)
+
+    float_path = os.path.join(os.fspath(folder), f"{name}.float.onnx")
+    onnx.save(proto, float_path)
+    path = os.path.join(os.fspath(folder), f"{name}.onnx")
+    quantize_static(float_path, path, Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8, op_types_to_quantize=None,
+                    extra_options={"ForceQuantizeNoInputCheck": True})
+    return path
