@@ -53,6 +53,8 @@ SQUARE_EXTENT = 256
 # residual streams and unnormalized features reach it).
 ACTIVATION_LIMIT = 16.0
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# A value a float32 run saw so far below the LOW maximum that activations 4x larger still fit runs LOW.
+OBSERVED_HEADROOM = 4.0
 _SUMS = frozenset({"ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"})
 _SQUARES = frozenset({"ReduceSumSquare", "ReduceL2", "ReduceProd"})
 # A mask fill: exp(fill - score) is 0 for any score a softmax sees.
@@ -111,7 +113,8 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
     """
     if not _numbers_guarded(ctx) or ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
         return None
-    if node.op_type in _SQUARES | _SUMS and is_default(node) and ctx.low == "fp16" and _guarded(ctx, node):
+    if node.op_type in _SQUARES | _SUMS and is_default(node) and ctx.low == "fp16" and _guarded(ctx, node) \
+            and not _observed_room(ctx, node.outputs[0], 2.0 if node.op_type in _SQUARES else 1.0):
         decision = _long_reduction(ctx, node)
         if decision is not None:
             return decision
@@ -143,8 +146,8 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
                          ("output", [node.outputs[j] for j in facts.main_out])):
         for value in values:
             scale = analysis.scale(value)
-            if scale is None or scale.degree <= 0:
-                continue  # constants are the constant guard's; bounded values never grow
+            if scale is None or scale.degree <= 0 or _observed_room(ctx, value, scale.degree):
+                continue  # constants are the constant guard's; bounded values never grow; the run saw room
             limit = threshold(scale, ctx.low_record.max)
             if threshold(scale, FLOAT32_MAX) <= ACTIVATION_LIMIT:
                 continue  # float32 overflows there too: the LOW type is not what breaks it
@@ -164,6 +167,22 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
         f"semantics) and passes {ctx.low_name}'s max {ctx.low_record.max:g} once activations exceed "
         f"|x| = {limit:.3g}; kept float32 (activations past {ACTIVATION_LIMIT:g} are common){seen}",
     )
+
+
+def _observed_room(ctx: PlanContext, value: Optional[ir.Value], degree: float) -> bool:
+    """Whether a float32 run (the synthetic one, or calibration data) saw ``value`` with room to grow.
+
+    A value of degree ``d`` seen at ``v`` passes the LOW maximum only when the
+    activations grow by ``(max / v) ** (1 / d)``; at ``OBSERVED_HEADROOM`` or more
+    the run's numbers overrule the estimate (the analysis assumes activations of
+    ``ACTIVATION_LIMIT`` it cannot see). Without a run, or unseen: False.
+    """
+    stats = ctx.calibration.tensor(value.name) if ctx.calibration is not None and value is not None else None
+    if stats is None or stats.nonfinite or degree <= 0:
+        return False
+    if stats.max_abs == 0:
+        return True
+    return (ctx.low_record.max / stats.max_abs) ** (1.0 / degree) >= OBSERVED_HEADROOM
 
 
 def magnitudes(ctx: PlanContext) -> MagnitudeAnalysis:
