@@ -30,7 +30,7 @@ from ampconv.lowtypes import LowType
 from ampconv.graphs import all_graphs
 
 # "A few seconds on the CPU": at most this many nodes and this many bytes of float32 weights.
-MAX_NODES = 5000
+MAX_NODES = 1500
 MAX_WEIGHT_BYTES = 32 * 2**20
 SEED = 0
 # How a note tells the user to give real data or turn the run off.

@@ -140,19 +140,18 @@ def _long_reduction(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
 
 def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """The magnitude analysis's verdict on ``node``'s main values (None: every one fits past ``ACTIVATION_LIMIT``)."""
-    analysis = magnitudes(ctx)
+    suspects = _suspects(ctx)
+    if not suspects:
+        return None
     worst = None
     for kind, values in (("input", [node.inputs[i] for i in facts.main_in]),
                          ("output", [node.outputs[j] for j in facts.main_out])):
         for value in values:
-            scale = analysis.scale(value)
-            if scale is None or scale.degree <= 0 or _observed_room(ctx, value, scale.degree):
-                continue  # constants are the constant guard's; bounded values never grow; the run saw room
-            limit = threshold(scale, ctx.low_record.max)
-            if threshold(scale, FLOAT32_MAX) <= ACTIVATION_LIMIT:
-                continue  # float32 overflows there too: the LOW type is not what breaks it
-            if limit <= ACTIVATION_LIMIT and (worst is None or limit < worst[0]):
-                worst = (limit, kind, value, scale)
+            found = suspects.get(value)
+            if found is None or _observed_room(ctx, value, found[1].degree):
+                continue  # fits at common activations, or the run saw room
+            if worst is None or found[0] < worst[0]:
+                worst = (found[0], kind, value, found[1])
     if worst is None:
         return None
     limit, kind, value, scale = worst
@@ -167,6 +166,22 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
         f"semantics) and passes {ctx.low_name}'s max {ctx.low_record.max:g} once activations exceed "
         f"|x| = {limit:.3g}; kept float32 (activations past {ACTIVATION_LIMIT:g} are common){seen}",
     )
+
+
+def _suspects(ctx: PlanContext) -> dict:
+    """Value -> (threshold, scale) of every value that passes the LOW maximum at activations of at most
+    ``ACTIVATION_LIMIT`` while float32 holds it there (constants and bounded values never: degree <= 0); once."""
+    found = ctx.memo.get("magnitude_suspects")
+    if found is None:
+        found = {}
+        for value, scale in magnitudes(ctx).scales.items():
+            if scale.degree <= 0:
+                continue
+            limit = threshold(scale, ctx.low_record.max)
+            if limit <= ACTIVATION_LIMIT and threshold(scale, FLOAT32_MAX) > ACTIVATION_LIMIT:
+                found[value] = (limit, scale)
+        ctx.memo["magnitude_suspects"] = found
+    return found
 
 
 def _observed_room(ctx: PlanContext, value: Optional[ir.Value], degree: float) -> bool:
@@ -224,9 +239,12 @@ def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
         return frozenset(RULES)
     if ctx.policy.class_of(op.domain, op.op_type) == BLACK:
         return frozenset(RULES)  # the magnitude check leaves black ops to the level table; the others need gray
+    long_reduction = ctx.low == "fp16" and op.domain == "" and op.op_type in _SUMS | _SQUARES
     if not _guarded_op(ctx, op.domain, op.op_type):
-        return frozenset({statistics, mask})
+        return frozenset({statistics, mask} | (set() if _suspects(ctx) else {reduction}))
     silent = set()
+    if not long_reduction and not _suspects(ctx):  # no accumulation to check, no value the numbers suspect
+        silent.add(reduction)
     if not _normalization_nodes(ctx):  # a model without decomposed normalizations (one walk, shared with the rule)
         silent.add(statistics)
     if op.domain != "" or op.op_type not in ("Softmax", "LogSoftmax"):

@@ -250,6 +250,9 @@ def _small_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
 def _uniform_terms(value: ir.Value, node: ir.Node, slot: int) -> Optional[float]:
     """``K * |w|`` when constant ``value`` holds one magnitude ``|w|`` throughout (a sum or a mean spelled as a
     product over ``K`` terms); None for weights of many magnitudes."""
+    tensor = value.const_value
+    if tensor is not None and sum(1 for d in tensorsize.dims(tensor) if d != 1) > 1:
+        return None  # a matrix of weights: a sum or a mean is spelled with a vector (no read for the common case)
     array = _small_array(value)
     if array is None or array.ndim < 1 or array.size == 0:
         return None
