@@ -26,8 +26,9 @@ Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
 
 The default synthetic run (``data.synthetic``: one seeded random sample through
-a small model when no data is given) feeds rule 2 only, and never for a black
-op: random inputs show when values overflow, not how real data underflows.
+a small model when no data is given) feeds rule 2 only (with the same guard),
+never for a black op or for a magnitude a constant input of the node accounts
+for: random inputs show when values overflow, not how real data underflows.
 """
 
 from __future__ import annotations
@@ -67,14 +68,13 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     if calibration.synthetic and not _synthetic_speaks(ctx, node):
         return None
     limit = ctx.thresholds.max_abs
-    if calibration.synthetic and ctx.options.data_max is None:
-        limit = ctx.low_record.max  # random inputs are no sample of the user's data: only real overflow counts
     slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
     observed = [(stats, kind, index, value) for kind, index, value in slots
                 if (stats := calibration.tensor(value.name if value is not None else None)) is not None
-                and not _mask_fill_explains(ctx, value, stats.max_abs)]
+                and not _mask_fill_explains(ctx, value, stats.max_abs)
+                and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
     if observed:
         # The worst slot is the evidence: a square's output says more than its input.
         stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
@@ -118,6 +118,17 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _constant_explains(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
+    """Whether a constant input of ``node`` holds at least half of ``max_abs``: on random inputs such a magnitude
+    is the constant's (the constant guard judged it), not the activations'."""
+    for value in node.inputs:
+        if value is not None and is_constant(value):
+            stats = ctx.ranges.stats(value)
+            if stats is not None and stats.max_abs >= 0.5 * max_abs:
+                return True
+    return False
 
 
 def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
