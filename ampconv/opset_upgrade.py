@@ -73,13 +73,12 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
         return None
     ops: Counter = Counter()
     needed = 0
-    ceiling = runtime_opset_ceiling()
     for node, node_plan in plan_nodes.items():
         decision = node_plan.decision
         if decision.rule != "hard-schema" or not is_default(node) or CONVERTS_LATER not in decision.reason:
             continue  # no hint: the node stays float32 at any opset (black list, --block-op): nothing to gain
         later = first_opset_allowing("", node.op_type, opset, low)
-        if later is not None and later <= ceiling:
+        if later is not None and later <= runtime_opset_ceiling():  # cached: onnxruntime asked once
             ops[node.op_type] += 1
             needed = max(needed, later)
     if not ops:

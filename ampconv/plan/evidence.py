@@ -83,11 +83,16 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
     """``range-statistics``: a node of a decomposed normalization."""
     if not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
         return None
+    seen = ""
+    outputs = [ctx.calibration.tensor(v.name) for v in node.outputs] if ctx.calibration is not None else []
+    peaks = [stats.max_abs for stats in outputs if stats is not None]
+    if peaks:  # the numbers, even where this spelling decides: the run saw this much here
+        seen = f"; the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run saw max |x| = {max(peaks):.3g}"
     return Decision(
         HIGH,
         "range-statistics",
         "range: part of a normalization decomposed into ops; its statistics stay float32, as "
-        "LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16)",
+        f"LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16){seen}",
     )
 
 
@@ -158,7 +163,7 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     seen = ""
     stats = ctx.calibration.tensor(value.name) if ctx.calibration is not None else None
     if stats is not None:
-        seen = f"; the {'synthetic ' if ctx.calibration.random else ''}float32 run saw max |x| = {stats.max_abs:.3g} there"
+        seen = f"; the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run saw max |x| = {stats.max_abs:.3g} there"
     return Decision(
         HIGH,
         "range-reduction",
