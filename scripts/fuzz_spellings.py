@@ -19,7 +19,9 @@ float16) and with the defaults. The O3 output is validated under emulation
 - a case that does not must keep every node LOW by default; the statistics of
   the decomposed normalizations ``range-statistics`` recognises (torch's and
   paddle's spellings) stay float32 by policy, as LayerNormalization's
-  ``stash_type`` keeps them (docs/hazards.md 5): such cases are counted apart.
+  ``stash_type`` keeps them (docs/hazards.md 5): such cases are counted apart,
+  as are those the synthetic run's guard keeps only by its margin (a value seen
+  between 32752 and 65504 on its one sample; the reason says so).
 
 Case ``i`` of seed ``S`` draws everything from ``random.Random(f"{S}:{i}")``.
 
@@ -172,6 +174,7 @@ class Outcome:
     passed: bool  # overflowing: the default converts accurately; otherwise: every node LOW
     detail: str = ""
     statistics: bool = False  # did not overflow; float32 only by the range-statistics policy
+    margin: bool = False  # did not overflow; float32 only by the data guard's margin (seen within 2x of 65504)
 
 
 def run_case(seed: int, index: int, folder: Optional[Path] = None) -> Outcome:
@@ -188,17 +191,28 @@ def run_case(seed: int, index: int, folder: Optional[Path] = None) -> Outcome:
         ampconv.convert(src, root / "o3.onnx", ampconv.Config(level="O3", overwrite=True))
         overflows = not ampconv.validate(src, root / "o3.onnx", options).passed
         report = ampconv.convert(src, root / "default.onnx", ampconv.Config(overwrite=True))
-        statistics = False
+        statistics = margin = False
         if overflows:
             passed = ampconv.validate(src, root / "default.onnx", options).passed
             detail = "" if passed else "overflows under emulation, and the default output fails validation"
         else:
             high = [n for n in report.nodes if n["precision"] != "LOW"]
             statistics = bool(high) and _statistics_policy(high)
-            passed = not high or statistics
+            margin = bool(high) and not statistics and _margin_only(high)
+            passed = not high or statistics or margin
             detail = "" if not high else "no overflow, but kept float32: " + ", ".join(
                 f"{n['name']} ({n['rule']})" for n in high)
-    return Outcome(index, spelling, overflows, passed, detail, statistics)
+    return Outcome(index, spelling, overflows, passed, detail, statistics, margin)
+
+
+def _margin_only(high: list) -> bool:
+    """Whether the synthetic run's guard kept these nodes only by its margin: values seen between half the LOW
+    maximum and the maximum itself (the reason says so), with the statistics policy and followers around them.
+    One random sample is no bound on the next (case 66 of seed 1 overflowed on the judge's second sample)."""
+    guards = [n for n in high if n["rule"] == "data-overflow"]
+    rules = {n["rule"] for n in high}
+    return bool(guards) and all("only the guard's margin keeps it" in n["reason"] for n in guards) and rules <= {
+        "data-overflow", "range-statistics", "gray-follow", "gray-promote", "free-high"}
 
 
 def _statistics_policy(high: list) -> bool:
@@ -213,11 +227,14 @@ def summary(outcomes: List[Outcome], seed: int) -> str:
     """The counts the issue asks for, then each failing case with the command that replays it."""
     counts = Counter((o.overflows, o.passed) for o in outcomes)
     policy = sum(1 for o in outcomes if o.statistics)
+    margin = sum(1 for o in outcomes if o.margin)
     lines = [
         f"{len(outcomes)} spellings (seed {seed}): {counts[(True, True)] + counts[(True, False)]} overflow float16 "
         f"under emulation at O3, {counts[(True, True)]} of them converted accurate by default; "
-        f"{counts[(False, True)] + counts[(False, False)]} do not, {counts[(False, True)] - policy} of them all LOW "
-        f"by default and {policy} LOW but for the statistics range-statistics keeps float32 by policy",
+        f"{counts[(False, True)] + counts[(False, False)]} do not, {counts[(False, True)] - policy - margin} of them "
+        f"all LOW by default, {policy} LOW but for the statistics range-statistics keeps float32 by policy, "
+        f"{margin} kept float32 only by the data guard's margin (seen within 2x of 65504 on the synthetic sample), "
+        f"{counts[(False, False)]} kept float32 otherwise",
     ]
     for o in outcomes:
         if not o.passed:
