@@ -104,11 +104,13 @@ bench-gpu:
 	$(GPU_VENV)/bin/python bench/gpu_latency.py --out bench/results
 
 # Thousands of mutated models, policy files and input files, then valid models in the graph
-# shapes that once broke the converter, each converted four ways (CI runs a sample of both in
-# `make test`). About 20 s, then 9-14 minutes on 2 cores.
+# shapes that once broke the converter, each converted four ways, then 300 normalization
+# spellings judged under emulation (CI runs a sample of each in `make test`). About 20 s,
+# then 9-14 minutes, then about 2 minutes on 2 cores.
 fuzz: install-test
 	$(PY) scripts/fuzz.py --cases 3000 --seed 1
 	$(PY) scripts/fuzz.py --family valid --cases 2500 --seed 1
+	$(PY) scripts/fuzz_spellings.py --cases 300 --seed 1
 
 lint: install-test
 	$(PIP) install -q ruff

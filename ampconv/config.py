@@ -118,6 +118,7 @@ class DataOptions:
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    synthetic_run: bool = True
 
     def __post_init__(self) -> None:
         from ampconv.validate.options import check_tolerances, range_pairs, shape_pairs  # light: no numpy
@@ -201,6 +202,10 @@ class Config:
         underflow_fraction: the share of non-zero values below the LOW normal
             range above which a tensor feeding an error amplifier stays float32
             (None: 0.5).
+        synthetic_run: without ``calibration_data``, run a small model (a few
+            seconds on the CPU) once in float32 on one seeded random sample and
+            keep float32 the nodes whose values overflow the LOW type there
+            (``ampconv.data.synthetic``); False: the magnitude analysis alone.
         tune: after the data guards, validate on the calibration samples and
             keep float32 the fewest nodes that make the check pass.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
@@ -245,6 +250,7 @@ class Config:
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    synthetic_run: bool = True
     opset: Optional[int] = None
     keep_opset: bool = False
     annotate: bool = False

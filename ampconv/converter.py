@@ -19,6 +19,7 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
+from ampconv.data import synthetic
 from ampconv.data.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.tune import tune_model
@@ -61,7 +62,7 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
     upgrade_failed = None
-    target = auto_upgrade_target(model, config.dtype) if auto_upgrade else None
+    target = auto_upgrade_target(model, config.dtype, policy) if auto_upgrade else None
     if target is not None:
         opset, why = target
         try:
@@ -78,18 +79,25 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
         model = load_model(src)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
-    data = DataFindings()
+    data, data_notes = DataFindings(), []
     request = _request(src, dst, policy, config, dry_run)
     if config.calibration_data:
         data = _data_findings(request, model, complaint)
+    elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
+        calibration, data_notes = synthetic.synthetic_run(str(src), model, request.data_options,
+                                                          low_type(config.dtype))
+        data = DataFindings(calibration=calibration)
 
     def fresh() -> ir.Model:
         # A pin was added: plan again from the original.
         return load_model(src, infer_types=infer_at_load)
 
     report = _attempts(request, model, fresh, complaint, data)
+    report.notes.extend(data_notes)
     if upgrade_failed:
         report.notes.insert(0, upgrade_failed)
+        # The opset the upgrade could not reach is no advice: converting there is what failed.
+        report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
     return report
 
 

@@ -23,6 +23,7 @@ almost nothing, and a Q/DQ model gets a Cast after every DequantizeLinear.
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -36,7 +37,9 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.errors import ConversionError, UsageError, named
 from ampconv.load import DECLARED_META_KEY, declared_value_info, external_data_files, load_model
-from ampconv.loadcheck import checker_error, first_line
+from ampconv.loadcheck import checker_error, first_line, runtime_refusal
+from ampconv.upgrade_hints import CONVERTS_LATER, stays_high
+from ampconv.probe import build_probe
 from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.lowtypes import low_type
 from ampconv.graphs import all_graphs
@@ -71,10 +74,11 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
     ops: Counter = Counter()
     needed = 0
     for node, node_plan in plan_nodes.items():
-        if node_plan.decision.rule != "hard-schema" or not is_default(node):
-            continue
+        decision = node_plan.decision
+        if decision.rule != "hard-schema" or not is_default(node) or CONVERTS_LATER not in decision.reason:
+            continue  # no hint: the node stays float32 at any opset (black list, --block-op): nothing to gain
         later = first_opset_allowing("", node.op_type, opset, low)
-        if later is not None:
+        if later is not None and later <= runtime_opset_ceiling():  # cached: onnxruntime asked once
             ops[node.op_type] += 1
             needed = max(needed, later)
     if not ops:
@@ -89,24 +93,29 @@ def schema_opset_warning(plan_nodes, low: str, model: ir.Model) -> Optional[str]
     )
 
 
-def auto_upgrade_target(model: ir.Model, low: str) -> Optional[tuple]:
+def auto_upgrade_target(model: ir.Model, low: str, policy=None) -> Optional[tuple]:
     """``(opset, reason)`` to upgrade ``model`` to by default for ``low``; None when no upgrade pays.
 
     The target is the first opset at which every default-domain node that
-    the model's opset keeps from the LOW type accepts it (capped at what the
-    installed onnx and onnxruntime know); an upgrade happens only when a
-    heavy op or a QuantizeLinear/DequantizeLinear is among those nodes.
+    the model's opset keeps from the LOW type, and that would go LOW at all,
+    accepts it: with ``policy``, a node the level table keeps float32 anyway
+    (a black op such as Range, an unlisted op at O1, a ``--block-op``) does
+    not raise it. Never past ``runtime_opset_ceiling`` (what the installed
+    onnx and onnxruntime run); an upgrade happens only when a heavy op or a
+    QuantizeLinear/DequantizeLinear is among those nodes.
     """
     current = default_opset(model)
     if current is None:
         return None
-    ceiling = onnx.defs.onnx_opset_version()
+    ceiling = runtime_opset_ceiling()
     needed = 0
     refused: Counter = Counter()
     worth_it = False
     for graph in all_graphs(model):
         for node in graph:
             if not is_default(node) or not _refuses_low(node.op_type, current, low):
+                continue
+            if policy is not None and stays_high(policy, node.op_type):
                 continue
             later = first_opset_allowing("", node.op_type, current, low)
             if later is None or later > ceiling:
@@ -119,6 +128,36 @@ def auto_upgrade_target(model: ir.Model, low: str) -> Optional[tuple]:
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in refused.most_common(4))
     more = f" and {len(refused) - 4} more op types" if len(refused) > 4 else ""
     return needed, f"{sum(refused.values())} node(s) ({listed}{more}) take {low_type(low).name} from opset {needed}"
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_opset_ceiling() -> int:
+    """The highest default-domain opset the installed onnx knows and onnxruntime loads (onnx's own without it).
+
+    One trivial model per opset, from the newest down, until a CPU session
+    loads one: an opset onnxruntime refuses (under development, unknown) is
+    never a default upgrade's target.
+    """
+    latest = onnx.defs.onnx_opset_version()
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return latest
+    from onnx import TensorProto, helper
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for opset in range(latest, 6, -1):
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "ceiling",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+        try:
+            ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception:  # noqa: BLE001 - any refusal means: not this opset
+            continue
+        return opset
+    return latest
 
 
 def _refuses_low(op_type: str, opset: int, low: str) -> bool:
@@ -188,7 +227,36 @@ def upgraded_copy(src: Path, target: int) -> Iterator[tuple]:
             raise UpgradeError(
                 f"{src}: the model upgraded to opset {target} fails onnx.checker: {first_line(error)}"
             )
+        refusal = _runtime_blocker(result, path, src)
+        if refusal is not None:
+            raise UpgradeError(f"{src}: onnxruntime cannot load the model upgraded to opset {target}, still float32: "
+                               f"{refusal}")
         yield path, note
+
+
+def _runtime_blocker(upgraded: ir.Model, path: Path, src: Path) -> Optional[str]:
+    """onnxruntime's words when it cannot load the upgraded float32 copy at ``path`` but loads ``src``; else None.
+
+    An upgrade renumbers every op whose schema changed (RoiAlign becomes
+    RoiAlign-22), and a runtime may lack a kernel for the new version of an op
+    that stays float32 anyway. The probe (one node per signature,
+    ``ampconv.probe``) is asked first; a refusal is confirmed on the whole copy.
+    """
+    probe = build_probe(upgraded)
+    if probe is not None:
+        probe_path = path.parent / "probe.onnx"
+        try:
+            ir.save(probe.model, str(probe_path))
+            if runtime_refusal(probe_path) is None:
+                return None
+        except Exception:  # noqa: BLE001 - a probe that cannot be written proves nothing: ask the whole copy
+            pass
+        finally:
+            probe_path.unlink(missing_ok=True)
+    refusal = runtime_refusal(path)
+    if refusal is None or runtime_refusal(src) is not None:
+        return None  # loads; or the input itself does not load here, which the conversion reports as always
+    return first_line(RuntimeError(refusal))
 
 
 def _save(model: ir.Model, path: Path, data: Optional[str]) -> None:
@@ -247,4 +315,5 @@ def _text(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-__all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "schema_opset_warning", "upgraded_copy"]
+__all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "runtime_opset_ceiling", "schema_opset_warning",
+           "upgraded_copy"]

@@ -132,8 +132,8 @@ def _data_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
             if name in given:
                 raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
     return {"calibration_data": calibration_data,
-            **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune")(
-                params, given)}
+            **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune",
+                      "synthetic_run")(params, given)}
 
 
 policy_options = OptionGroup(
@@ -243,6 +243,9 @@ data_options = OptionGroup(
                      metavar="F",
                      help="Share of non-zero values below the low type's normal range above which a tensor "
                      "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
+        click.option("--synthetic-run/--no-synthetic-run", "synthetic_run", default=True, show_default=True,
+                     help="Without --calibration-data, run a small model once in float32 on one seeded random "
+                     "sample and keep float32 the nodes whose values overflow the low type there."),
         click.option("--tune", is_flag=True,
                      help="With --calibration-data: validate on the samples and keep float32 the fewest "
                      "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),

@@ -487,3 +487,70 @@ def external_mlp(folder, name="ext") -> str:
     onnx.save(proto, path, save_as_external_data=True, all_tensors_to_one_file=True, location=f"{name}.weights", size_threshold=0)
     onnx.checker.check_model(path, full_check=True)
     return path
+
+
+# ---------------------------------------------------------------- layer norms as exporters spell them (issue 29)
+NORM_STYLES = ("jax2tf", "keras", "hand")
+
+
+def spelled_layer_norm(style: str, width: int = 256, gain: float = 30.0, seed: int = 29) -> onnx.ModelProto:
+    """A MatMul whose outputs reach ``|x| ~ 3 * gain``, then a layer norm over ``width`` as ``style`` spells it.
+
+    ``jax2tf``: ``Mul(h, h) -> ReduceSum -> truediv -> (- mean^2) + eps -> Sqrt -> Reciprocal`` (tf2onnx's
+    Rsqrt); ``keras``: ``ReduceMean``, ``SquaredDifference`` as ``Sub`` and ``Mul``, ``h * inv + (beta - mean * inv)``;
+    ``hand``: an RMS norm as ``Pow 2 -> MatMul with ones -> Mul 1/N -> Pow -0.5``. With the default gain a sum of
+    ``width`` squares reaches about 2.3e5: past float16's 65504.
+    """
+    rng = np.random.default_rng(seed)
+    n = float(width)
+    weights = [init("w", rng.standard_normal((width, width)) * gain / np.sqrt(width)),
+               init("gamma", 1.0 + 0.1 * rng.standard_normal(width)), init("beta", 0.1 * rng.standard_normal(width)),
+               init("eps", 1e-6), init("n", n), init("axes", [-1], np.int64)]
+    nodes = [h.make_node("MatMul", ["x", "w"], ["h"], name="dense")]
+    if style == "jax2tf":
+        nodes += [
+            h.make_node("Mul", ["h", "h"], ["sq"], name="square"),
+            h.make_node("ReduceSum", ["sq", "axes"], ["ssq"], keepdims=1, name="sum_sq"),
+            h.make_node("Div", ["ssq", "n"], ["msq"], name="truediv"),
+            h.make_node("ReduceSum", ["h", "axes"], ["s"], keepdims=1, name="sum"),
+            h.make_node("Div", ["s", "n"], ["mean"], name="truediv_1"),
+            h.make_node("Mul", ["mean", "mean"], ["mean2"], name="square_1"),
+            h.make_node("Sub", ["msq", "mean2"], ["var"], name="sub"),
+            h.make_node("Add", ["var", "eps"], ["ve"], name="add"),
+            h.make_node("Sqrt", ["ve"], ["sd"], name="rsqrt_sqrt"),
+            h.make_node("Reciprocal", ["sd"], ["inv"], name="rsqrt"),
+            h.make_node("Sub", ["h", "mean"], ["d"], name="sub_1"),
+            h.make_node("Mul", ["d", "inv"], ["z"], name="mul"),
+            h.make_node("Mul", ["z", "gamma"], ["zg"], name="mul_1"),
+            h.make_node("Add", ["zg", "beta"], ["y"], name="add_1"),
+        ]
+    elif style == "keras":
+        nodes += [
+            h.make_node("ReduceMean", ["h"], ["mean"], axes=[-1], keepdims=1, name="moments/mean"),
+            h.make_node("Sub", ["h", "mean"], ["d"], name="moments/SquaredDifference_sub"),
+            h.make_node("Mul", ["d", "d"], ["sq"], name="moments/SquaredDifference"),
+            h.make_node("ReduceMean", ["sq"], ["var"], axes=[-1], keepdims=1, name="moments/variance"),
+            h.make_node("Add", ["var", "eps"], ["ve"], name="batchnorm/add"),
+            h.make_node("Sqrt", ["ve"], ["sd"], name="batchnorm/Rsqrt_sqrt"),
+            h.make_node("Reciprocal", ["sd"], ["r"], name="batchnorm/Rsqrt"),
+            h.make_node("Mul", ["r", "gamma"], ["inv"], name="batchnorm/mul"),
+            h.make_node("Mul", ["h", "inv"], ["hx"], name="batchnorm/mul_1"),
+            h.make_node("Mul", ["mean", "inv"], ["mx"], name="batchnorm/mul_2"),
+            h.make_node("Sub", ["beta", "mx"], ["bm"], name="batchnorm/sub"),
+            h.make_node("Add", ["hx", "bm"], ["y"], name="batchnorm/add_1"),
+        ]
+    elif style == "hand":
+        weights += [init("two", 2.0), init("ones", np.ones((width, 1))), init("inv_n", 1.0 / n),
+                    init("minus_half", -0.5)]
+        nodes += [
+            h.make_node("Pow", ["h", "two"], ["sq"], name="pow2"),
+            h.make_node("MatMul", ["sq", "ones"], ["ssq"], name="sum_by_matmul"),
+            h.make_node("Mul", ["ssq", "inv_n"], ["ms"], name="scale"),
+            h.make_node("Add", ["ms", "eps"], ["ve"], name="add_eps"),
+            h.make_node("Pow", ["ve", "minus_half"], ["inv"], name="rsqrt"),
+            h.make_node("Mul", ["h", "inv"], ["z"], name="normalize"),
+            h.make_node("Mul", ["z", "gamma"], ["y"], name="gain"),
+        ]
+    else:
+        raise ValueError(style)
+    return model(nodes, [vi("x", T.FLOAT, [2, 4, width])], [vi("y", T.FLOAT, [2, 4, width])], weights)

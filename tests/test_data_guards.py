@@ -148,9 +148,19 @@ def test_random_calibration_data_says_so(tmp_path):
 
 def test_without_calibration_data_no_data_rule_applies(tmp_path):
     src = save(model_from_text(SPECTRUM), tmp_path / "m.onnx")
-    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True, synthetic_run=False))
     assert report.calibration is None and report.tune is None
     assert not any(n["rule"].startswith("data-") for n in report.nodes)
+
+
+def test_the_default_synthetic_run_reads_overflow_only(tmp_path):
+    """Without data, one seeded random sample is observed; underflow and accumulation are not read from it."""
+    src = save(model_from_text(SPECTRUM), tmp_path / "m.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True, underflow_fraction=0.01))
+    assert report.calibration["synthetic"] is True and report.calibration["samples"] == 1
+    assert not any(n["rule"].startswith("data-") for n in report.nodes)
+    assert any("synthetic float32 run: 1 seeded random sample" in note and "--no-synthetic-run" in note
+               for note in report.calibration["notes"])
 
 
 def test_calibration_memory_does_not_grow_with_the_number_of_samples(tmp_path):

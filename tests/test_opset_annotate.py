@@ -221,10 +221,13 @@ def test_an_output_shape_the_graph_contradicts_is_corrected_so_the_upgrade_goes_
 
 
 def test_an_upgrade_that_converts_nothing_is_not_called_unchanged(tmp_path):
-    """Every node kept float32 by the user: the output differs from the input only by its opset, and says so."""
-    report, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"))
+    """Every node kept float32 by the user at an opset they asked for: the output differs only by its opset, and says so."""
+    report, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"), opset=22)
     assert _opset(model) == 22 and report.count("LOW") == 0 and not report.unchanged
     assert any("differs from the input only by the opset upgrade" in w for w in report.warnings)
     kept, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"), keep_opset=True)
     assert _opset(model) == 17 and kept.unchanged  # negative: nothing upgraded, nothing said of it
     assert not any("opset upgrade" in w for w in kept.warnings)
+    # By default the blocked nodes would stay float32 at any opset: no upgrade is made for them.
+    default, model = convert_text(tmp_path, CONV, dtype="bf16", block_ops=("Conv", "Relu"))
+    assert _opset(model) == 17 and default.unchanged and not any("opset" in w for w in default.warnings)

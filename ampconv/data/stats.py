@@ -132,6 +132,8 @@ class Calibration:
     accumulations: Dict[str, Accumulation]
     seconds: float = 0.0
     notes: tuple = ()
+    # The default synthetic run (``data.synthetic``), not data the user gave: only overflow is read from it.
+    synthetic: bool = False
 
     def tensor(self, name: Optional[str]) -> Optional[TensorStats]:
         """The statistics of tensor ``name``, None when it was not observed."""
@@ -153,6 +155,7 @@ class Calibration:
         return {
             "samples": self.samples,
             "random": self.random,
+            "synthetic": self.synthetic,
             "sources": list(self.sources[:20]) + ([f"... {len(self.sources) - 20} more"] if len(self.sources) > 20 else []),
             "tensors": len(self.tensors),
             "overflowing": self.overflowing(),

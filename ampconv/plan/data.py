@@ -24,6 +24,11 @@ in this order:
 
 Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
+
+The default synthetic run (``data.synthetic``: one seeded random sample through
+a small model when no data is given) feeds rule 2 only (with the same guard),
+never for a black op or for a magnitude a constant input of the node accounts
+for: random inputs show when values overflow, not how real data underflows.
 """
 
 from __future__ import annotations
@@ -35,34 +40,16 @@ import onnx_ir as ir
 from ampconv.domains import is_default
 from ampconv.graphs import bounded_sources, bounded_uses
 from ampconv.data.stats import REDUCTIONS, fmt
+from ampconv.plan.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH, feeds_softmax
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
+from ampconv.policy.lists import BLACK
+from ampconv.schema import normalize_domain
 
-# Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
-AMPLIFIERS = {
-    "Log": (0,),
-    "Div": (1,),
-    "Reciprocal": (0,),
-    "Pow": (0,),
-    "Sqrt": (0,),
-    "LayerNormalization": (0,),
-    "InstanceNormalization": (0,),
-    "GroupNormalization": (0,),
-    "BatchNormalization": (0,),
-    "LpNormalization": (0,),
-    "MeanVarianceNormalization": (0,),
-    "RMSNormalization": (0,),
-}
-# Ops between an underflowing tensor and an amplifier that carry its values on unchanged in scale.
-_PASS_THROUGH = frozenset(
-    {"Add", "Sub", "Mul", "Max", "Min", "Abs", "Clip", "Cast", "Identity", "Reshape", "Transpose", "Squeeze",
-     "Unsqueeze", "Flatten", "Expand", "Concat", "Slice", "Gather", "Relu"}
-)
-_SEARCH_DEPTH = 4
 
 
 def accuracy_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -78,13 +65,16 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     calibration = ctx.calibration
     if calibration is None or not (facts.main_in or facts.main_out):
         return None
+    if calibration.synthetic and not _synthetic_speaks(ctx, node):
+        return None
     limit = ctx.thresholds.max_abs
     slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
     observed = [(stats, kind, index, value) for kind, index, value in slots
                 if (stats := calibration.tensor(value.name if value is not None else None)) is not None
-                and not _mask_fill_explains(ctx, value, stats.max_abs)]
+                and not _mask_fill_explains(ctx, value, stats.max_abs)
+                and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
     if observed:
         # The worst slot is the evidence: a square's output says more than its input.
         stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
@@ -98,6 +88,8 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
                 + (f", guard {limit:g}" if limit != ctx.low_record.max else "")
                 + (" (within the LOW range: only the guard's margin keeps it)" if within else ""),
             )
+    if calibration.synthetic:
+        return None  # random inputs say when values overflow, not how a runtime accumulates or underflows
     accumulated = calibration.accumulations.get(node.name or "")
     if (
         accumulated is not None
@@ -126,6 +118,29 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _constant_explains(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
+    """Whether a constant input of ``node`` holds at least half of ``max_abs``: on random inputs such a magnitude
+    is the constant's (the constant guard judged it), not the activations'."""
+    for value in node.inputs:
+        if value is not None and is_constant(value):
+            stats = ctx.ranges.stats(value)
+            if stats is not None and stats.max_abs >= 0.5 * max_abs:
+                return True
+    return False
+
+
+def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
+    """Whether the default synthetic run's figures judge ``node``.
+
+    Not a black op (the level table keeps it float32 anyway), and not a node
+    reading a constant the constant guard clamps or stores as a mask fill:
+    the float32 run saw the unclamped value, which the converted model never holds.
+    """
+    if ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
+        return False
+    return not any(value is not None and value.name in ctx.clamp for value in node.inputs)
 
 
 def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
@@ -183,15 +198,9 @@ def _lowered_again(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:
     )
 
 
-def feeds_amplifier(value: ir.Value, depth: int = _SEARCH_DEPTH) -> Optional[ir.Node]:
-    """The first amplifying op ``value`` reaches through at most ``depth`` pass-through ops, or None."""
-    for use in bounded_uses([value], lambda through: is_default(through) and through.op_type in _PASS_THROUGH, depth):
-        if is_default(use.node) and use.idx in AMPLIFIERS.get(use.node.op_type, ()):
-            return use.node
-    return None
-
-
 def _samples(ctx: PlanContext) -> str:
     calibration = ctx.calibration
+    if calibration.synthetic:
+        return "the synthetic float32 run (1 seeded random sample; --calibration-data gives real ones)"
     text = f"{calibration.samples} sample{'s' if calibration.samples != 1 else ''}"
     return f"{text}, random data" if calibration.random else text

@@ -58,6 +58,7 @@ class ConstantNote:
     consumer: str
     stats: RangeStats
     action: str  # "pinned" (consumer kept HIGH), "clamped", "mask", "reported"
+    effect: str = ""  # a reported constant judged by its effect on the consumer's output (``plan.effect``)
 
 
 @dataclasses.dataclass

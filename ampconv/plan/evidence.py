@@ -38,15 +38,23 @@ from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH
+from ampconv.plan.magnitude import MagnitudeAnalysis, describe, threshold
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
+from ampconv.policy.lists import BLACK
 from ampconv.schema import normalize_domain
 
 # fp16 sums over at least this many values stay float32 (mean |x| > 65504 / 4096 = 16 overflows).
 SUM_EXTENT = 4096
 # Sums of squares or products over at least this many values (RMS > 16 overflows).
 SQUARE_EXTENT = 256
+# A value that overflows LOW once activations pass this magnitude stays float32 (the same 16 as the extents:
+# residual streams and unnormalized features reach it).
+ACTIVATION_LIMIT = 16.0
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+# A value a float32 run saw so far below the LOW maximum that activations 4x larger still fit runs LOW.
+OBSERVED_HEADROOM = 4.0
 _SUMS = frozenset({"ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"})
 _SQUARES = frozenset({"ReduceSumSquare", "ReduceL2", "ReduceProd"})
 # A mask fill: exp(fill - score) is 0 for any score a softmax sees.
@@ -63,20 +71,28 @@ def _guarded(ctx: PlanContext, node: ir.Node) -> bool:
 
 def _guarded_op(ctx: PlanContext, domain: str, op_type: str) -> bool:
     """``_guarded`` for any node of ``domain::op_type`` (``domain`` normalized)."""
-    if not ctx.policy.range_guards or ctx.policy.level not in ("O1", "O2"):
-        return False
-    return ctx.policy.class_of(domain, op_type) == GRAY
+    return _numbers_guarded(ctx) and ctx.policy.class_of(domain, op_type) == GRAY
+
+
+def _numbers_guarded(ctx: PlanContext) -> bool:
+    """Whether range evidence speaks at all: a preset with range guards, at O1 or O2."""
+    return ctx.policy.range_guards and ctx.policy.level in ("O1", "O2")
 
 
 def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``range-statistics``: a node of a decomposed normalization."""
     if not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
         return None
+    seen = ""
+    outputs = [ctx.calibration.tensor(v.name) for v in node.outputs] if ctx.calibration is not None else []
+    peaks = [stats.max_abs for stats in outputs if stats is not None]
+    if peaks:  # the numbers, even where this spelling decides: the run saw this much here
+        seen = f"; the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run saw max |x| = {max(peaks):.3g}"
     return Decision(
         HIGH,
         "range-statistics",
         "range: part of a normalization decomposed into ops; its statistics stay float32, as "
-        "LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16)",
+        f"LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16){seen}",
     )
 
 
@@ -90,12 +106,29 @@ def _normalization_nodes(ctx: PlanContext) -> FrozenSet[ir.Node]:
 
 
 def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """``range-reduction``: an fp16 sum over an extent that a modest mean overflows."""
+    """``range-reduction``: a value of ``node`` that the model's numbers make overflow LOW at modest activations.
+
+    Two kinds of evidence, both numbers: an fp16 reduction over a static
+    extent so long that a modest mean overflows its accumulation (a gray
+    Reduce op), and the magnitude analysis (``plan.magnitude``): a main
+    input or output that scales as ``factor * |x| ** degree`` and passes the
+    LOW maximum once activations exceed ``ACTIVATION_LIMIT``, whatever ops
+    spell it (a sum of squares as ``Square -> ReduceSum``, ``Pow -> MatMul``
+    with ones, ``ReduceSumSquare``). A black op is left to the level table.
+    """
+    if not _numbers_guarded(ctx) or ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
+        return None
+    if node.op_type in _SQUARES | _SUMS and is_default(node) and ctx.low == "fp16" and _guarded(ctx, node) \
+            and not _observed_room(ctx, node.outputs[0], 2.0 if node.op_type in _SQUARES else 1.0):
+        decision = _long_reduction(ctx, node)
+        if decision is not None:
+            return decision
+    return _scaled_overflow(ctx, node, facts)
+
+
+def _long_reduction(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
+    """The accumulation check: a gray fp16 Reduce op over ``SUM_EXTENT`` (``SQUARE_EXTENT`` for squares) values."""
     squares = node.op_type in _SQUARES
-    if ctx.low != "fp16" or not (squares or node.op_type in _SUMS) or not is_default(node):
-        return None
-    if not _guarded(ctx, node):
-        return None
     extent = _reduced_extent(ctx, node)
     limit = SQUARE_EXTENT if squares else SUM_EXTENT
     if extent is None or extent < limit:
@@ -108,6 +141,77 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
         f"range: a {node.op_type} over {extent} values overflows float16 once their {what}; kept float32 "
         f"(over fewer than {limit} values it runs LOW)",
     )
+
+
+def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """The magnitude analysis's verdict on ``node``'s main values (None: every one fits past ``ACTIVATION_LIMIT``)."""
+    suspects = _suspects(ctx)
+    if not suspects:
+        return None
+    worst = None
+    for kind, values in (("input", [node.inputs[i] for i in facts.main_in]),
+                         ("output", [node.outputs[j] for j in facts.main_out])):
+        for value in values:
+            found = suspects.get(value)
+            if found is None or _observed_room(ctx, value, found[1].degree):
+                continue  # fits at common activations, or the run saw room
+            if worst is None or found[0] < worst[0]:
+                worst = (found[0], kind, value, found[1])
+    if worst is None:
+        return None
+    limit, kind, value, scale = worst
+    seen = ""
+    stats = ctx.calibration.tensor(value.name) if ctx.calibration is not None else None
+    if stats is not None:
+        seen = f"; the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run saw max |x| = {stats.max_abs:.3g} there"
+    return Decision(
+        HIGH,
+        "range-reduction",
+        f"range: {kind} {value.name} scales as {describe(scale)} (from the model's constants, extents and op "
+        f"semantics) and passes {ctx.low_name}'s max {ctx.low_record.max:g} once activations exceed "
+        f"|x| = {limit:.3g}; kept float32 (activations past {ACTIVATION_LIMIT:g} are common){seen}",
+    )
+
+
+def _suspects(ctx: PlanContext) -> dict:
+    """Value -> (threshold, scale) of every value that passes the LOW maximum at activations of at most
+    ``ACTIVATION_LIMIT`` while float32 holds it there (constants and bounded values never: degree <= 0); once."""
+    found = ctx.memo.get("magnitude_suspects")
+    if found is None:
+        found = {}
+        for value, scale in magnitudes(ctx).scales.items():
+            if scale.degree <= 0:
+                continue
+            limit = threshold(scale, ctx.low_record.max)
+            if limit <= ACTIVATION_LIMIT and threshold(scale, FLOAT32_MAX) > ACTIVATION_LIMIT:
+                found[value] = (limit, scale)
+        ctx.memo["magnitude_suspects"] = found
+    return found
+
+
+def _observed_room(ctx: PlanContext, value: Optional[ir.Value], degree: float) -> bool:
+    """Whether a float32 run (the synthetic one, or calibration data) saw ``value`` with room to grow.
+
+    A value of degree ``d`` seen at ``v`` passes the LOW maximum only when the
+    activations grow by ``(max / v) ** (1 / d)``; at ``OBSERVED_HEADROOM`` or more
+    the run's numbers overrule the estimate (the analysis assumes activations of
+    ``ACTIVATION_LIMIT`` it cannot see). Without a run, or unseen: False.
+    """
+    stats = ctx.calibration.tensor(value.name) if ctx.calibration is not None and value is not None else None
+    if stats is None or stats.nonfinite or degree <= 0:
+        return False
+    if stats.max_abs == 0:
+        return True
+    return (ctx.low_record.max / stats.max_abs) ** (1.0 / degree) >= OBSERVED_HEADROOM
+
+
+def magnitudes(ctx: PlanContext) -> MagnitudeAnalysis:
+    """The magnitude analysis of the main graph, made once per plan (``ctx.memo``)."""
+    analysis = ctx.memo.get("magnitudes")
+    if analysis is None:
+        analysis = ctx.memo["magnitudes"] = MagnitudeAnalysis(ctx.model.graph, ctx.ranges,
+                                                              lambda node: _reduced_extent(ctx, node))
+    return analysis
 
 
 def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -136,13 +240,18 @@ def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
 
     Each test restates the first checks of its rule (the op, the LOW type, ``_guarded``): keep them in step.
     """
-    if not _guarded_op(ctx, op.domain, op.op_type):
+    if not _numbers_guarded(ctx):
         return frozenset(RULES)
+    if ctx.policy.class_of(op.domain, op.op_type) == BLACK:
+        return frozenset(RULES)  # the magnitude check leaves black ops to the level table; the others need gray
+    long_reduction = ctx.low == "fp16" and op.domain == "" and op.op_type in _SUMS | _SQUARES
+    if not _guarded_op(ctx, op.domain, op.op_type):
+        return frozenset({statistics, mask} | (set() if _suspects(ctx) else {reduction}))
     silent = set()
+    if not long_reduction and not _suspects(ctx):  # no accumulation to check, no value the numbers suspect
+        silent.add(reduction)
     if not _normalization_nodes(ctx):  # a model without decomposed normalizations (one walk, shared with the rule)
         silent.add(statistics)
-    if ctx.low != "fp16" or op.domain != "" or op.op_type not in _SUMS | _SQUARES:
-        silent.add(reduction)
     if op.domain != "" or op.op_type not in ("Softmax", "LogSoftmax"):
         silent.add(mask)
     return frozenset(silent)

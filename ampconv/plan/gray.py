@@ -11,7 +11,9 @@ main type (constants never vote; converting them is free).
 Backward (``backward``), in reverse order:
   4. a FREE node becomes LOW iff every float consumer is LOW, else float32;
   5. a float32 transparent gray node (data movement) becomes LOW iff every
-     float consumer is LOW: the cast moves upstream, same bits.
+     float consumer is LOW: the cast moves upstream, same bits;
+  6. a FREE QuantizeLinear (no float outputs) becomes LOW, so a Q/DQ region
+     settles LOW between its pairs (Q/DQ at opset 19+).
 A compute node is never flipped by its consumers.
 """
 
@@ -92,7 +94,14 @@ class BackwardState(Protocol):
     def set_decision(self, node: ir.Node, decision: Decision) -> None: ...  # noqa: D102
 
 
-_FOLLOWERS = ("gray-follow", "gray-promote")  # the gray rule's float32 decisions (case 5 may flip them)
+_FOLLOWERS = ("gray-follow", "gray-promote")
+_QUANTIZE_LOW = ("free: a QuantizeLinear has no float consumers and its schema takes the LOW type (opset 19+): "
+                 "the float ops between a DequantizeLinear and it run LOW, as TensorRT's strongly typed mode expects")
+
+
+def _quantizes(node: ir.Node) -> bool:
+    """A default-domain QuantizeLinear (FREE only when the hard rules found its schema admits the LOW type)."""
+    return node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx")  # the gray rule's float32 decisions (case 5 may flip them)
 
 
 def may_settle(decision: Decision) -> bool:
@@ -108,7 +117,9 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
         decision = state.decisions[node]
         facts = state.facts.get(node)
         if facts is None or not facts.main_out:
-            if decision.precision == FREE:
+            if decision.precision == FREE and _quantizes(node):  # case 6
+                state.set_decision(node, Decision(LOW, "free-low", _QUANTIZE_LOW))
+            elif decision.precision == FREE:
                 state.set_decision(node, Decision(HIGH, "gray-free", "gray: no activation inputs and no float outputs"))
             continue
         flippable = decision.precision == FREE or (

@@ -15,6 +15,10 @@
    the limit and names the option that would store the constant LOW.
 4. A few too small values, below the weight's own rounding noise, are
    stored rounded and reported.
+5. Too small values whose flushing changes the consumer's output by no more
+   than that output's own LOW rounding (a folded Conv bias of 1e-9, dead
+   channels of a weight: ``plan.effect``) are stored rounded, and the note
+   says why.
 Every case is recorded as a ``ConstantNote`` for the report.
 """
 
@@ -30,6 +34,7 @@ from ampconv.graphs import bounded_uses
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
+from ampconv.plan.effect import flush_effect
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.ranges import clamp_advice, misfit
 from ampconv.plan.values import is_constant
@@ -69,11 +74,12 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "clamped"))
             ctx.clamp.setdefault(tensor, True)
             continue
-        if stats.pins():  # case 3
+        effect = flush_effect(ctx, node, i, value, stats) if stats.pins() else None
+        if stats.pins() and effect is None:  # case 3
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "pinned"))
             what = misfit(stats, tensor, ctx.low)
             return Decision(HIGH, "hard-constant", f"hard: {what}; {clamp_advice(stats, ctx.low)}")
-        ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "reported"))  # case 4
+        ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "reported", effect or ""))  # cases 4, 5
     return None
 
 

@@ -21,6 +21,7 @@ from ampconv.policy.lists import (
     QUANTIZATION,
     REDUCTION_NEEDS_FLOAT32,
 )
+from ampconv.upgrade_hints import CONVERTS_LATER, stays_high
 from ampconv.schema import first_opset_allowing, normalize_domain
 
 
@@ -126,7 +127,11 @@ def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decisi
     domain = normalize_domain(node.domain)
     opset = ctx.opsets.get(domain, 1)
     later = first_opset_allowing(domain, node.op_type, opset, ctx.low)
-    hint = f"; allowed from opset {later}" if later else ""
+    hint = ""
+    if later and domain == "" and stays_high(ctx.policy, node.op_type):
+        hint = f"; it takes {ctx.low_name} from opset {later}, but the level table keeps it float32 anyway"
+    elif later:
+        hint = f"; {CONVERTS_LATER} {later}"  # schema_opset_warning reads these words
     return Decision(
         HIGH, "hard-schema", f"hard: {node.op_type}.{main} does not accept {ctx.low_name} at opset {opset}{hint}"
     )

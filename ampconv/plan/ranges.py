@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 
+import numpy as np
 import onnx_ir as ir
 
 from ampconv import tensorsize
@@ -38,6 +39,7 @@ class RangeReader:
         self._stats: Dict[ir.Value, Optional[RangeStats]] = {}
         # Constants the batched scan found all finite and in range: their largest magnitude.
         self._finite: Dict[ir.Value, float] = {}
+        self._shares: Dict[tuple, Optional[float]] = {}
 
     def stats(self, value: ir.Value) -> Optional[RangeStats]:
         """The range facts of constant ``value``; None when its data cannot be read."""
@@ -84,6 +86,29 @@ class RangeReader:
         """
         return self._finite.get(value)
 
+    def flushed_share(self, value: ir.Value, out_axis: int) -> Optional[float]:
+        """How much the values that flush to 0 weigh in one output of a product with weight ``value``.
+
+        ``out_axis``: the weight's axis that indexes outputs (a Conv's 0, a
+        MatMul's last). The answer is the largest, over outputs, of the
+        magnitudes that round to 0 summed along the other axes, over the
+        largest L1 norm of any output's weights: an upper bound on how much
+        flushing them changes an output, relative to the largest output the
+        same activation makes. None when the weight is too large or unreadable.
+        """
+        key = (value, out_axis)
+        if key in self._shares:
+            return self._shares[key]
+        tensor = value.const_value
+        share = None
+        if tensor is not None and tensorsize.size(tensor) <= SHARE_ELEMENTS:
+            array = constant_array(value)
+            release_mapped(tensor)
+            if array is not None and array.ndim > 0 and array.dtype == np.float32:
+                share = _flushed_share(array, out_axis % array.ndim, self.limits)
+        self._shares[key] = share
+        return share
+
     def _streamed(self, tensor: ir.TensorProtocol) -> Optional[RangeStats]:
         try:
             return range_stats(None, self.low, chunks=read_chunks(tensor), limits=self.limits)
@@ -91,6 +116,21 @@ class RangeReader:
             return None
         finally:
             release_mapped(tensor)
+
+
+# Weights up to this many values are read whole to weigh their flushed values (a CNN's Conv weights are smaller).
+SHARE_ELEMENTS = 1 << 24
+
+
+def _flushed_share(array: np.ndarray, out_axis: int, limits: RangeLimits) -> float:
+    """``RangeReader.flushed_share`` of one weight array (float32)."""
+    magnitudes = np.abs(np.moveaxis(array, out_axis, 0).reshape(array.shape[out_axis], -1))
+    bits = magnitudes.view(np.uint32)
+    flushed = np.where((bits > 0) & (bits <= limits.underflow_bits), magnitudes, np.float32(0))
+    largest = float(magnitudes.sum(axis=1, dtype=np.float64).max())
+    if largest == 0 or not np.isfinite(largest):
+        return 1.0
+    return float(flushed.sum(axis=1, dtype=np.float64).max()) / largest
 
 
 def misfit(stats: RangeStats, tensor: str, low: str) -> str:
@@ -155,6 +195,8 @@ def constant_record(note: "ConstantNote", low: str, consumer_low: bool = True) -
         action = _clamp_action(s, limits, low)
     elif note.action == "reported" and not consumer_low:
         action = _NOT_ROUNDED
+    elif note.action == "reported" and note.effect:
+        action = f"stored rounded ({note.effect})"
     elif note.action == "reported" and s.underflow and s.subnormal == s.underflow:
         action = _FLOAT32_SUBNORMALS
     elif note.action == "reported" and limits.min_set:

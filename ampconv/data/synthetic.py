@@ -1,0 +1,79 @@
+"""The default synthetic float32 run: one seeded random sample through a small model, as calibration observes it.
+
+Without ``--calibration-data``, a model small enough to run in a few seconds
+on the CPU is run once in float32 on one seeded random sample (shapes from
+``--shape`` or the model, symbolic axes at 1, integer inputs inside the
+tables they index), and every activation's range is recorded exactly as
+``--calibration-data random`` records it (``data.collect``). The planner then
+keeps float32 the nodes whose values overflow the LOW type on that sample
+(``data-overflow``; random data says nothing trustworthy about underflow, so
+only overflow is read). The magnitude analysis (``plan.magnitude``) speaks
+whether or not the run happened; a model that is too large, or that cannot
+run on random inputs, is left to it, and the report says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv import tensorsize
+from ampconv.config import DataOptions
+from ampconv.data.collect import collect
+from ampconv.data.samples import calibration_samples
+from ampconv.data.stats import Calibration
+from ampconv.loadcheck import first_line
+from ampconv.lowtypes import LowType
+from ampconv.graphs import all_graphs
+
+# "A few seconds on the CPU": at most this many nodes and this many bytes of float32 weights.
+MAX_NODES = 1500
+MAX_WEIGHT_BYTES = 32 * 2**20
+SEED = 0
+# How a note tells the user to give real data or turn the run off.
+ADVICE = "give real samples with --calibration-data PATH, or turn the run off with --no-synthetic-run"
+
+
+def wanted(options: DataOptions, level: str, range_guards: bool) -> bool:
+    """Whether a conversion runs the synthetic pass: no data given, the run not turned off, range guards at O1/O2."""
+    return options.synthetic_run and not options.calibration_data and range_guards and level in ("O1", "O2")
+
+
+def too_large(model: ir.Model) -> Optional[str]:
+    """Why ``model`` is too large for a run of a few seconds (None: small enough)."""
+    nodes = sum(len(graph) for graph in all_graphs(model))
+    if nodes > MAX_NODES:
+        return f"{nodes} nodes (the run is made up to {MAX_NODES})"
+    weights = sum(tensorsize.nbytes(v.const_value) for v in model.graph.initializers.values()
+                  if v.const_value is not None)
+    if weights > MAX_WEIGHT_BYTES:
+        return f"{weights / 2**20:.0f} MiB of weights (the run is made up to {MAX_WEIGHT_BYTES // 2**20} MiB)"
+    return None
+
+
+def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType) -> Tuple[Optional[Calibration], List[str]]:
+    """The synthetic run's ``Calibration`` (None when it was not made) and the notes that say what happened."""
+    reason = too_large(model)
+    if reason is not None:
+        return None, [f"synthetic float32 run skipped: the model has {reason}; the magnitude analysis alone guards "
+                      f"ranges ({ADVICE.split(', or')[0]})"]
+    draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
+                               calibration_seed=SEED, tune=False)
+    try:
+        samples = calibration_samples(model, draw)
+        with np.errstate(all="ignore"):  # float32 overflow in the model itself is the model's, not news
+            calibration = collect(src, samples, low, random=True)
+    except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
+        return None, [f"synthetic float32 run could not run on random inputs ({first_line(exc)}); the magnitude "
+                      "analysis alone guards ranges"]
+    _label, sample = next(iter(samples))  # seeded: the same arrays collect drew
+    shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in sample.items()) or "no inputs"
+    note = (f"synthetic float32 run: 1 seeded random sample (seed {SEED}; {shapes}) in "
+            f"{calibration.seconds:.2f} s; nodes whose values overflow {low.name} there stay float32 "
+            f"(data-overflow); {ADVICE}")
+    calibration = dataclasses.replace(calibration, synthetic=True,
+                                      notes=(note,) + tuple(samples.notes) + tuple(calibration.notes))
+    return calibration, []
