@@ -12,7 +12,7 @@ from onnx import helper as h
 import ampconv
 import hazard_models as hm
 import numbers_models as nm
-from ampconv.figures import deploy_figures
+from bench.figures import deploy_figures
 from ampconv.validate.options import ValidateOptions
 from helpers import decisions
 

@@ -8,7 +8,7 @@ import pytest
 
 import ampconv
 import numbers_models as nm
-from ampconv.figures import deploy_figures
+from bench.figures import deploy_figures
 
 pytest.importorskip("onnxruntime.quantization")
 
