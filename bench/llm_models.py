@@ -14,8 +14,9 @@ heads (GQA), vocabulary 1024, then exported the ways people export decoders:
 - ``optimized``: onnxruntime's transformers optimizer on the dynamo export
   (``model_type="gpt2"``: fuses RMSNorm into SimplifiedLayerNormalization /
   SkipSimplifiedLayerNormalization).
-- ``optimum``: optimum-onnx's ``main_export`` merged decoder (an If between the
-  with-cache and no-cache branches), where optimum-onnx installs.
+- ``optimum``: ``python -m optimum.exporters.onnx --task text-generation-with-past``
+  (optimum-onnx 0.1.0: the TorchScript exporter, one model with past inputs;
+  this version writes no merged If decoder).
 
 Inputs are real: a prefill of 8 tokens in torch produces the past cache, and
 the decode step's inputs (``inputs.npz`` per family, one key per graph input
@@ -54,8 +55,8 @@ FAMILIES = {
     "llama": ("LlamaConfig", {}),
     "llama_tied": ("LlamaConfig", {"tie_word_embeddings": True}),
     "qwen3": ("Qwen3Config", {"head_dim": HEAD_DIM, "tie_word_embeddings": False}),
-    # A window longer than any sequence here (4096): the same function as full attention. save_hf_dir drops it
-    # from config.json, since onnxruntime's GroupQueryAttention refuses a cache shorter than its local window.
+    # A window longer than any sequence here (4096): the same function as full attention. genai_input_dir drops
+    # it for the builder, since onnxruntime's GroupQueryAttention refuses a cache shorter than its local window.
     "gemma2": ("Gemma2Config", {"head_dim": HEAD_DIM, "sliding_window": 4096, "query_pre_attn_scalar": HEAD_DIM}),
     # Phi-3's config validation refuses a {"rope_type": "default"} rope_scaling: keep None (the builder shim copes).
     # original == max positions: the 4k form (Phi-3-mini-4k), which the builder makes without LongRoPE caches.
@@ -233,11 +234,6 @@ def save_hf_dir(model, path: Path) -> None:
     from transformers import PreTrainedTokenizerFast
 
     model.save_pretrained(str(path), safe_serialization=True)
-    cfg_path = path / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    if cfg.get("sliding_window") and cfg["sliding_window"] >= model.config.max_position_embeddings:
-        cfg["sliding_window"] = None  # never slides at these lengths; GQA would demand a cache of its length
-        cfg_path.write_text(json.dumps(cfg, indent=2))
     vocab = {f"t{i}": i for i in range(VOCAB)}
     vocab.update({"<unk>": 0, "<s>": 1, "</s>": 2})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
@@ -278,9 +274,28 @@ runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
 """
 
 
+def genai_input_dir(hf_dir: Path) -> Path:
+    """The builder's copy of the HF folder: a sliding window longer than max positions dropped.
+
+    It never slides at these lengths, but onnxruntime's GroupQueryAttention refuses a
+    past cache shorter than its local window (Gemma-2's 4096 against our 8 tokens).
+    """
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    window = cfg.get("sliding_window")
+    if not window or window < cfg.get("max_position_embeddings", 0):
+        return hf_dir
+    dst = hf_dir.parent / "hf_genai"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(hf_dir, dst)
+    cfg["sliding_window"] = None
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
 def genai_build(hf_dir: Path, out_dir: Path, precision: str, ep: str, log: Path) -> Path:
     """Run onnxruntime-genai's model builder in a child process; return the model.onnx path."""
     cache = out_dir.parent / (out_dir.name + "_cache")
+    hf_dir = genai_input_dir(hf_dir)
     cmd = [sys.executable, "-c", _BUILDER_SHIM, "-i", str(hf_dir), "-o", str(out_dir), "-p", precision,
            "-e", ep, "-c", str(cache)]
     with open(log, "w") as fh:
@@ -421,6 +436,22 @@ def _try(record, kind, path, how, fn):
         record(kind, path, how, err=f"{type(exc).__name__}: {exc}")
 
 
+STATUS_NOTES = [
+    "Rebuild: `.venv/bin/python bench/llm_models.py --out /work/llm_zoo [--families F...] [--what dynamo optimized "
+    "genai optimum]` in the w-llmzoo worktree (needs onnxruntime-genai, onnxscript, optimum-onnx).",
+    "dynamo: sequence length is 1 (a decode step); attention_mask is [batch, past_sequence_length + 1].",
+    "genai_*: onnxruntime-genai 0.18 builder run through a shim (transformers 4.57 lacks classes it imports; "
+    "rope_scaling None read as default). Gemma-2's window (4096) is dropped from the builder's config copy.",
+    "genai_fp16 is built for CUDA: Qwen3's GroupQueryAttention with q/k norm weights does not run on CPU "
+    "(onnxruntime: 'q_norm_weight / k_norm_weight inputs are not supported' on CPU); loads fine.",
+    "phi3 genai graphs differ from torch by ~1 in logits (the builder's Phi-3, not ours; the fp32 graph is still "
+    "its own float32 reference for conversion checks).",
+    "optimum: optimum-onnx 0.1.0 exports with the TorchScript exporter, one decoder with past (no merged If).",
+    "Per-family: inputs_all.npz (every input name any exporter uses), reference.npz (torch logits/present of "
+    "the step), greedy.npz (the 8-token prompt), hf/ (save_pretrained + a word-level tokenizer).",
+]
+
+
 def write_status(root: Path, rows: list[dict]) -> None:
     """STATUS.md: each file, how it was made, its I/O names, whether onnxruntime loads it."""
     (root / "status.json").write_text(json.dumps(rows, indent=1))
@@ -437,6 +468,7 @@ def write_status(root: Path, rows: list[dict]) -> None:
         outs = ", ".join(r.get("outputs", [])) if len(r.get("outputs", [])) <= 3 else \
             ", ".join(r["outputs"][:2]) + f", ... ({len(r['outputs'])})"
         lines.append(f"| {r['family']} | {r['kind']} | {r['file']} | {r['how']} | {r['loads']} | {r.get('logits_vs_torch', '')} | {ins} | {outs} |")
+    lines += ["", "Notes:"] + [f"- {n}" for n in STATUS_NOTES]
     (root / "STATUS.md").write_text("\n".join(lines) + "\n")
 
 
