@@ -59,10 +59,16 @@ FAMILIES = {
     # it for the builder, since onnxruntime's GroupQueryAttention refuses a cache shorter than its local window.
     "gemma2": ("Gemma2Config", {"head_dim": HEAD_DIM, "sliding_window": 4096, "query_pre_attn_scalar": HEAD_DIM}),
     # Phi-3's config validation refuses a {"rope_type": "default"} rope_scaling: keep None (the builder shim copes).
+    # Gemma-2 whose hidden states reach the thousands (embedding table x 2000): the RMSNorm's
+    # mean of squares overflows fp16 (65504), the case a converter must keep float32.
+    "gemma2_hot": ("Gemma2Config", {"head_dim": HEAD_DIM, "sliding_window": 4096, "query_pre_attn_scalar": HEAD_DIM,
+                                    "tie_word_embeddings": False}),  # untied: the logits keep their scale
     # original == max positions: the 4k form (Phi-3-mini-4k), which the builder makes without LongRoPE caches.
     "phi3": ("Phi3Config", {"tie_word_embeddings": False, "pad_token_id": 0, "rope_scaling": None,
                             "original_max_position_embeddings": 256}),
 }
+# Families whose embedding table is scaled up (see gemma2_hot).
+HOT_EMBEDDING = {"gemma2_hot": 2000.0}
 # Realistic width: one model for the memory measurement (built only on request).
 WIDE = ("LlamaConfig", {"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 16,
                         "num_key_value_heads": 4, "vocab_size": 128256, "num_hidden_layers": 2})
@@ -95,6 +101,9 @@ def build_torch_model(family: str, wide: bool = False):
     model = transformers.AutoModelForCausalLM.from_config(make_config(family, wide), attn_implementation="eager")
     model = model.float().eval()
     _scale_weights(model)
+    if family in HOT_EMBEDDING and not wide:
+        with torch.no_grad():
+            model.get_input_embeddings().weight.mul_(HOT_EMBEDDING[family])
     return model
 
 
