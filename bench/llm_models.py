@@ -70,8 +70,9 @@ FAMILIES = {
 # Families whose embedding table is scaled up (see gemma2_hot).
 HOT_EMBEDDING = {"gemma2_hot": 2000.0}
 # Realistic width: one model for the memory measurement (built only on request).
-WIDE = ("LlamaConfig", {"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 16,
-                        "num_key_value_heads": 4, "vocab_size": 128256, "num_hidden_layers": 2})
+WIDE = ("LlamaConfig", {"hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "vocab_size": 128256, "num_hidden_layers": 2,
+                        "tie_word_embeddings": True})  # Llama-3.2-1B's width, 2 of its 16 layers
 
 
 def make_config(family: str, wide: bool = False):
@@ -209,7 +210,7 @@ def torch_reference(model, feed):
     return ref
 
 
-def export_dynamo(model, feed, path: Path) -> None:
+def export_dynamo(model, feed, path: Path, external_data: bool = False) -> None:
     """torch.onnx.export(dynamo=True, opset 18) of the decode step with dynamic batch/sequence/past."""
     import torch
 
@@ -225,8 +226,8 @@ def export_dynamo(model, feed, path: Path) -> None:
     program = torch.onnx.export(
         step, args, input_names=["input_ids", "attention_mask", "position_ids", *past_names],
         output_names=["logits", *present_names], dynamic_shapes=shapes, opset_version=18,
-        dynamo=True, external_data=False, verbose=False)
-    program.save(str(path))
+        dynamo=True, external_data=external_data, verbose=False)
+    program.save(str(path), external_data=external_data)
 
 
 def optimize_ort(src: Path, dst: Path) -> None:
