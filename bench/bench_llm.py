@@ -45,8 +45,8 @@ or ``--no-wide``. Writes ``OUT/llm.json`` and ``OUT/llm.md``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import math
 import os
 import pathlib
 import subprocess
@@ -84,25 +84,37 @@ _LOW_NAMES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16
 # --- the zoo --------------------------------------------------------------------------------------
 
 
+# The zoo's build steps (llm_models.build_family's ``what``) each kind needs.
+_STEPS = {"dynamo": ("dynamo",), "optimized": ("dynamo", "optimized"), "genai_fp32": ("genai",),
+          "optimum": ("optimum",)}
+
+
 def ensure_zoo(zoo: pathlib.Path, families: Sequence[str], kinds: Sequence[str]) -> list[dict]:
-    """Build the families' graphs under ``zoo`` unless a status.json there already lists them loading."""
+    """Build what the families' kinds need under ``zoo`` (a graph its status.json lists as built is reused)."""
     status = zoo / "status.json"
     rows = json.loads(status.read_text()) if status.exists() else []
-    have = {(r["family"], r["kind"]) for r in rows if Path_exists(r.get("file"))}
-    what = set()
+    have = {(r["family"], r["kind"]) for r in rows if _exists(r.get("file"))}
     for fam in families:
-        for kind in kinds:
-            if (fam, kind) not in have:
-                what.add({"dynamo": "dynamo", "optimized": "dynamo", "genai_fp32": "genai"}.get(kind, kind))
-                if kind == "optimized":
-                    what.add("optimized")
-        missing = [k for k in kinds if (fam, k) not in have]
-        if missing:
-            llm_models.build_zoo(zoo, [fam], tuple(sorted(what)))
-    return json.loads(status.read_text())
+        steps = sorted({step for kind in kinds if (fam, kind) not in have for step in _STEPS[kind]})
+        if steps:
+            llm_models.build_zoo(zoo, [fam], tuple(steps))
+    return json.loads(status.read_text()) if status.exists() else []
 
 
-def Path_exists(path) -> bool:  # noqa: N802 -- tiny helper used in a comprehension
+def zoo_key() -> str:
+    """Cache key of a zoo: llm_models.py's text and the versions of every exporter."""
+    from importlib import metadata
+
+    parts = [pathlib.Path(llm_models.__file__).read_text()]
+    for dist in ("torch", "transformers", "onnxscript", "onnxruntime", "onnxruntime-genai", "optimum-onnx"):
+        try:
+            parts.append(f"{dist}=={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{dist} missing")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _exists(path) -> bool:
     """Whether ``path`` (possibly None) names an existing file."""
     return bool(path) and pathlib.Path(path).exists()
 
@@ -218,7 +230,6 @@ def measure(path: pathlib.Path, feed: dict[str, np.ndarray]) -> dict[str, object
 def emulated_session(path: pathlib.Path, work: pathlib.Path):
     """An onnxruntime CPU session of the float32 emulation of a LOW model (optimizations off)."""
     import onnx_ir as ir
-    import onnxruntime as ort
 
     from ampconv.validate.emulate import emulate
 
@@ -567,7 +578,7 @@ def main(out_dir, families: Sequence[str] | None = None, kinds: Sequence[str] | 
     out = pathlib.Path(out_dir)
     work = out / "tmp" / "llm"
     work.mkdir(parents=True, exist_ok=True)
-    zoo_dir = pathlib.Path(zoo) if zoo else work / "zoo"
+    zoo_dir = pathlib.Path(zoo) if zoo else work / f"zoo-{zoo_key()}"
     start = time.perf_counter()
     kv_flag = kv_flag_supported()
     result: dict[str, object] = {"name": "llm", "checks": [], "errors": [],
@@ -585,7 +596,7 @@ def main(out_dir, families: Sequence[str] | None = None, kinds: Sequence[str] | 
         if row["family"] not in families or row["kind"] not in kinds:
             continue
         key = f"{row['family']}_{row['kind']}"
-        if not Path_exists(row.get("file")):
+        if not _exists(row.get("file")):
             result["checks"].append(_check(f"{key}_built", f"{key}: exporter produced the graph", "FAIL", "built",
                                            False, note=str(row.get("loads"))[:300]))
             continue

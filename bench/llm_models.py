@@ -422,16 +422,12 @@ def build_family(family: str, root: Path, what=("dynamo", "optimized", "genai", 
         for prec, ep in (("fp32", "cpu"), ("fp16", "cuda")):
             out = fam_dir / f"genai_{prec}"
             _try(record, f"genai_{prec}", out / "model.onnx", f"onnxruntime_genai builder -p {prec} -e {ep}",
-                 lambda: genai_build(hf_dir, out, prec, ep, fam_dir / f"genai_{prec}.log"))
+                 lambda out=out, prec=prec, ep=ep: genai_build(hf_dir, out, prec, ep, fam_dir / f"genai_{prec}.log"))
     if "optimum" in what:
         out = fam_dir / "optimum"
         _try(record, "optimum", out / "model.onnx", "optimum-onnx export, text-generation-with-past",
-             lambda: _optimum_rename(optimum_export(hf_dir, out, fam_dir / "optimum.log")))
+             lambda: optimum_export(hf_dir, out, fam_dir / "optimum.log"))
     return rows
-
-
-def _optimum_rename(path: Path) -> Path:
-    return path
 
 
 def _try(record, kind, path, how, fn):
