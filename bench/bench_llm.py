@@ -5,10 +5,11 @@
 
 The set (bench/llm_models.py): Llama, Llama with tied embeddings, Qwen3,
 Gemma-2 and Phi-3, random init, 2 layers, hidden 256, GQA 4/2 heads, vocab
-1024, each exported four ways: ``dynamo`` (torch.onnx.export(dynamo=True)
+1024, each exported five ways: ``dynamo`` (torch.onnx.export(dynamo=True)
 decode step), ``optimized`` (onnxruntime's transformers optimizer on it),
 ``genai_fp32`` (onnxruntime-genai's model builder, fp32 CPU), ``optimum``
-(optimum-onnx's decoder with past). Inputs are real: a torch prefill of 8
+(optimum-onnx's decoder with past) and ``optimum_merged`` (its no-past and
+with-past decoders merged into an If on ``use_cache_branch``). Inputs are real: a torch prefill of 8
 tokens gives the past cache.
 
 Conversions of every graph (float32 in):
@@ -67,7 +68,7 @@ from bench.bench_deploy import run_tool_child
 AMPCONV, AMPCONV_KV, ORT_TOOL, OCC, BUILDER = "ampconv", "ampconv kv-low", "ORT tool", "onnxconverter-common", \
     "builder fp16"
 PEERS = (ORT_TOOL, OCC, BUILDER)
-KINDS = ("dynamo", "optimized", "genai_fp32", "optimum")
+KINDS = ("dynamo", "optimized", "genai_fp32", "optimum", "optimum_merged")
 TOOL_TIMEOUT_S = 300.0
 CONVERT_TIMEOUT_S = 600.0
 DECODE_STEPS = 8
@@ -86,7 +87,7 @@ _LOW_NAMES = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16
 
 # The zoo's build steps (llm_models.build_family's ``what``) each kind needs.
 _STEPS = {"dynamo": ("dynamo",), "optimized": ("dynamo", "optimized"), "genai_fp32": ("genai",),
-          "optimum": ("optimum",)}
+          "optimum": ("optimum",), "optimum_merged": ("optimum",)}
 
 
 def ensure_zoo(zoo: pathlib.Path, families: Sequence[str], kinds: Sequence[str]) -> list[dict]:
@@ -351,9 +352,9 @@ def _check(check_id, description, value, target, passed, unit="", note="") -> di
             "passed": bool(passed), "note": note}
 
 
-def lightest_peers(entry: dict) -> dict[str, object]:
-    """Per figure, the lightest value among peers that load and pass emulation (None when none passes)."""
-    good = {n: v for n, v in entry["variants"].items() if n in PEERS and v.get("figures")
+def lightest_peers(entry: dict, peers: Sequence[str] = PEERS) -> dict[str, object]:
+    """Per figure, the lightest value among ``peers`` that load and pass emulation ({} when none passes)."""
+    good = {n: v for n, v in entry["variants"].items() if n in peers and v.get("figures")
             and not v.get("load_error") and v.get("emulation", {}).get("passed")}
     if not good:
         return {}
@@ -369,13 +370,15 @@ def lightest_peers(entry: dict) -> dict[str, object]:
 def graph_checks(entry: dict) -> list[dict[str, object]]:
     """Issue 27's targets for each ampconv variant of one graph."""
     name = f"{entry['family']}_{entry['kind']}"
-    peers = lightest_peers(entry)
     checks = []
     for variant in (AMPCONV, AMPCONV_KV):
         v = entry["variants"].get(variant)
         if v is None:
             continue
         tag = f"{name}_{'kvlow' if variant == AMPCONV_KV else 'default'}"
+        # Like for like: the default keeps the float32 interface, as the two tools do with keep_io_types;
+        # with the cache LOW the builder's fp16 graph (fp16 cache and logits) is a peer too.
+        peers = lightest_peers(entry, PEERS if variant == AMPCONV_KV else (ORT_TOOL, OCC))
         checks += variant_checks(tag, variant, v, peers)
         if variant == AMPCONV_KV and entry["kind"] == "genai_fp32":
             checks.append(builder_check(tag, v, entry["variants"].get(BUILDER)))

@@ -17,6 +17,9 @@ heads (GQA), vocabulary 1024, then exported the ways people export decoders:
 - ``optimum``: ``python -m optimum.exporters.onnx --task text-generation-with-past``
   (optimum-onnx 0.1.0: the TorchScript exporter, one model with past inputs;
   this version writes no merged If decoder).
+- ``optimum_merged``: optimum's merged decoder, an If on ``use_cache_branch``
+  between its no-past and with-past decoders (``export_models`` +
+  ``optimum.onnx.merge_decoders``, what its older post-processing wrote).
 
 Inputs are real: a prefill of 8 tokens in torch produces the past cache, and
 the decode step's inputs (``inputs.npz`` per family, one key per graph input
@@ -188,6 +191,7 @@ def decode_inputs(model, seed: int = SEED):
         "input_ids": next_id.numpy().astype(np.int64),
         "attention_mask": np.ones((1, total), np.int64),
         "position_ids": np.array([[PREFILL]], np.int64),
+        "use_cache_branch": np.array([True]),  # optimum's merged decoder: take the with-past branch
     }
     past_names, _ = cache_names(model.config.num_hidden_layers)
     for name, t in zip(past_names, past):
@@ -336,6 +340,42 @@ def optimum_export(hf_dir: Path, out_dir: Path, log: Path) -> Path:
     raise RuntimeError(f"optimum export wrote no model in {out_dir}")
 
 
+# optimum-onnx 0.1.0 exports one decoder with past; the merged form many deployments still
+# use (an If on ``use_cache_branch`` between a no-past and a with-past decoder) comes from
+# its own pieces: both decoders exported by optimum's ``export_models`` with its configs,
+# then ``optimum.onnx.merge_decoders``, as optimum's post-processing did.
+_OPTIMUM_MERGED = r"""
+import sys
+from pathlib import Path
+from optimum.exporters.onnx.convert import export_models
+from optimum.exporters.tasks import TasksManager
+from optimum.onnx import merge_decoders
+from transformers import AutoModelForCausalLM
+hf, out = sys.argv[1], Path(sys.argv[2])
+model = AutoModelForCausalLM.from_pretrained(hf).eval()
+ctor = TasksManager.get_exporter_config_constructor(exporter="onnx", model=model, task="text-generation-with-past",
+                                                    library_name="transformers")
+def config(past_in):
+    return ctor(model.config, task="text-generation", use_past=True, use_past_in_inputs=past_in)
+out.mkdir(parents=True, exist_ok=True)
+export_models({"decoder_model": (model, config(False)), "decoder_with_past_model": (model, config(True))}, out,
+              output_names=["decoder_model.onnx", "decoder_with_past_model.onnx"])
+merge_decoders(out / "decoder_model.onnx", out / "decoder_with_past_model.onnx",
+               save_path=out / "decoder_model_merged.onnx")
+"""
+
+
+def optimum_merged_export(hf_dir: Path, out_dir: Path, log: Path) -> Path:
+    """optimum's merged decoder (If on use_cache_branch) in a child process; return its path."""
+    cmd = [sys.executable, "-c", _OPTIMUM_MERGED, str(hf_dir), str(out_dir)]
+    with open(log, "w") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=900)
+    path = out_dir / "decoder_model_merged.onnx"
+    if proc.returncode != 0 or not path.exists():
+        raise RuntimeError(f"optimum merged export exited {proc.returncode}: {_last_line(log)}")
+    return path
+
+
 def ort_loads(path: Path) -> str:
     """'yes' when onnxruntime CPU creates a session, else the first line of its error."""
     import onnxruntime as ort
@@ -427,6 +467,10 @@ def build_family(family: str, root: Path, what=("dynamo", "optimized", "genai", 
         out = fam_dir / "optimum"
         _try(record, "optimum", out / "model.onnx", "optimum-onnx export, text-generation-with-past",
              lambda: optimum_export(hf_dir, out, fam_dir / "optimum.log"))
+        merged = fam_dir / "optimum_merged"
+        _try(record, "optimum_merged", merged / "decoder_model_merged.onnx",
+             "optimum-onnx export_models (no-past + with-past decoders) + optimum.onnx.merge_decoders: If on "
+             "use_cache_branch", lambda: optimum_merged_export(hf_dir, merged, fam_dir / "optimum_merged.log"))
     return rows
 
 
@@ -452,7 +496,9 @@ STATUS_NOTES = [
     "(onnxruntime: 'q_norm_weight / k_norm_weight inputs are not supported' on CPU); loads fine.",
     "phi3 genai graphs differ from torch by ~1 in logits (the builder's Phi-3, not ours; the fp32 graph is still "
     "its own float32 reference for conversion checks).",
-    "optimum: optimum-onnx 0.1.0 exports with the TorchScript exporter, one decoder with past (no merged If).",
+    "optimum: optimum-onnx 0.1.0 exports with the TorchScript exporter, one decoder with past (no merged If); "
+    "optimum_merged: its no-past and with-past decoders merged by optimum.onnx.merge_decoders (If on "
+    "use_cache_branch; feed use_cache_branch=[True] for a decode step).",
     "Per-family: inputs_all.npz (every input name any exporter uses), reference.npz (torch logits/present of "
     "the step), greedy.npz (the 8-token prompt), hf/ (save_pretrained + a word-level tokenizer).",
 ]
