@@ -104,3 +104,145 @@ def test_timing_checks_are_recorded(convert_result):
 def test_every_non_timing_check_is_covered(convert_result):
     recorded = {c["id"] for c in convert_result["checks"] if not _is_timing(c["id"])}
     assert recorded == set(_non_timing_ids())
+
+
+# --- bench_llm: the LLM bench's pipeline on a hand-built decode step (no torch) --------------------
+
+
+def _tiny_decoder(path: pathlib.Path, hidden=16, kv_heads=2, head_dim=8, vocab=32, past=4) -> dict:
+    """A 2-layer decode step in plain ONNX (embedding, single-query attention over past+new, lm_head),
+    with bench_llm's interface: past_key_values.{i}.key/value in, present.{i}.key/value out."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from bench import llm_models
+
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def weight(name, *shape, scale=0.3):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def const(name, values):
+        inits.append(numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
+    def node(op, inputs, output, **attrs):
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    const("heads_shape", [1, 1, kv_heads, head_dim])
+    const("flat_shape", [1, 1, kv_heads * head_dim])
+    x = node("Gather", [weight("embed", vocab, hidden), "input_ids"], "x0")
+    x = node("Add", [x, node("Gather", [weight("pos", 64, hidden), "position_ids"], "pos_x")], "x")
+    past_names, present_names = llm_models.cache_names()
+    for i in range(2):
+        proj = {}
+        for kind in ("q", "k", "v"):
+            flat = node("MatMul", [x, weight(f"w{kind}{i}", hidden, kv_heads * head_dim)], f"{kind}{i}_flat")
+            proj[kind] = node("Transpose", [node("Reshape", [flat, "heads_shape"], f"{kind}{i}_4d")], f"{kind}{i}",
+                              perm=[0, 2, 1, 3])
+        k_all = node("Concat", [past_names[2 * i], proj["k"]], present_names[2 * i], axis=2)
+        v_all = node("Concat", [past_names[2 * i + 1], proj["v"]], present_names[2 * i + 1], axis=2)
+        scores = node("MatMul", [proj["q"], node("Transpose", [k_all], f"kt{i}", perm=[0, 1, 3, 2])], f"s{i}")
+        attn = node("MatMul", [node("Softmax", [scores], f"p{i}", axis=-1), v_all], f"a{i}")
+        back = node("Reshape", [node("Transpose", [attn], f"at{i}", perm=[0, 2, 1, 3]), "flat_shape"], f"af{i}")
+        x = node("Add", [x, node("MatMul", [back, weight(f"wo{i}", kv_heads * head_dim, hidden)], f"o{i}")],
+                 f"x{i + 1}")
+    node("MatMul", [x, weight("lm_head", hidden, vocab)], "logits")
+    cache = ["batch", kv_heads, "past_sequence_length", head_dim]
+    graph = helper.make_graph(
+        nodes, "tiny_decoder",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", 1]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", 1])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, cache) for n in past_names],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1, vocab])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in present_names],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    feed = {"input_ids": np.array([[3]], np.int64), "attention_mask": np.ones((1, past + 1), np.int64),
+            "position_ids": np.array([[past]], np.int64)}
+    feed.update({n: (rng.standard_normal((1, kv_heads, past, head_dim)) * 0.5).astype(np.float32)
+                 for n in past_names})
+    np.savez(path.parent / f"{path.stem}.inputs.npz", **feed)
+    return feed
+
+
+@pytest.fixture(scope="module")
+def llm_entry(tmp_path_factory):
+    pytest.importorskip("onnxconverter_common")
+    pytest.importorskip("onnxruntime")
+    from bench import bench_llm
+
+    zoo = tmp_path_factory.mktemp("llm_zoo")
+    (zoo / "tiny").mkdir()
+    src = zoo / "tiny" / "dynamo.onnx"
+    _tiny_decoder(src)
+    work = tmp_path_factory.mktemp("llm_work")
+    entry = bench_llm.run_graph({"family": "tiny", "kind": "dynamo", "file": str(src)}, zoo, work,
+                                bench_llm.kv_flag_supported(), log=lambda *_: None)
+    return entry
+
+
+def test_llm_bench_measures_every_variant(llm_entry):
+    from bench import bench_llm
+
+    variants = llm_entry["variants"]
+    assert {"float32", bench_llm.AMPCONV, bench_llm.ORT_TOOL, bench_llm.OCC} <= set(variants)
+    source = variants["float32"]
+    # 2 layers x (key, value), [1, 2, 4, 8] float32 read, one position longer written.
+    assert source["kv"] == {"read": 4 * 2 * 4 * 8 * 4, "written": 4 * 2 * 5 * 8 * 4, "cache_types": ["fp32"],
+                            "logits_type": "fp32"}
+    assert source["figures"]["heavy_nodes"] == 2 * 3 + 2 * 2 + 2 + 1  # q/k/v, two attention MatMuls, o, lm_head
+    ort_tool = variants[bench_llm.ORT_TOOL]
+    assert ort_tool["conversion"]["status"] == "ok" and ort_tool["emulation"]["passed"], ort_tool
+    assert ort_tool["emulation"]["counted"] + ort_tool["emulation"]["near_ties"] == bench_llm.DECODE_STEPS
+
+
+def test_llm_bench_checks_each_ampconv_output(llm_entry):
+    from bench import bench_llm
+
+    checks = {c["id"]: c for c in bench_llm.graph_checks(llm_entry)}
+    assert "tiny_dynamo_default_converts" in checks
+    if checks["tiny_dynamo_default_converts"]["passed"]:
+        for suffix in ("loads", "emulated", "heavy_low", "casts", "traffic", "weights"):
+            assert f"tiny_dynamo_default_{suffix}" in checks
+    for check in checks.values():
+        assert set(check) == {"id", "description", "value", "unit", "target", "passed", "note"}
+    text = bench_llm.render_markdown({"checks": list(checks.values()),
+                                      "metrics": {"kv_flag": False, "graphs": {"tiny_dynamo": llm_entry}}})
+    assert "| tiny_dynamo | ORT tool | yes | yes | pass" in text
+
+
+def test_llm_greedy_agreement_catches_a_flipped_token():
+    """A converted model whose logits differ in argmax fails; one with a near tie is not counted."""
+    import numpy as np
+
+    from bench import bench_llm, llm_models
+
+    class _Session:
+        def __init__(self, logits):
+            self.logits = logits
+
+        def get_outputs(self):
+            return [type("O", (), {"name": n})() for n in ["logits", *llm_models.cache_names()[1]]]
+
+        def get_inputs(self):
+            return []
+
+        def run(self, _names, feed):
+            past = np.zeros((1, 2, 1, 4), np.float32)
+            return [self.logits[None, None, :]] + [past] * 4
+
+    feed = {"attention_mask": np.ones((1, 2), np.int64)}
+    ref = _Session(np.array([0.0, 1.0, 5.0], np.float32))
+    assert bench_llm.greedy_agreement(ref, _Session(np.array([0.0, 1.0, 4.0], np.float32)), feed, 3)["passed"]
+    flipped = bench_llm.greedy_agreement(ref, _Session(np.array([0.0, 6.0, 5.0], np.float32)), feed, 3)
+    assert not flipped["passed"] and flipped["flipped_steps"] == [0, 1, 2]
+    tie = _Session(np.array([0.0, 5.0, 5.0001], np.float32))
+    assert bench_llm.greedy_agreement(tie, _Session(np.array([0.0, 5.1, 5.0], np.float32)), feed, 2)["near_ties"] == 2
