@@ -21,7 +21,7 @@ Conversions of every graph (float32 in):
 - ``builder fp16`` (genai graphs only): the builder's own ``-p fp16 -e cuda`` graph of the same weights.
 
 Per output: converts (the CLI's error line when not), loads in onnxruntime
-CPU, ``ampconv.figures.deploy_figures`` at the decode step's shapes (Casts,
+CPU, ``bench.figures.deploy_figures`` at the decode step's shapes (Casts,
 cast traffic per step, heavy nodes LOW, weight bytes), the KV cache bytes
 read (past inputs) and written (present outputs) per step in the output's
 declared types, and an emulated greedy decode: ``DECODE_STEPS`` steps from the
@@ -188,7 +188,7 @@ def convert_all(src: pathlib.Path, work: pathlib.Path, kv_flag: bool, builder_fp
 
 def kv_bytes(path: pathlib.Path, shapes: dict[str, tuple]) -> dict[str, object]:
     """Bytes of the KV cache read (past inputs) and written (present outputs) per step, in declared types."""
-    from ampconv.figures import tensor_bytes
+    from ampconv.tensorsize import tensor_bytes
 
     model = onnx.load(str(path), load_external_data=False)
     past_names, present_names = llm_models.cache_names()
@@ -212,7 +212,7 @@ def kv_bytes(path: pathlib.Path, shapes: dict[str, tuple]) -> dict[str, object]:
 
 def measure(path: pathlib.Path, feed: dict[str, np.ndarray]) -> dict[str, object]:
     """Figures at the decode step's shapes, onnxruntime load, KV bytes of one output."""
-    from ampconv.figures import deploy_figures
+    from bench.figures import deploy_figures
 
     shapes = {k: tuple(v.shape) for k, v in feed.items()}
     entry: dict[str, object] = {"file": str(path)}
