@@ -299,3 +299,34 @@ def test_decode_roles_are_read_by_structure(tmp_path):
     assert roles.others == ("position_ids",)
     with pytest.raises(UsageError, match="KV cache"):
         decode_roles(ir.load(str(genai_block(tmp_path / "g.onnx"))))
+
+
+# ----------------------------------------------------------------- rotary angles from integer positions
+_ANGLE_MODEL = """<ir_version: 8, opset_import: ["" : 18]>
+g (%s pos, float[1, 4, 8] x) => (float[1, 4, 8] y) <float[1, 4] inv_freq = {1.0, 0.1, 0.01, 0.001},
+                                                   float[8, 8] w = {%s}> {
+    posf = Cast <to = 1> (pos)
+    angle = MatMul (posf, inv_freq)
+    twice = Concat <axis = -1> (angle, angle)
+    c = Cos (twice)
+    h = MatMul (x, w)
+    y = Mul (h, c)
+}"""
+
+
+def test_a_rotary_angle_made_from_positions_stays_float32(tmp_path):
+    text = _ANGLE_MODEL % ("int64[1, 4, 1]", ", ".join(["0.1"] * 64))
+    _, report = _plan_of(tmp_path, save(model_from_text(text), tmp_path / "a.onnx"))
+    matmuls = [n for n in report.nodes if n["op_type"] == "MatMul"]
+    angle, projection = matmuls  # file order: the angle, then x @ w
+    assert (angle["precision"], angle["rule"]) == ("HIGH", "range-phase")
+    assert "multiple of 4 rad" in angle["reason"]
+    assert projection["precision"] == "LOW"
+    mul = next(n for n in report.nodes if n["op_type"] == "Mul")
+    assert (mul["precision"], mul["rule"]) == ("LOW", "gray-narrow")  # the table is cast down once
+
+
+def test_an_angle_from_float_data_follows_the_usual_rules(tmp_path):
+    text = _ANGLE_MODEL % ("float[1, 4, 1]", ", ".join(["0.1"] * 64))
+    _, report = _plan_of(tmp_path, save(model_from_text(text), tmp_path / "f.onnx"))
+    assert all(n["rule"] != "range-phase" for n in report.nodes)

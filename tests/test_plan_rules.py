@@ -11,7 +11,7 @@ import pytest
 
 from ampconv.config import Config
 from ampconv.errors import spell_parameters
-from ampconv.plan import Decision, data, evidence, gray, guards, hard, levels, user
+from ampconv.plan import Decision, data, evidence, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.facts import node_facts
 from ampconv.plan.rules import ORDER, RULES
@@ -72,7 +72,7 @@ def test_table_follows_the_registry_order():
         user.keep_fp32: "user-keep-fp32", guards.constant_range: "hard-constant", data.accuracy_pin: "data-tune",
         data.activation_range: "data-overflow", user.force_low: "user-force-low",
         evidence.statistics: "range-statistics", evidence.reduction: "range-reduction", evidence.mask: "range-mask",
-        levels.level: "level-O3", gray.gray: "gray-follow",
+        phase.phase: "range-phase", levels.level: "level-O3", gray.gray: "gray-follow",
     }
     assert [emitted[rule] for rule in RULE_TABLE] == [rule for rule in ORDER if rule in emitted.values()]
 

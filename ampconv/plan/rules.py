@@ -60,6 +60,7 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("range-statistics", RANGE, "part of a normalization decomposed into ops: its statistics stay float32"),
     Rule("range-reduction", RANGE, "fp16 sum over so many values that a modest mean overflows it"),
     Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row"),
+    Rule("range-phase", RANGE, "computes the angle of a Cos/Sin from an integer (positions): kept float32"),
     Rule("level-O3", LEVEL, "level O3: every op LOW"),
     Rule("white", LEVEL, "the op is on the white list: LOW at O1-O3"),
     Rule("black", LEVEL, "the op is on the black list: float32 at O1 and O2"),

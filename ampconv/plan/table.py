@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data, evidence, gray, guards, hard, levels, user
+from ampconv.plan import data, evidence, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -31,6 +31,7 @@ RULE_TABLE: Tuple[RuleFunction, ...] = (
     data.activation_range,
     user.force_low,
     *evidence.RULES,
+    phase.phase,
     levels.level,
     gray.gray,
 )
@@ -38,7 +39,7 @@ RULE_TABLE: Tuple[RuleFunction, ...] = (
 
 # The families that name the rules they cannot fire under a context (``quiet``); the others
 # (guards, levels, gray) read the node itself, so they always run.
-_SCREENS = (hard.quiet, user.quiet, data.quiet, evidence.quiet)
+_SCREENS = (hard.quiet, user.quiet, data.quiet, evidence.quiet, phase.quiet)
 
 
 def active_rules(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
