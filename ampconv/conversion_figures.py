@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from ampconv.dimexpr import evaluate_dim, symbols_of
 from ampconv.errors import UsageError
-from ampconv.heavy_ops import HEAVY_OPS
+from ampconv.heavy_ops import HEAVY_OPS, is_outer_product
 from ampconv.tensorsize import tensor_bytes
 from ampconv.graphs import all_graphs
 from ampconv.schema import normalize_domain
@@ -67,7 +67,8 @@ def conversion_figures(model: ir.Model, weight_bytes: int, shapes: Sequence = ()
         main = graph is model.graph
         for node in graph:
             domain = normalize_domain(node.domain)
-            if node.op_type in HEAVY_OPS.get(domain, ()):
+            if node.op_type in HEAVY_OPS.get(domain, ()) and not is_outer_product(
+                    node.op_type, domain, _reduction_length(node)):
                 heavy += 1
                 heavy_low += _first_float(node) in _LOW
             if node.op_type != "Cast" or domain != "":
@@ -112,6 +113,16 @@ def _size(dim, dims: Mapping[str, int]) -> int:
 def _bound(shape: ir.Shape, dims: Mapping[str, int]) -> bool:
     """Whether every dim of ``shape`` is a size (a number >= 0) or a symbol (expression) the graph inputs bind."""
     return all(d >= 0 if isinstance(d, int) else not (symbols_of(d) - dims.keys()) for d in shape.dims)
+
+
+def _reduction_length(node: ir.Node) -> Optional[int]:
+    """A MatMul's reduction length (A's last dimension, or B's next to last) when the IR holds it, else None."""
+    for index, axis in ((0, -1), (1, -2)):
+        value = node.inputs[index] if len(node.inputs) > index else None
+        shape = value.shape if value is not None else None
+        if shape is not None and len(shape.dims) >= -axis and isinstance(shape.dims[axis], int):
+            return shape.dims[axis]
+    return None
 
 
 def _first_float(node: ir.Node) -> Optional[ir.DataType]:

@@ -7,7 +7,7 @@ opset upgrade's choice (``opset_upgrade``), the coverage warning
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 # Compute-heavy ops: where a GPU gains from a LOW type (tensor cores, halved
 # weight and activation traffic), and so the ops that a deployment converter
@@ -47,4 +47,15 @@ def is_heavy_op(op_type: str, domain: str) -> bool:
     return op_type in HEAVY_OPS.get("" if domain == "ai.onnx" else domain, ())
 
 
-__all__ = ["HEAVY_OPS", "is_heavy_op"]
+def is_outer_product(op_type: str, domain: str, reduction_length: Optional[int]) -> bool:
+    """Whether a node of a heavy op type does no heavy work: a MatMul over a reduction of length 1.
+
+    ``A[..., m, 1] @ B[..., 1, n]`` sums nothing: it is an elementwise product
+    broadcast to a table (a rotary embedding's position x frequency), with no
+    accumulation for tensor cores to do. ``reduction_length``: A's last
+    dimension when known.
+    """
+    return op_type == "MatMul" and domain in ("", "ai.onnx") and reduction_length == 1
+
+
+__all__ = ["HEAVY_OPS", "is_heavy_op", "is_outer_product"]

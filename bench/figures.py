@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import onnx
 from onnx import TensorProto
 
-from ampconv.heavy_ops import HEAVY_OPS
+from ampconv.heavy_ops import HEAVY_OPS, is_outer_product
 from ampconv.tensorsize import tensor_bytes
 
 # How many of the most expensive Casts ``largest_casts`` names (where a converter's traffic goes).
@@ -806,6 +806,18 @@ _FOLDERS = _LazyFolders()
 # --- counting ---------------------------------------------------------------------------------
 
 
+def _last_dim(node: onnx.NodeProto, types: Mapping[str, onnx.TypeProto]) -> int | None:
+    """A MatMul's reduction length (A's last dimension, or B's next to last) when inference fixed it."""
+    for index, axis in ((0, -1), (1, -2)):
+        kind = types.get(node.input[index]) if len(node.input) > index else None
+        if kind is None or not kind.HasField("tensor_type") or not kind.tensor_type.HasField("shape"):
+            continue
+        dims = kind.tensor_type.shape.dim
+        if len(dims) >= -axis and dims[axis].HasField("dim_value"):
+            return dims[axis].dim_value
+    return None
+
+
 class _Walk:
     """One pass over the inferred stub: counts casts, their traffic and the heavy nodes."""
 
@@ -838,7 +850,7 @@ class _Walk:
         for node in graph.node:
             if node.op_type == "Cast" and node.domain in _DEFAULT_DOMAINS:
                 self._cast(node, types, in_loop, constants)
-            elif is_heavy(node):
+            elif is_heavy(node) and not is_outer_product(node.op_type, node.domain, _last_dim(node, types)):
                 self._heavy(node, types)
             self._float_node(node, types)
             holder = inferred_holders.get(tuple(node.output))

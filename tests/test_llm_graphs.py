@@ -10,6 +10,7 @@ import pytest
 import ampconv
 from ampconv.dimexpr import evaluate_dim
 from ampconv.errors import ModelLoadError, UsageError
+from ampconv.heavy_ops import is_outer_product
 from ampconv.loadcheck import checker_error, runtime_only_default_ops
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.kvcache import find_cache_pairs
@@ -330,3 +331,59 @@ def test_an_angle_from_float_data_follows_the_usual_rules(tmp_path):
     text = _ANGLE_MODEL % ("float[1, 4, 1]", ", ".join(["0.1"] * 64))
     _, report = _plan_of(tmp_path, save(model_from_text(text), tmp_path / "f.onnx"))
     assert all(n["rule"] != "range-phase" for n in report.nodes)
+
+
+# ----------------------------------------------------------------- merged decoders: the model inside an If
+_MERGED = """<ir_version: 8, opset_import: ["" : 18]>
+g (bool use_cache, float[2, 8] x) => (float[2, 8] y, float[2, 8] s) <float[8, 8] w = {%s}, int64[1] last = {-1}> {
+    y, s = If (use_cache) <
+        then_branch = t () => (float[2, 8] y, float[2, 8] s) {
+            y = MatMul (x, w)
+            s = Relu (y)
+        },
+        else_branch = e () => (float[2, 8] y, float[2, 8] s) {
+            y = MatMul (x, w)
+            h = Mul (y, y)
+            m = ReduceMean (h, last)
+            v = Add (m, m)
+            r = Sqrt (v)
+            s = Div (y, r)
+        }
+    >
+}"""
+
+
+def test_a_branch_output_named_as_the_if_output_converts_without_pins(tmp_path):
+    src = save(model_from_text(_MERGED % ", ".join(["0.1"] * 64)), tmp_path / "merged.onnx")
+    dst = tmp_path / "merged.fp16.onnx"
+    report = ampconv.convert(src, dst, ampconv.Config(overwrite=True))
+    assert report.runtime_pins == []
+    nodes = [n for n in report.nodes if n["op_type"] == "MatMul"]
+    assert all(n["precision"] == "LOW" for n in nodes)
+    feeds = {"use_cache": np.array(True), "x": np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)}
+    for flag in (True, False):
+        feeds["use_cache"] = np.array(flag)
+        expected, got = run(src, feeds), run(dst, feeds)
+        assert np.abs(expected[0] - got[0]).max() < 1e-2
+
+
+def test_a_normalization_inside_a_branch_keeps_its_statistics_float32(tmp_path):
+    src = save(model_from_text(_MERGED % ", ".join(["0.1"] * 64)), tmp_path / "merged.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True, synthetic_run=False))
+    in_else = {n["op_type"]: n for n in report.nodes if n["op_type"] in ("ReduceMean", "Sqrt")}
+    assert all(n["precision"] == "HIGH" and n["rule"] == "range-statistics" for n in in_else.values()), in_else
+
+
+# ----------------------------------------------------------------- what counts as heavy work
+def test_an_outer_product_matmul_is_no_heavy_work():
+    assert is_outer_product("MatMul", "", 1)
+    assert not is_outer_product("MatMul", "", 64)
+    assert not is_outer_product("MatMul", "", None)
+    assert not is_outer_product("Gemm", "", 1)
+
+
+def test_the_rotary_outer_product_is_not_counted_among_heavy_ops(tmp_path):
+    text = _ANGLE_MODEL % ("int64[1, 4, 1]", ", ".join(["0.1"] * 64))
+    report = ampconv.convert(save(model_from_text(text), tmp_path / "a.onnx"), tmp_path / "o.onnx",
+                             ampconv.Config(overwrite=True))
+    assert (report.figures["heavy_nodes"], report.figures["heavy_low"]) == (1, 1)  # x @ w only

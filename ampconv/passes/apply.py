@@ -387,8 +387,11 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- outputs
     def _fix_output(self, graph: ir.Graph, k: int, value: ir.Value, need: str) -> None:
-        if graph is self.model.graph:
-            # Rule 6: the widened (or narrowed) cast output takes the public name.
+        if graph is self.model.graph or self._produced_here(value, graph):
+            # Rule 6: the widened (or narrowed) cast output takes the public name. In a subgraph too:
+            # an exporter may name a branch output as the If output it becomes (optimum's merged
+            # decoder), and onnx's inference reads a subgraph name the outer scope also has with the
+            # outer type; the value that stays inside, in the other type, must not keep that name.
             public = value.name
             value.name = self.unique(f"{public}__{self.suffix if self._precision_of(value) == LOW else 'fp32'}")
             self.names.discard(public)
@@ -410,6 +413,13 @@ class _Rewriter:
                 out = ident.outputs[0]
         graph.outputs[k] = out
         self.result.outputs_rerouted += 1
+
+
+    @staticmethod
+    def _produced_here(value: ir.Value, graph: ir.Graph) -> bool:
+        """Whether ``value`` is made by a node of ``graph`` (not a graph input, an initializer or an outer value)."""
+        producer = value.producer()
+        return producer is not None and producer.graph is graph and value.name is not None
 
 
 # In-memory tensors of at most this many elements are converted when the plan is

@@ -97,11 +97,15 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
 
 
 def _normalization_nodes(ctx: PlanContext) -> FrozenSet[ir.Node]:
-    """``decomposed_normalizations`` of the main graph, found once (``ctx.memo``)."""
+    """``decomposed_normalizations`` of every graph, found once (``ctx.memo``).
+
+    Subgraphs too: optimum's merged decoder holds the whole decoder, its
+    RMSNorms included, inside the branches of an If.
+    """
     if "statistics" not in ctx.memo:
-        graph, index = ctx.model.graph, ctx.nodes_by_op()
-        means = [node for op in sorted(_MEANS) for node in index.get(op, ()) if node.graph is graph]
-        ctx.memo["statistics"] = decomposed_normalizations(graph, means)
+        index = ctx.nodes_by_op()
+        means = [node for op in sorted(_MEANS) for node in index.get(op, ())]
+        ctx.memo["statistics"] = decomposed_normalizations(ctx.model.graph, means)
     return ctx.memo["statistics"]
 
 

@@ -169,7 +169,8 @@ def _next_feeds(feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarra
     step = old_tokens.shape[-1]
     past = next(iter(roles.cache))
     total = feeds[past].shape[-2] + step if feeds[past].ndim >= 2 else None
-    nxt = {name: outputs[present] for name, present in roles.cache.items()}
+    nxt = dict(feeds)  # inputs of no role (a merged decoder's use_cache_branch flag) stay as they are
+    nxt.update({name: outputs[present] for name, present in roles.cache.items()})
     nxt[roles.token] = np.full(old_tokens.shape[:-1] + (1,), token, dtype=old_tokens.dtype)
     for name in roles.others:
         array = feeds[name]
@@ -177,8 +178,6 @@ def _next_feeds(feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarra
             nxt[name] = np.concatenate([array, np.ones(array.shape[:-1] + (1,), array.dtype)], axis=-1)
         elif array.ndim and array.shape[-1] == step:  # this step's positions: the next one
             nxt[name] = array[..., -1:] + 1
-        else:
-            nxt[name] = array
     return nxt
 
 
