@@ -306,3 +306,16 @@ def test_a_free_chain_that_only_feeds_shape_arithmetic_stays_float32(tmp_path):
     report, _ = convert_text(tmp_path, text, keep_io_types=False)
     d = {n["op_type"]: n for n in report.nodes if n["op_type"] in ("Div",)}
     assert d["Div"]["precision"] == "HIGH"
+
+
+def test_statistics_guard_speaks_for_float16_only(tmp_path):
+    """bfloat16 holds any square float32 does: a decomposed normalization follows the gray rule there."""
+    src = tmp_path / "ln.onnx"
+    onnx.save(hm.decomposed_layernorm(), str(src))
+    rules = {}
+    for dtype in ("fp16", "bf16"):
+        report = ampconv.convert(src, tmp_path / f"ln.{dtype}.onnx",
+                                 ampconv.Config(dtype=dtype, overwrite=True, synthetic_run=False))
+        rules[dtype] = {n["rule"] for n in report.nodes}
+    assert "range-statistics" in rules["fp16"]
+    assert "range-statistics" not in rules["bf16"]

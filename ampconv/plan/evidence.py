@@ -13,7 +13,8 @@ rules read, each only for a gray op at O1/O2 in a preset with range guards
 - ``range-statistics``: a normalization decomposed into ops (a mean, a
   centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
   division): its statistics stay float32, as the fused op keeps them. A square
-  of |x| > 256 overflows fp16, and residual streams reach that.
+  of |x| > 256 overflows fp16, and residual streams reach that. bfloat16 has
+  float32's range, so under ``--dtype bf16`` the statistics follow the gray rule.
 - ``range-reduction``: an fp16 sum over a static extent so long that a modest
   mean overflows it: a ReduceSum of 20,000 values overflows once their mean
   |x| exceeds 3.3. Sums over ``SUM_EXTENT`` values or more, and sums of squares
@@ -80,8 +81,8 @@ def _numbers_guarded(ctx: PlanContext) -> bool:
 
 
 def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """``range-statistics``: a node of a decomposed normalization."""
-    if not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
+    """``range-statistics``: a node of a decomposed normalization (float16 only: bfloat16 holds any square)."""
+    if ctx.low != "fp16" or not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
         return None
     seen = ""
     outputs = [ctx.calibration.tensor(v.name) for v in node.outputs] if ctx.calibration is not None else []
@@ -254,7 +255,7 @@ def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
     silent = set()
     if not long_reduction and not _suspects(ctx):  # no accumulation to check, no value the numbers suspect
         silent.add(reduction)
-    if not _normalization_nodes(ctx):  # a model without decomposed normalizations (one walk, shared with the rule)
+    if ctx.low != "fp16" or not _normalization_nodes(ctx):  # bf16, or no decomposed normalization (one walk)
         silent.add(statistics)
     if op.domain != "" or op.op_type not in ("Softmax", "LogSoftmax"):
         silent.add(mask)
