@@ -389,10 +389,15 @@ def build_conv(rng: np.random.Generator) -> onnx.ModelProto:
 
 def _data_models():
     """tests/data_models.py: the float32 models whose fp16 failure shows only on realistic data (and their data)."""
+    return _test_module("data_models")
+
+
+def _test_module(name: str):
+    """A model-building module of tests/ (``data_models``, ``llm_models``), loaded by path."""
     import importlib.util
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / "data_models.py"
-    spec = importlib.util.spec_from_file_location("ampconv_data_models", path)
+    path = pathlib.Path(__file__).resolve().parents[1] / "tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"ampconv_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -406,7 +411,8 @@ def build_readme_examples(out_dir: str | pathlib.Path = DEFAULT_OUT) -> dict[str
     ``cancel.onnx`` with calibration folders ``audio_calib/`` and
     ``cancel_calib/`` (the audio front end and the offset-cancelling MLP of
     tests/data_models.py); ``cnn_inputs/``, eight input samples of the CNN
-    sample for the first-model walk-through.
+    sample for the first-model walk-through; ``decoder.onnx``, one attention
+    layer's decode step with a KV cache and rotary tables (tests/llm_models.py).
     """
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -426,6 +432,7 @@ def build_readme_examples(out_dir: str | pathlib.Path = DEFAULT_OUT) -> dict[str
     inputs = np.random.default_rng(2).standard_normal((8, 1, 3, 32, 32)).astype(np.float32)
     paths["cnn_inputs"] = out / "cnn_inputs"
     data.write_samples(paths["cnn_inputs"], ({"input": x} for x in inputs))
+    paths["decoder"] = _test_module("llm_models").decode_step(out / "decoder.onnx")
     return paths
 
 
