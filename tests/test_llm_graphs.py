@@ -387,3 +387,11 @@ def test_the_rotary_outer_product_is_not_counted_among_heavy_ops(tmp_path):
     report = ampconv.convert(save(model_from_text(text), tmp_path / "a.onnx"), tmp_path / "o.onnx",
                              ampconv.Config(overwrite=True))
     assert (report.figures["heavy_nodes"], report.figures["heavy_low"]) == (1, 1)  # x @ w only
+
+
+def test_the_summary_says_who_runs_onnxruntime_own_ops(tmp_path):
+    report = ampconv.convert(genai_block(tmp_path / "g.onnx"), tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    assert any("onnxruntime's own ops in the default domain (SimplifiedLayerNormalization)" in n
+               for n in report.notes)
+    plain = ampconv.convert(decode_step(tmp_path / "d.onnx"), tmp_path / "d.o.onnx", ampconv.Config(overwrite=True))
+    assert not any("onnxruntime's own ops" in n for n in plain.notes)

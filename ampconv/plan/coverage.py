@@ -6,6 +6,8 @@ Two things a GPU user cannot afford to miss in a summary:
   onnxruntime defines, with onnxruntime not installed; a custom domain), and
   the nodes after them whose input types are therefore unknown: one note per
   domain with the counts and the remedy;
+- a model holding onnxruntime's own ops in the default domain
+  (SimplifiedLayerNormalization): it runs on onnxruntime only, and a note says so;
 - a model whose heavy ops (``figures.HEAVY_OPS``: MatMul, Conv, attention,
   fused norms) all stay float32: converted, it is no faster, so that is a
   warning with the rules that kept them, never a silent 100%.
@@ -38,7 +40,7 @@ def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
             missing.setdefault(normalize_domain(node.domain) or "ai.onnx", Counter())[node.op_type] += 1
         elif rule == "hard-unknown-type":
             unknown_inputs += 1
-    notes = []
+    notes = _runtime_only_note(nodes)
     after = f", and {unknown_inputs} node(s) reading their outputs (input types unknown)" if unknown_inputs else ""
     for domain, ops in sorted(missing.items()):
         listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
@@ -49,6 +51,18 @@ def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
         )
         after = ""  # said once, with the first domain
     return notes
+
+
+def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
+    """A note when the model holds onnxruntime's own ops in the default domain (its output loads there only)."""
+    ops = runtime_schemas.default_domain_ops()
+    found = Counter(node.op_type for node in nodes if node.op_type in ops and normalize_domain(node.domain) == "")
+    if not found:
+        return []
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in found.most_common(4))
+    return [f"{sum(found.values())} node(s) are onnxruntime's own ops in the default domain ({listed}): onnx.checker "
+            "has no schema for them, so onnxruntime's load check judged them; runtimes without onnxruntime's own "
+            "operators (TensorRT, OpenVINO) will refuse the model, as they refuse the input"]
 
 
 def _remedy(domain: str) -> str:
