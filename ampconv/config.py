@@ -64,8 +64,13 @@ class PlanOptions:
     data_max: Optional[float] = None
     underflow_fraction: Optional[float] = None
     kv_cache: str = "keep"
+    rules: Tuple[object, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.rules:
+            from ampconv.plan.rules import register  # the rule registry: only when the user brings rules
+
+            object.__setattr__(self, "rules", tuple(register(rule) for rule in self.rules))
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
         if self.kv_cache not in KV_CACHE:
@@ -163,6 +168,11 @@ class Config:
             ``mixlists`` (docs/precision.md sec. 7). None: no such base.
         keep_io_types: True keeps every graph input/output float32, False
             converts them, a tuple names the ones to keep float32.
+        rules: rules of your own (``ampconv.plan.rules.Rule`` with a ``decide``
+            function), tried for every node after the hard facts, the user's
+            float32 overrides and the range and data guards, before
+            ``force_low`` and the level table (docs/precision.md, "Rules of
+            your own"); each decision names its rule in the report.
         kv_cache: ``keep`` (the default) leaves a decoder's KV cache inputs and
             outputs to ``keep_io_types``; ``low`` puts every past/present pair
             found (``ampconv.plan.kvcache``) in the LOW type, so the cache is
@@ -230,6 +240,7 @@ class Config:
     op_info: Optional[str] = None
     keep_io_types: Union[bool, Tuple[str, ...]] = True
     kv_cache: str = "keep"
+    rules: Tuple[object, ...] = ()
     keep_fp32: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()
@@ -260,6 +271,8 @@ class Config:
 
     def __post_init__(self) -> None:
         # Accept what people type: one string where a list goes, "o2", "float16".
+        if self.rules and not isinstance(self.rules, (tuple, list)):
+            object.__setattr__(self, "rules", (self.rules,))  # one rule where a list goes
         for name in ("mixlists", "keep_fp32", "force_low", "block_ops", "calibration_data"):
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)):

@@ -11,7 +11,9 @@ forward pass, as their meanings say.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
+
+from ampconv.errors import UsageError, named
 
 # Families, in the order the driver consults them for one node.
 HARD = "hard"  # schema and runtime facts: nothing overrides them
@@ -30,11 +32,24 @@ ATTRIBUTE = "attribute"  # a precision attribute the plan sets on a node it deci
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """One rule id: its family and what it means, in one line."""
+    """One rule id: its family and what it means, in one line.
+
+    A rule from outside the package (``Config(rules=[...])``) is one object
+    with its decision too: ``decide(ctx, node, facts)`` returns a
+    ``Decision`` whose ``rule`` is this id, or None to let the next rule
+    decide; ``applies(ctx, op)`` (optional) says whether it can decide for
+    nodes of an op at all, so the planner skips it elsewhere. The planner
+    tries user rules after the hard facts, the earlier checks' pins, the
+    user's ``block_ops``/``keep_fp32`` and the range and data guards, and
+    before ``force_low`` and the level table: a user rule can keep any node
+    float32 or make it LOW, but not past what the model's numbers forbid.
+    """
 
     id: str
     family: str
     meaning: str
+    decide: Optional[Callable] = dataclasses.field(default=None, compare=False, repr=False)
+    applies: Optional[Callable] = dataclasses.field(default=None, compare=False, repr=False)
 
 
 _TABLE: Tuple[Rule, ...] = (
@@ -87,7 +102,25 @@ _TABLE: Tuple[Rule, ...] = (
 )
 
 RULES: Dict[str, Rule] = {rule.id: rule for rule in _TABLE}
+_BUILTIN = frozenset(RULES)
 ORDER: Tuple[str, ...] = tuple(rule.id for rule in _TABLE)
+
+
+def register(rule: Rule) -> Rule:
+    """Register a rule from outside the package (``Config(rules=...)`` calls this); returns it.
+
+    Its id must be new, or the id of this same rule registered before; it
+    must carry a ``decide`` function.
+    """
+    if not isinstance(rule, Rule) or rule.decide is None:
+        raise UsageError(f"{named('rules')} takes ampconv.plan.rules.Rule objects with a decide function, "
+                         f"got {rule!r}")
+    known = RULES.get(rule.id)
+    if known is not None and known.decide is not rule.decide:
+        owner = "ampconv" if rule.id in _BUILTIN else "another rule"
+        raise UsageError(f"{named('rules')}: rule id {rule.id!r} is already registered by {owner}")
+    RULES[rule.id] = rule
+    return rule
 
 
 def check_rule_id(rule: str) -> None:
@@ -96,4 +129,4 @@ def check_rule_id(rule: str) -> None:
         raise ValueError(f"unregistered rule id {rule!r}")
 
 
-__all__ = ["ORDER", "RULES", "Rule", "check_rule_id"]
+__all__ = ["ORDER", "RULES", "USER", "Rule", "check_rule_id", "register"]

@@ -18,6 +18,7 @@ from ampconv.plan import data, evidence, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
+from ampconv.plan.rules import Rule
 
 RuleFunction = Callable[[PlanContext, ir.Node, NodeFacts], Optional[Decision]]
 
@@ -47,13 +48,36 @@ def active_rules(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
 
     A rule for another op (BitCast, the reductions), a user option not given,
     no calibration data: skipping such rules changes no decision, and a
-    typical node then runs 7 of the 22. Made once per op and context.
+    typical node then runs 7 of the 22. Made once per op and context. The
+    user's rules (``PlanOptions.rules``) stand before ``force_low``, each
+    kept only where its ``applies`` allows.
     """
     rules = ctx.active_rules.get(op)
     if rules is None:
         silent = frozenset().union(*(screen(ctx, op) for screen in _SCREENS))
-        rules = ctx.active_rules[op] = tuple(rule for rule in RULE_TABLE if rule not in silent)
+        rules = ctx.active_rules[op] = tuple(rule for rule in _table(ctx, op) if rule not in silent)
     return rules
+
+
+def _table(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
+    """``RULE_TABLE`` with the user's rules that can apply to ``op`` inserted before ``force_low``."""
+    added = tuple(_checked(rule) for rule in ctx.options.rules if rule.applies is None or rule.applies(ctx, op))
+    if not added:
+        return RULE_TABLE
+    at = RULE_TABLE.index(user.force_low)
+    return RULE_TABLE[:at] + added + RULE_TABLE[at:]
+
+
+def _checked(rule: Rule) -> RuleFunction:
+    """``rule.decide``, refusing a decision that names another rule (the report would blame the wrong rule)."""
+
+    def decide(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+        decision = rule.decide(ctx, node, facts)
+        if decision is not None and decision.rule != rule.id:
+            raise ValueError(f"user rule {rule.id!r} returned a decision of rule {decision.rule!r}")
+        return decision
+
+    return decide
 
 
 def decide(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
