@@ -372,6 +372,8 @@ class Row:
     strict: bool
     default: bool
     decided_by: str
+    floor_ratio: float | None = None  # RMS error over the floor model's ("N times the unavoidable error")
+    task: bool | None = None  # the default criteria's verdict without the floor
 
 
 def _symbols(path: Path) -> dict[str, tuple[int, ...]]:
@@ -401,7 +403,7 @@ def measure(case: Case, dtype: str, tmp: Path) -> list[Row] | None:
         m = out.worst
         if m is None:
             rows.append(Row(case.name, dtype, out.name, math.nan, math.nan, None, None, "-", "-", False, False,
-                            out.error or "?"))
+                            out.error or "?", None, False))
             continue
         rows.append(Row(
             model=case.name,
@@ -416,6 +418,8 @@ def measure(case: Case, dtype: str, tmp: Path) -> list[Row] | None:
             strict=m.mismatched == 0 and m.unmatched_nonfinite == 0,
             default=out.passed,
             decided_by=m.decided_by or "-",
+            floor_ratio=m.floor_ratio,
+            task=out.passed and m.criterion != "floor",
         ))
     return rows
 
@@ -443,12 +447,13 @@ def _cos(value: float) -> str:
 
 
 HEADERS = ["model", "dtype", "output", "max rel", "cosine", "scaled p99", "scaled max", "clear top-1", "top-1",
-           "strict", "default", "decided by"]
+           "x floor", "strict", "no floor", "default", "decided by"]
 
 
 def _cells(row: Row) -> list[str]:
     return [row.model, row.dtype, row.output, _fmt(row.max_rel), _cos(row.cosine), _fmt(row.p99), _fmt(row.worst), row.clear,
-            row.top1, "pass" if row.strict else "FAIL", "pass" if row.default else "FAIL", row.decided_by]
+            row.top1, _fmt(row.floor_ratio), "pass" if row.strict else "FAIL", "pass" if row.task else "FAIL",
+            "pass" if row.default else "FAIL", row.decided_by]
 
 
 def render(rows: list[Row], markdown: bool) -> str:

@@ -304,3 +304,62 @@ def text_detector(seed: int = 3) -> onnx.ModelProto:
     ]
     return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 32, 32])],
                   [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 32, 32])], inits, name="detector")
+
+
+def sensitive_classifier(seed: int = 0, offset: float = 900.0) -> onnx.ModelProto:
+    """A classifier whose logits are small differences of large hidden values: sensitive to fp16 by design.
+
+    x[batch, 32] -> MatMul -> Add(offset) -> Relu -> MatMul -> logits[batch, 10]. The hidden layer sits
+    near ``offset`` (fp16 spacing 0.5 at 900) and carries a signal of size ~4; the second layer's columns
+    sum to zero, so the offset cancels and the logits are made of the signal alone. Rounding the hidden
+    layer (any LOW conversion does: it is a product's result) moves each logit by a few percent of its
+    scale, while the top-1 of every clearly led row stays. A trained network with a large activation
+    offset (EfficientNet's, in issue 30) reads like this.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((32, 64)) * 0.7).astype(np.float32)
+    w2 = rng.standard_normal((64, 10)).astype(np.float32)
+    w2 -= w2.mean(axis=0, keepdims=True)
+    w2 *= 0.5
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.full(64, offset, np.float32), "b1"),
+             numpy_helper.from_array(w2, "w2")]
+    nodes = [
+        h.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        h.make_node("Add", ["h0", "b1"], ["h1"], name="bias1"),
+        h.make_node("Relu", ["h1"], ["h2"], name="relu1"),
+        h.make_node("MatMul", ["h2", "w2"], ["logits"], name="fc2"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 32])],
+                  [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 10])], inits, name="classifier")
+
+
+def prob_map_detector(seed: int = 0, size: int = 64) -> onnx.ModelProto:
+    """A DB-style text detector (PP-OCR's head, by hand): Conv -> Relu -> Conv -> Relu -> Resize x2 -> Conv ->
+    Sigmoid, a probability map in [0, 1] at twice the feature resolution.
+
+    The first layers reach values in the hundreds (fp16 spacing 0.25 to 0.5 there) and the last one turns
+    their small differences into logits around -4 with a spread of a few units, so on random inputs in
+    [-1, 1] most of the map is near zero and a few percent of its pixels cross 0.5: a thresholded text area.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((16, 3, 3, 3)) * 12.0).astype(np.float32)
+    w2 = (rng.standard_normal((16, 16, 3, 3)) * 1.5).astype(np.float32)
+    w3 = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+    w3 = (w3 - w3.mean()) * 0.02
+    inits = [
+        numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.full(16, 40.0, np.float32), "b1"),
+        numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(np.zeros(16, np.float32), "b2"),
+        numpy_helper.from_array(w3.astype(np.float32), "w3"), numpy_helper.from_array(np.array([-4.0], np.float32), "b3"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        h.make_node("Resize", ["r2", "", "scales"], ["up"], name="upsample", mode="linear"),
+        h.make_node("Conv", ["up", "w3", "b3"], ["logits"], name="conv3"),
+        h.make_node("Sigmoid", ["logits"], ["maps"], name="sigmoid"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, size, size])],
+                  [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 2 * size, 2 * size])], inits, name="dbnet")

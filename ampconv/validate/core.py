@@ -17,7 +17,7 @@ from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import bodies, comparison, localize, modelio, runners
+from ampconv.validate import bodies, comparison, floor, localize, modelio, runners
 from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
@@ -48,22 +48,23 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         setup = _Setup(backend=run.backend, provider=run.provider, rtol=run.criteria.rtol, atol=run.criteria.atol,
                        tmp=tmp, criteria=run.criteria)
         ref_runner, conv_runner = _sessions(run, setup)
+        floor_runner = _floor_session(run, setup) if options.floor and run.criteria.mode == judging.DEFAULT else None
         setup = dataclasses.replace(setup, provider=conv_runner.provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
-        judging = comparison.Judging(run.criteria, run.dtype, output_natures(run.ref.model))
+        rules = comparison.Judging(run.criteria, run.dtype, output_natures(run.ref.model))
         progress = None
         if options.progress is not None:
             def progress(done, total=run.samples.count):
                 options.progress(done, total)
         compared = comparison.compare(
-            run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging,
-            progress,
+            run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, rules,
+            progress, run_floor=floor_runner.run if floor_runner is not None else None,
         )
         timings["reference_s"] = ref_runner.seconds
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
-            run.notes.extend(_weak_check_notes(compared.spans, judging.natures))
+            run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
         passed = all(o.passed for o in compared.outputs)
         located = None
         if not passed and options.localize and compared.first_failed is not None:
@@ -137,6 +138,25 @@ def _sessions(run: _Run, setup: "_Setup") -> tuple:
     if conv_runner.provider != run.provider:
         run.notes.append(f"onnxruntime placed the converted model on {conv_runner.provider}")
     return ref_runner, conv_runner
+
+
+def _floor_session(run: _Run, setup: "_Setup"):
+    """The floor model's session (``validate.floor``: the reference on its inputs and weights rounded to the
+    LOW type; CPU, no graph optimization), or None with a note when onnxruntime cannot run it."""
+    run.ref.with_types()  # the floor rounds float32 results: their types must be known
+    model = run.ref.copy()
+    floor.floor_model(model, low_type(run.dtype))
+    before = [v.name for v in run.ref.model.graph.outputs]
+    emulation.widen_bfloat16_io(model)
+    aliases = _output_aliases(before, model)
+    try:
+        path = modelio.save_derived(model, setup.tmp, "floor", run.ref.external)
+        return runners.make_session(path, "floor model", runners.CPU, optimize=False, aliases=aliases,
+                                    source=run.ref.path)
+    except AmpconvError as exc:
+        run.notes.append(f"the unavoidable error could not be measured ({exc}): outputs are judged on the "
+                         "default criteria alone")
+        return None
 
 
 # A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.

@@ -170,7 +170,9 @@ def strict_criteria(rtol: float, atol: float) -> Criteria:
     return Criteria(mode=STRICT, rtol=float(rtol), atol=float(atol), scale_floor=_SCALE_FLOOR)
 
 
-def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature | None = None) -> Metrics:
+def judge(
+    ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature | None = None, floor: np.ndarray | None = None,
+) -> Metrics:
     """Compare one converted output with its float32 reference and decide whether it passes.
 
     Integer and bool outputs must match exactly, in both modes. Float outputs
@@ -188,6 +190,13 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
     ``BOUNDED_MIN_COSINE``; a grid output's, against at least the error one
     grid step makes (a step flipped by rounding upstream is at the p99
     threshold, not beyond it). ``decided_by`` then says so.
+
+    ``floor`` (default mode): the same output of the floor model
+    (``validate.floor``: the float32 model on its inputs and weights rounded
+    to the LOW type). The error is then also measured against the floor's
+    (``floor_ratio``), and a failing criterion that the floor explains
+    (``explained_by_floor``) passes, decided by ``floor``: the model's own
+    sensitivity to the type is no fault of the conversion.
     """
     import numpy as np  # here, not at the top: ``import ampconv`` imports this module
 
@@ -201,6 +210,21 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
         return dataclasses.replace(
             base, criterion="exact", decided_by=words, severity=0.0 if base.passed else math.inf
         )
+    measured, failing, decider, judged_on = _measure(ref, conv, criteria, nature)
+    words = decider.words + (judged_on if judged_on and decider.key in ("cosine", "p99", "max") else "")
+    verdict = dataclasses.replace(
+        measured, passed=not failing, criterion=decider.key, decided_by=words, severity=decider.severity,
+    )
+    if floor is None or criteria.mode != DEFAULT or np.shape(floor) != ref.shape:
+        return verdict
+    floor_measured = _measure(ref, np.asarray(floor), criteria, nature)[0]
+    return judge_against_floor(verdict, floor_measured, failing[0].key if failing else None, criteria.dtype)
+
+
+def _measure(ref, conv, criteria: Criteria, nature):
+    """(every statistic, the failing checks, the deciding check, words saying the scale) of one float output."""
+    from ampconv.validate import metrics
+
     base = metrics.compare(ref, conv, criteria.rtol, criteria.atol)
     floor, judged_on = _floor(criteria, nature)
     scale, p99, worst, tail = metrics.scaled_errors(ref, conv, floor)
@@ -228,14 +252,78 @@ def judge(ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature 
     checks = _checks(measured, criteria, cosine=None if vanishing else min_cosine)
     failing = [c for c in checks if c.failed]
     decider = failing[0] if failing else max(checks, key=lambda c: c.severity)
-    words = decider.words + (judged_on if judged_on and decider.key in ("cosine", "p99", "max") else "")
+    return measured, failing, decider, judged_on
+
+
+# What the floor model rounds (``validate.floor``), in the words a verdict quotes.
+FLOOR_WORDS = "inputs, weights, products and outputs rounded to {low}"
+# A failing criterion passes when the converted model's error is within this many times the error the
+# floor model shows (``validate.floor``), on the output's RMS error and on the failing figure itself.
+# docs/validation.md ("The floor") gives the measurements that chose it.
+FLOOR_FACTOR = 4.0
+# Criteria the floor can explain: figures of size. A new NaN/Inf or a changed integer is never rounding's
+# unavoidable share (the floor model computes in float32, so it shows no overflow of the LOW range).
+_FLOOR_EXPLAINS = ("cosine", "p99", "max")
+
+
+def floor_ratios(m: Metrics, floor: Metrics, key: str | None) -> tuple[float, float]:
+    """(RMS error over the floor's, the failing figure ``key`` over the floor's same figure) of one output.
+
+    Figures are compared as errors: the cosine by ``sqrt(1 - cosine)`` (its
+    deficit grows as the square of an error), the label agreement by the share
+    of clear rows that flip, p99 and max by themselves. A zero floor makes any
+    error infinitely many times it.
+    """
+    def ratio(value, base):
+        if value is None or base is None or math.isnan(value) or math.isnan(base) or math.isinf(value):
+            return math.inf
+        if value <= 0:
+            return 0.0
+        return value / base if base > 0 else math.inf
+
+    rms = ratio(m.rmse, floor.rmse)
+    figures = {
+        "cosine": lambda x: math.sqrt(max(0.0, 1.0 - x.cosine)),
+        "label": lambda x: None if x.label_agreement is None else 1.0 - x.label_agreement,
+        "p99": lambda x: x.scaled_p99_error,
+        "max": lambda x: x.scaled_p999_error if x.finite_size >= TAIL_MIN_SIZE else x.scaled_max_error,
+    }
+    figure = ratio(figures[key](m), figures[key](floor)) if key in figures else rms
+    return rms, figure
+
+
+def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, dtype: str | None) -> Metrics:
+    """``verdict`` with its error measured against the floor's; a failure the floor explains passes.
+
+    The floor explains a failing figure of size (cosine, p99, max) when the
+    converted model's RMS error and that figure are each within
+    ``FLOOR_FACTOR`` times the floor model's: the conversion adds no more
+    than rounding the model's own data does. A flipped clear label, a new
+    NaN/Inf or a changed integer is a changed result, which the floor never
+    excuses; the words then say what the floor model itself does there. The
+    words quote the ratio ("2.1x the unavoidable error").
+    """
+    rms, figure = floor_ratios(verdict, floor, failing)
+    what = f"the unavoidable error ({FLOOR_WORDS.format(low=dtype or 'the LOW type')})"
+    verdict = dataclasses.replace(verdict, floor_ratio=rms, floor_rmse=floor.rmse)
+    if failing is None:
+        return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(rms)} {what}")
+    worst = max(rms, figure)
+    if failing not in _FLOOR_EXPLAINS or not worst <= FLOOR_FACTOR:
+        shown = worst if failing in _FLOOR_EXPLAINS else rms
+        also = ""
+        if failing == "label" and floor.label_agreement is not None:
+            also = f", which keeps {floor.label_agreement:.2f} of the clear labels itself"
+        return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(shown)} {what}{also}")
     return dataclasses.replace(
-        measured,
-        passed=not failing,
-        criterion=decider.key,
-        decided_by=words,
-        severity=decider.severity,
+        verdict, passed=True, criterion="floor", severity=worst / FLOOR_FACTOR,
+        decided_by=f"{verdict.decided_by}, but that is {_times(worst)} {what}, within {FLOOR_FACTOR:g}x: "
+                   f"the model's own sensitivity to {dtype or 'the LOW type'}, not the conversion's",
     )
+
+
+def _times(ratio: float) -> str:
+    return "inf times" if math.isinf(ratio) else f"{ratio:.2g}x"
 
 
 # The words ``judge_sequence`` uses for a divergence at a near-tie (``--tune`` reads them to say why it pins).

@@ -56,6 +56,10 @@ class ValidateOptions:
         show_progress: a hint for front ends (the library never draws); the
             CLI draws a progress bar through ``progress`` when this is set.
         progress: optional ``callback(done, total)`` called after each sample.
+        floor: in default mode, also run the floor model (``validate.floor``:
+            the float32 model on its inputs and weights rounded to the LOW
+            type) and judge each output's error against that unavoidable
+            error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.
     """
 
     inputs: tuple[str, ...] = ()
@@ -74,6 +78,7 @@ class ValidateOptions:
         default=None, compare=False, repr=False
     )
     input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
+    floor: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -1,0 +1,182 @@
+"""The error no LOW conversion can avoid: the float32 model run on its data rounded to the LOW type.
+
+Any conversion to fp16 or bf16 stores the model's weights, the data it
+reads and the results it hands on in the LOW type. ``floor_model`` derives
+from the float32 reference the model that does only that: every float32
+weight (initializers and Constant tensors, in every graph) holds its value
+rounded to the LOW type, every float32 graph input is rounded on entry and
+every float32 graph output on exit (``Cast(to=LOW) -> Cast(to=FLOAT)``), the
+result of every matrix product and convolution is rounded too (``PRODUCTS``:
+the work a conversion exists to move to the LOW type, so no conversion worth
+running keeps it float32), and every op computes in float32. Its outputs differ from the reference's by
+the *floor*: the error of the model's own sensitivity to the LOW type, which
+no converter removes (a converter that keeps more float32 avoids part of it
+only by converting less). A converted model whose error is within a few times
+the floor is as good as the type allows, whatever its figures read: a deep
+detector's cosine of 0.9994 or a classifier's p99 of 0.034 that three
+converters share is the model's, not the conversion's (issue 30).
+
+What is not rounded, because a converter keeps it float32 (``plan/guards.py``):
+a weight that rounding would overflow to inf, and a weight whose non-zero
+values would all flush to zero (an epsilon). Integer and bool tensors stay
+as they are; so do inputs of other types.
+
+Rounding is lazy for initializers (a big weight is rounded while the copy is
+written, as ``emulate`` widens them) and done with numpy's own casts (fp16)
+or ml_dtypes' (bf16): both round to nearest even.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.domains import is_default
+from ampconv.graphs import all_graphs
+from ampconv.lowtypes import LowType
+from ampconv.validate.criteria import FLOOR_WORDS
+from ampconv.validate.emulate import NameMaker, round_trip
+
+FLOAT = ir.DataType.FLOAT
+
+# The ops whose results every LOW conversion rounds: matrix products, convolutions, attention and
+# recurrent cells (by domain). Normalizations, reductions and elementwise ops are left out: keeping
+# those float32 is a converter's choice (MindSpore keeps BatchNorm, others LayerNorm), so their
+# rounding is part of what the conversion is judged on.
+PRODUCTS = {
+    "": frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "DeformConv", "Einsum", "Attention",
+                   "LSTM", "GRU", "RNN"}),
+    "com.microsoft": frozenset({
+        "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention", "PackedMultiHeadAttention",
+        "DecoderAttention", "DecoderMaskedMultiHeadAttention", "DecoderMaskedSelfAttention",
+        "LongformerAttention", "SparseAttention", "FusedMatMul", "TransposeMatMul", "FusedGemm", "FusedConv",
+        "GemmFastGelu",
+    }),
+}
+
+
+@dataclasses.dataclass
+class FloorStats:
+    """What ``floor_model`` rounded (for notes and tests)."""
+
+    inputs: int = 0
+    weights: int = 0
+    constants: int = 0
+    outputs: int = 0
+    products: int = 0
+
+
+def floor_model(model: ir.Model, low: LowType) -> FloorStats:
+    """Rewrite ``model`` (a float32 copy) in place into its floor model (the module docstring); returns the stats."""
+    stats = FloorStats()
+    names = NameMaker("__ampconv_floor")
+    for graph in all_graphs(model):
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if tensor is not None and tensor.dtype == FLOAT:
+                value.const_value = _rounded_lazily(tensor, low)
+                stats.weights += 1
+        for node in list(graph):
+            stats.constants += _round_attributes(node, low)
+            if node.op_type in PRODUCTS.get("" if is_default(node) else node.domain, ()):
+                stats.products += _round_results(node, low, names)
+    graph = model.graph
+    for value in list(graph.inputs):
+        if value.dtype != FLOAT or value.is_initializer():
+            continue
+        nodes, rounded = round_trip(value, low.dtype, names)
+        for use in list(value.uses()):
+            if use[0] is not nodes[0]:
+                use[0].replace_input_with(use[1], rounded)
+        rounded.name = names(value.name, "rounded")
+        if len(graph):
+            graph.insert_before(graph.node(0), nodes)
+        else:
+            graph.extend(nodes)
+        stats.inputs += 1
+    _round_outputs(graph, low, names, stats)
+    return stats
+
+
+def _round_results(node: ir.Node, low: LowType, names: NameMaker) -> int:
+    """Round the float32 results of ``node`` for every reader; the rounded values take their names. How many."""
+    count = 0
+    for value in node.outputs:
+        if value.dtype != FLOAT or not value.name:
+            continue
+        nodes, rounded_value = round_trip(value, low.dtype, names)
+        for use in list(value.uses()):
+            if use[0] is not nodes[0]:
+                use[0].replace_input_with(use[1], rounded_value)
+        graph = node.graph
+        for index, output in enumerate(graph.outputs):
+            if output is value:
+                graph.outputs[index] = rounded_value
+        original = value.name
+        value.name = names(original, "f32")
+        rounded_value.name = original
+        graph.insert_after(node, nodes)
+        count += 1
+    return count
+
+
+def _round_outputs(graph: ir.Graph, low: LowType, names: NameMaker, stats: FloorStats) -> None:
+    """Round every float32 output a node computes on its way out; the rounded value takes the output's name.
+
+    A converted model whose last op computes in LOW hands its result on rounded; one that keeps it
+    float32 avoids this share only by converting less.
+    """
+    for index, value in enumerate(list(graph.outputs)):
+        if value.dtype != FLOAT or value.producer() is None:
+            continue  # an input or a weight passed straight through: rounded already, if at all
+        nodes, rounded_value = round_trip(value, low.dtype, names)
+        original = value.name
+        value.name = names(original, "f32")
+        rounded_value.name = original
+        graph.extend(nodes)
+        graph.outputs[index] = rounded_value
+        stats.outputs += 1
+
+
+def rounded(array: np.ndarray, low: LowType) -> np.ndarray:
+    """``array`` (float32) rounded to ``low`` and back, or unchanged where a converter would keep it float32.
+
+    Kept: an array rounding would overflow (a finite value becomes inf: a
+    mask fill of -1e9, float32's lowest) or whose non-zero values would all
+    flush to zero (an epsilon).
+    """
+    array = np.asarray(array, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        low_values = array.astype(low.numpy).astype(np.float32)
+    if np.any(np.isinf(low_values) & np.isfinite(array)):
+        return array
+    nonzero = array != 0
+    if np.any(nonzero) and not np.any(low_values[nonzero] != 0):
+        return array
+    return low_values
+
+
+def _rounded_lazily(tensor, low: LowType) -> ir.LazyTensor:
+    def make():
+        return ir.tensor(rounded(np.asarray(tensor.numpy()), low), name=tensor.name)
+
+    return ir.LazyTensor(make, dtype=FLOAT, shape=tensor.shape, name=tensor.name)
+
+
+def _round_attributes(node: ir.Node, low: LowType) -> int:
+    """Round the float32 tensor attributes of ``node`` (Constant.value, ConstantOfShape.value); how many."""
+    count = 0
+    for name, attr in list(node.attributes.items()):
+        if attr.type != ir.AttributeType.TENSOR:
+            continue
+        tensor = attr.as_tensor()
+        if tensor.dtype != FLOAT:
+            continue
+        node.attributes[name] = ir.AttrTensor(name, ir.tensor(rounded(tensor.numpy(), low), name=tensor.name))
+        count += 1
+    return count
+
+
+__all__ = ["FLOOR_WORDS", "FloorStats", "floor_model", "rounded"]
