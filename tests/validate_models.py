@@ -363,3 +363,87 @@ def prob_map_detector(seed: int = 0, size: int = 64) -> onnx.ModelProto:
     ]
     return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, size, size])],
                   [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 2 * size, 2 * size])], inits, name="dbnet")
+
+
+def _scalar(name, value, dtype=np.int64):
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def _detector_body(rng, anchors: int, features: int, classes: int):
+    """Nodes and weights shared by the detection heads: boxes [1, A, 4] (x1, y1, x2, y2) and class scores
+    [1, A, C] in (0, 1) from features [1, A, F]."""
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((features, 4)) * 0.6).astype(np.float32), "w_box"),
+        numpy_helper.from_array((rng.standard_normal((features, classes)) * 0.4).astype(np.float32), "w_cls"),
+        numpy_helper.from_array(np.full(classes, -1.5, np.float32), "b_cls"),
+        numpy_helper.from_array(np.array([300.0, 300.0], np.float32), "extent"),
+        numpy_helper.from_array(np.array([60.0, 60.0], np.float32), "size"),
+        numpy_helper.from_array(np.array([24.0, 24.0], np.float32), "min_size"),
+        _scalar("s0", [0]), _scalar("s2", [2]), _scalar("s4", [4]), _scalar("axis_last", [-1]),
+    ]
+    nodes = [
+        h.make_node("MatMul", ["feats", "w_box"], ["box_raw"], name="box_head"),
+        h.make_node("Sigmoid", ["box_raw"], ["box_unit"], name="box_sigmoid"),
+        h.make_node("Slice", ["box_unit", "s0", "s2", "axis_last"], ["corner_unit"], name="corner_slice"),
+        h.make_node("Slice", ["box_unit", "s2", "s4", "axis_last"], ["size_unit"], name="size_slice"),
+        h.make_node("Mul", ["corner_unit", "extent"], ["corner"], name="corner_scale"),
+        h.make_node("Mul", ["size_unit", "size"], ["size_scaled"], name="size_scale"),
+        h.make_node("Add", ["size_scaled", "min_size"], ["wh"], name="size_min"),
+        h.make_node("Add", ["corner", "wh"], ["far"], name="far_corner"),
+        h.make_node("Concat", ["corner", "far"], ["boxes_all"], name="boxes_concat", axis=-1),
+        h.make_node("MatMul", ["feats", "w_cls"], ["cls_raw"], name="cls_head"),
+        h.make_node("Add", ["cls_raw", "b_cls"], ["cls_logits"], name="cls_bias"),
+        h.make_node("Sigmoid", ["cls_logits"], ["cls_scores"], name="cls_sigmoid"),
+    ]
+    return nodes, inits
+
+
+def nms_detector(seed: int = 0, anchors: int = 400, features: int = 16, classes: int = 3,
+                 score_threshold: float = 0.5) -> onnx.ModelProto:
+    """A detection head ending in NonMaxSuppression, torchvision-style: boxes [K, 4], scores [K], labels [K]
+    (int64), K decided by the data (the scores over ``score_threshold``, at most 100 per class, IoU 0.5)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = _detector_body(rng, anchors, features, classes)
+    inits += [_scalar("max_out", [100]), numpy_helper.from_array(np.array([0.5], np.float32), "iou_thr"),
+              numpy_helper.from_array(np.array([score_threshold], np.float32), "score_thr"),
+              _scalar("col_class", 1), _scalar("col_box", 2), _scalar("axes0", [0])]
+    nodes += [
+        h.make_node("Transpose", ["cls_scores"], ["cls_by_class"], name="scores_t", perm=[0, 2, 1]),
+        h.make_node("NonMaxSuppression", ["boxes_all", "cls_by_class", "max_out", "iou_thr", "score_thr"],
+                    ["selected"], name="nms"),
+        h.make_node("Gather", ["selected", "col_box"], ["box_index"], name="pick_box", axis=1),
+        h.make_node("Gather", ["selected", "col_class"], ["labels"], name="pick_class", axis=1),
+        h.make_node("Squeeze", ["boxes_all", "axes0"], ["boxes_flat"], name="boxes_squeeze"),
+        h.make_node("Gather", ["boxes_flat", "box_index"], ["boxes"], name="gather_boxes", axis=0),
+        h.make_node("GatherND", ["cls_by_class", "selected"], ["scores"], name="gather_scores"),
+    ]
+    outputs = [h.make_tensor_value_info("boxes", T.FLOAT, ["detections", 4]),
+               h.make_tensor_value_info("scores", T.FLOAT, ["detections"]),
+               h.make_tensor_value_info("labels", T.INT64, ["detections"])]
+    return _model(nodes, [h.make_tensor_value_info("feats", T.FLOAT, [1, anchors, features])], outputs, inits,
+                  name="nms_head")
+
+
+def topk_detector(seed: int = 0, anchors: int = 400, features: int = 16, classes: int = 3,
+                  keep: int = 50) -> onnx.ModelProto:
+    """A YOLO end-to-end style head: the ``keep`` best anchors by their top class score (TopK), packed as
+    [1, keep, 6] = (x1, y1, x2, y2, score, class) by a Concat; a fixed count, an order decided by the scores."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = _detector_body(rng, anchors, features, classes)
+    inits += [_scalar("k", [keep]), _scalar("idx_axes", [2])]
+    nodes += [
+        h.make_node("ReduceMax", ["cls_scores"], ["best"], name="best_score", axes=[-1], keepdims=0),
+        h.make_node("ArgMax", ["cls_scores"], ["best_class"], name="best_class", axis=-1, keepdims=0),
+        h.make_node("TopK", ["best", "k"], ["top_scores", "top_index"], name="topk", axis=-1),
+        h.make_node("Unsqueeze", ["top_index", "idx_axes"], ["top_index3"], name="index_unsqueeze"),
+        h.make_node("Expand", ["top_index3", "expand_shape"], ["box_index"], name="index_expand"),
+        h.make_node("GatherElements", ["boxes_all", "box_index"], ["top_boxes"], name="gather_boxes", axis=1),
+        h.make_node("GatherElements", ["best_class", "top_index"], ["top_class"], name="gather_class", axis=1),
+        h.make_node("Cast", ["top_class"], ["top_class_f"], name="class_float", to=T.FLOAT),
+        h.make_node("Unsqueeze", ["top_scores", "axis_last"], ["score_col"], name="score_col"),
+        h.make_node("Unsqueeze", ["top_class_f", "axis_last"], ["class_col"], name="class_col"),
+        h.make_node("Concat", ["top_boxes", "score_col", "class_col"], ["detections"], name="pack", axis=-1),
+    ]
+    inits.append(_scalar("expand_shape", [1, keep, 4]))
+    return _model(nodes, [h.make_tensor_value_info("feats", T.FLOAT, [1, anchors, features])],
+                  [h.make_tensor_value_info("detections", T.FLOAT, [1, keep, 6])], inits, name="topk_head")

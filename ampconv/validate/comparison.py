@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ampconv.validate import criteria as judge_rules
-from ampconv.validate import metrics
+from ampconv.validate import detections, metrics
 from ampconv.validate.result import OutputResult
 
 # Per-sample metrics and sample sources the result lists (the verdict folds every sample).
@@ -129,6 +129,10 @@ def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
     """
     reference = ref_out[name]
     nature = judging.natures.get(name)
+    if nature is not None and nature.kind == "detections" and judging.criteria.mode == judge_rules.DEFAULT:
+        members = {n: other for n, other in judging.natures.items()
+                   if other.kind == "detections" and other.group == nature.group}
+        return detections.judge_detections(members, ref_out, conv_out, judging.criteria, floor_out)[name]
     steps = sequence_axis(reference, nature)
     if steps is not None:
         ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (reference, conv_out[name]))

@@ -18,7 +18,7 @@ from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
 from ampconv.validate import bodies, comparison, floor, localize, modelio, runners
-from ampconv.validate.natures import output_natures
+from ampconv.validate.natures import output_natures, selects
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
 from ampconv.validate import criteria as judging
@@ -52,7 +52,9 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         setup = dataclasses.replace(setup, provider=conv_runner.provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
-        rules = comparison.Judging(run.criteria, run.dtype, output_natures(run.ref.model))
+        # Detection sets read the shapes of the pieces a Concat packs: infer types only for a model that selects.
+        typed = run.ref.with_types() if selects(run.ref.model) else run.ref.model
+        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)))
         progress = None
         if options.progress is not None:
             def progress(done, total=run.samples.count):

@@ -229,7 +229,8 @@ def _measure(ref, conv, criteria: Criteria, nature):
     floor, judged_on = _floor(criteria, nature)
     scale, p99, worst, tail = metrics.scaled_errors(ref, conv, floor)
     agreement, clear_rows = None, 0
-    if criteria.clear_margin is not None:
+    if criteria.clear_margin is not None and (nature is None or nature.kind != "values"):
+        # ``values`` (given): no axis of this output holds classes, so none is read by its argmax.
         agreement, clear_rows = metrics.label_agreement(ref, conv, criteria.clear_margin, scale)
     measured = dataclasses.replace(
         base,
@@ -387,7 +388,7 @@ def _low_record(dtype: str | None):
 
 def _floor(criteria: Criteria, nature: Nature | None) -> tuple[float, str | None]:
     """The scale floor for an output of this ``nature`` in ``criteria``'s mode, and the words saying so."""
-    if nature is None or criteria.mode != DEFAULT:
+    if nature is None or criteria.mode != DEFAULT or nature.kind not in ("bounded", "grid"):
         return criteria.scale_floor, None
     if nature.kind == "bounded":
         return max(criteria.scale_floor, nature.width), f" ({nature.words}: judged on its range)"

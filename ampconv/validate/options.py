@@ -7,9 +7,11 @@ import re
 from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError, named
+from ampconv.validate.nature_kinds import NATURE_OVERRIDES
 from ampconv.validate.criteria import ELEMENTWISE_TOLERANCES, Criteria, default_criteria, strict_criteria
 
 BACKENDS = ("auto", "native", "emulate")
+
 
 # Elementwise (rtol, atol) per LOW type, for strict mode when only one of the
 # two is given (and for localization); the default mode judges by
@@ -60,6 +62,11 @@ class ValidateOptions:
             the float32 model on its inputs and weights rounded to the LOW
             type) and judge each output's error against that unavoidable
             error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.
+        natures: ``(output, kind)`` pairs, or a dict ``{"det_boxes": "boxes"}``:
+            how an output is judged, in place of what the graph says
+            (``natures.OVERRIDES``: ``values`` judged on its RMS with no
+            argmax read; ``probability`` on [0, 1]; ``boxes``/``scores``/
+            ``labels`` one set of detections, matched as a set).
     """
 
     inputs: tuple[str, ...] = ()
@@ -79,6 +86,7 @@ class ValidateOptions:
     )
     input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     floor: bool = True
+    natures: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -90,6 +98,7 @@ class ValidateOptions:
             object.__setattr__(self, "inputs", (self.inputs,))
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
+        object.__setattr__(self, "natures", nature_pairs(self.natures))
         if self.inputs and self.input_ranges:
             raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 
@@ -146,6 +155,30 @@ def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
             raise UsageError(f"bad shape for {name!r}: {dims}")
         pairs.append((str(name), dims))
     return tuple(pairs)
+
+
+def nature_pairs(natures) -> tuple[tuple[str, str], ...]:
+    """``natures`` as ``(output, kind)`` pairs from a dict or pairs; ``UsageError`` for an unknown kind."""
+    items = natures.items() if isinstance(natures, Mapping) else natures
+    pairs = []
+    for item in items:
+        try:
+            name, kind = item
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {named('natures')} entry {item!r}: expected (output, kind)") from None
+        if kind not in NATURE_OVERRIDES:
+            raise UsageError(f"{named('natures', entry=repr(name))}: unknown nature {kind!r}; choose one of "
+                             f"{', '.join(NATURE_OVERRIDES)}")
+        pairs.append((str(name), str(kind)))
+    return tuple(pairs)
+
+
+def parse_nature(text: str) -> tuple[str, str]:
+    """Parse one ``NAME=KIND`` (e.g. ``det_boxes=boxes``) into ``(name, kind)``; ``UsageError`` otherwise."""
+    name, sep, kind = text.rpartition("=")
+    if not sep or not name or not kind:
+        raise UsageError(f"bad output nature {text!r}: expected NAME=KIND, e.g. boxes=boxes or heat=probability")
+    return nature_pairs([(name, kind)])[0]
 
 
 def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:
