@@ -105,6 +105,7 @@ def _prepare(reference: str, converted: str, options: ValidateOptions) -> _Run:
     conv = _Loaded.read(converted)
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
+    _check_order(found_dtype, modelio.low_dtype(ref.model), reference, converted)
     dtype = found_dtype or "fp16"
     load_notes = _loads(conv, reference, dtype)
     criteria, source = options.criteria(dtype)
@@ -181,11 +182,14 @@ def _weak_check_notes(spans: dict, natures: dict) -> list:
 def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
     """The converted model's load check, as ``convert`` runs it; raises when it fails, else its notes.
 
-    A model that fails onnx.checker (held to what the reference passes) or
-    onnxruntime's graph resolution is refused under every backend: emulation
-    would otherwise retype it into a model that runs, and pass what no
-    runtime loads. Only a provider without a kernel for the LOW type (the CPU
-    provider and bfloat16) is excused, with the converter's note.
+    A model that onnxruntime's graph resolution refuses is refused under
+    every backend: emulation would otherwise retype it into a model that
+    runs, and pass what no runtime loads. Only a provider without a kernel for
+    the LOW type (the CPU provider and bfloat16) is excused, with the
+    converter's note. A model onnx.checker refuses but onnxruntime loads
+    (nodes out of topological order, as onnxruntime's float16 tool writes
+    them; onnxruntime's own ops in the default domain, as onnxruntime-genai's
+    builder writes them) is validated, with a note naming who will refuse it.
     """
     try:
         # The model as read (no inference of its own): untyped values leave the probe out and the
@@ -195,8 +199,27 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
             known_pins={}, timings={},
         )
     except ConversionError as exc:
-        raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
+        if exc.tool != ConversionError.CHECKER:
+            raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
+        return [_checker_only_note(conv.path, exc)]
     return [note for note in outcome.notes if "onnxruntime" in note]
+
+
+def _checker_only_note(path: str, exc: ConversionError) -> str:
+    """The note for a model onnx.checker refuses: raises unless onnxruntime loads it, else names who refuses it."""
+    try:
+        runners.make_session(path, "converted model", runners.CPU, optimize=False)
+    except AmpconvError as runtime:
+        raise ConversionError(f"{path}: {exc}; {runtime}", exc.detail, exc.tool) from None
+    words = str(exc).split(": ", 1)[-1]
+    if "topologically sorted" in words:
+        who = "TensorRT's ONNX parser and other tools that read nodes in order will refuse it"
+    elif "No Op registered" in words or "No opset import" in words:
+        who = ("runtimes without onnxruntime's own operators (TensorRT, OpenVINO, onnx's reference runtime) "
+               "will refuse it")
+    else:
+        who = "tools that run onnx.checker first (TensorRT's ONNX parser, onnx-simplifier) will refuse it"
+    return f"{path}: onnx.checker refuses it ({words}); onnxruntime runs it, so it was validated, but {who}"
 
 
 @dataclasses.dataclass
@@ -336,6 +359,19 @@ def _samples(options: ValidateOptions, specs, ref_model) -> inputs_mod.SampleStr
         options.samples, options.seed, dict(options.shapes), inputs_mod.integer_bounds(ref_model),
         dict(options.input_ranges),
     ))
+
+
+def _check_order(conv_dtype: str | None, ref_dtype: str | None, reference: str, converted: str) -> None:
+    """Refuse a "converted" model without a LOW tensor beside a reference that holds some: swapped arguments.
+
+    Validation compares a model with its float32 reference; with the two
+    swapped, the float32 model would be judged against the LOW one and pass.
+    """
+    if conv_dtype is None and ref_dtype is not None:
+        raise AmpconvError(
+            f"{converted}: holds no float16/bfloat16 tensor while the reference {reference} holds {ref_dtype} "
+            "ones: the arguments look swapped (ampconv validate REFERENCE CONVERTED: the float32 model first)"
+        )
 
 
 def _pick_backend(requested: str) -> tuple[str, str]:
