@@ -447,3 +447,26 @@ def topk_detector(seed: int = 0, anchors: int = 400, features: int = 16, classes
     inits.append(_scalar("expand_shape", [1, keep, 4]))
     return _model(nodes, [h.make_tensor_value_info("feats", T.FLOAT, [1, anchors, features])],
                   [h.make_tensor_value_info("detections", T.FLOAT, [1, keep, 6])], inits, name="topk_head")
+
+
+def image_decoder(seed: int = 0, size: int = 8) -> onnx.ModelProto:
+    """A VAE-decoder-like model: latents [1, 4, S, S] -> Conv -> Relu -> Resize x2 -> Conv -> Relu -> Conv ->
+    Tanh, an image [1, 3, 2S, 2S] in [-1, 1] (judged by its PSNR, as a decoded image is)."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((32, 4, 3, 3)) * 0.3).astype(np.float32), "w1"),
+        numpy_helper.from_array((rng.standard_normal((32, 32, 3, 3)) * 0.08).astype(np.float32), "w2"),
+        numpy_helper.from_array((rng.standard_normal((3, 32, 3, 3)) * 0.08).astype(np.float32), "w3"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["z", "w1"], ["c1"], name="conv_in", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        h.make_node("Resize", ["r1", "", "scales"], ["up"], name="upsample", mode="nearest"),
+        h.make_node("Conv", ["up", "w2"], ["c2"], name="conv_mid", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        h.make_node("Conv", ["r2", "w3"], ["c3"], name="conv_out", pads=[1, 1, 1, 1]),
+        h.make_node("Tanh", ["c3"], ["image"], name="tanh"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("z", T.FLOAT, [1, 4, size, size])],
+                  [h.make_tensor_value_info("image", T.FLOAT, [1, 3, 2 * size, 2 * size])], inits, name="decoder")

@@ -139,7 +139,7 @@ def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
         return judge_rules.judge_sequence(ref_rows, conv_rows, scores_of(ref_out, name), judging.dtype)
     # Integer and bool outputs are judged exact by judge itself.
     floor = floor_out.get(name) if floor_out is not None else None
-    return judge_rules.judge(reference, conv_out[name], judging.criteria, nature, floor)
+    return judge_rules.judge(reference, conv_out[name], judging.criteria, nature, floor, name)
 
 
 def _judge_output(tally: _Tally, name: str, index: int, outputs: tuple, judging: Judging) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -83,10 +83,20 @@ class Criteria:
     min_label_agreement: float | None = None
     clear_margin: float | None = None
     scale_floor: float = 0.0
+    # The user's additions (default mode): criteria of their own, and built-in thresholds per output.
+    extra: tuple = ()  # of ``Criterion``
+    limits: tuple = ()  # of (output, key, threshold): key one of LIMIT_KEYS
 
     def __post_init__(self) -> None:
         if self.mode not in (DEFAULT, STRICT):
             raise ValueError(f"unknown criteria mode {self.mode!r}: choose {DEFAULT} or {STRICT}")
+
+    def for_output(self, name: str | None) -> Criteria:
+        """These criteria with the thresholds ``limits`` sets for output ``name`` (itself when none)."""
+        own = {key: value for output, key, value in self.limits if output == name}
+        if not own:
+            return self
+        return dataclasses.replace(self, **{LIMIT_KEYS[key]: value for key, value in own.items()})
 
     def describe(self) -> str:
         """``default criteria for fp16`` or ``strict rtol=0.01 atol=0.01`` (the summary line's words)."""
@@ -96,7 +106,79 @@ class Criteria:
 
     def to_dict(self) -> dict:
         """JSON-able dict: the mode and every threshold (None where the mode does not use it)."""
-        return dataclasses.asdict(self)
+        plain = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("extra", "limits")}
+        plain["extra"] = [c.to_dict(self.dtype) for c in self.extra]
+        plain["limits"] = [{"output": o, "criterion": k, "threshold": v} for o, k, v in self.limits]
+        return plain
+
+
+# ``limits`` keys (``--limit OUTPUT:KEY=VALUE``) -> the ``Criteria`` field each sets for that output.
+LIMIT_KEYS: Mapping[str, str] = {
+    "cosine": "min_cosine", "p99": "p99_error", "max": "max_error", "label": "min_label_agreement",
+}
+AT_MOST, AT_LEAST = "at most", "at least"
+
+
+@dataclasses.dataclass(frozen=True)
+class Criterion:
+    """One thing outputs are judged by, which a user can add (``ValidateOptions(criteria=...)``).
+
+    Attributes:
+        key: a short name, shown in ``criterion`` and in the words ("psnr").
+        measures: what the figure is, in words ("peak signal-to-noise ratio of the output, dB").
+        reads: how it reads: ``AT_MOST`` (an error: passes when the figure is
+            at most the threshold) or ``AT_LEAST`` (a quality: at least).
+        default: the threshold per LOW type (``{"fp16": 30.0, "bf16": 30.0}``);
+            a type it names not is not judged by it.
+        figure: ``figure(ref, conv) -> float | None``: the figure of one output
+            on one sample (numpy arrays of the same shape; None: it does not
+            apply to this output).
+        outputs: the outputs it judges (empty: every float output).
+        floor_explains: whether the floor model (``validate.floor``) may
+            excuse a failure (``_added_against_floor``). Off by default: a
+            criterion a user adds is their task's demand, and the words quote
+            the floor model's figure beside it.
+
+    Built in (``BUILTIN``), in the order failures are named: ``nonfinite``,
+    ``label``, ``cosine``, ``p99``, ``max``; an added criterion is checked
+    after them.
+    """
+
+    key: str
+    measures: str
+    reads: str
+    default: Mapping[str, float]
+    figure: Callable | None = None
+    outputs: tuple = ()
+    floor_explains: bool = False
+
+    def __post_init__(self) -> None:
+        if self.reads not in (AT_MOST, AT_LEAST):
+            raise ValueError(f"criterion {self.key!r}: reads must be {AT_MOST!r} or {AT_LEAST!r}, not {self.reads!r}")
+
+    def applies_to(self, output: str | None) -> bool:
+        """Whether this criterion judges ``output``."""
+        return not self.outputs or output in self.outputs
+
+    def threshold(self, dtype: str | None) -> float | None:
+        """The threshold for ``dtype`` (None: not judged for that type)."""
+        return self.default.get(dtype or "")
+
+    def check(self, value: float, limit: float) -> _Check:
+        """The verdict of ``value`` against ``limit``, in words ("psnr 31.2 >= 30")."""
+        if self.reads == AT_MOST:
+            return _upper_bound(self.key, value, limit, f"{self.key} {value:.3g} {{op}} {limit:g}")
+        failed = not value >= limit
+        severity = limit / value if value > 0 else math.inf
+        words = f"{self.key} {value:.3g} {'<' if failed else '>='} {limit:g}"
+        return _Check(self.key, failed, severity, words)
+
+    def to_dict(self, dtype: str | None = None) -> dict:
+        """JSON-able description: key, what it measures, how it reads, its threshold(s) and outputs."""
+        return {"key": self.key, "measures": self.measures, "reads": self.reads, "default": dict(self.default),
+                "threshold": self.threshold(dtype), "outputs": list(self.outputs)}
+
+
 
 
 # Default thresholds per LOW type; docs/validation.md ("Default criteria")
@@ -119,6 +201,22 @@ _DEFAULTS: Mapping[str, Mapping[str, float]] = {
     "fp16": {"p99_error": 3e-2, "max_error": 1e-1, "min_cosine": 0.9999},
     "bf16": {"p99_error": 1e-1, "max_error": 3e-1, "min_cosine": 0.999},
 }
+# The built-in criteria, described as ``Criterion`` objects (their figures are read by ``_checks`` from
+# ``Metrics``; thresholds from ``default_criteria``): what each measures and how it reads, for a user who
+# adds their own (docs/validation.md, "Criteria a user adds").
+BUILTIN = (
+    Criterion("nonfinite", "elements NaN/Inf in the converted output where the reference is finite", AT_MOST,
+              {"fp16": 0, "bf16": 0}, floor_explains=False),
+    Criterion("label", "share of clear rows (top-1 leads top-2 by more than both may move) keeping their argmax",
+              AT_LEAST, {"fp16": 0.99, "bf16": 0.99}, floor_explains=False),
+    Criterion("cosine", "cosine similarity of the flattened output with the reference's", AT_LEAST,
+              {k: v["min_cosine"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+    Criterion("p99", "99th percentile of |conv - ref| / max(scale, |ref|)", AT_MOST,
+              {k: v["p99_error"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+    Criterion("max", "max (99.9th percentile from 1000 elements) of the same scaled error", AT_MOST,
+              {k: v["max_error"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+)
+
 # A bounded output is judged on its range, which says nothing of its shape near zero: there its cosine
 # decides, at bf16's threshold for both types. In a sigmoid's or softmax's tail the relative error of
 # the probability is the absolute error of the logit, which LOW resolves to 2^-7 (fp16) at |logit| ~ 10:
@@ -172,6 +270,7 @@ def strict_criteria(rtol: float, atol: float) -> Criteria:
 
 def judge(
     ref: np.ndarray, conv: np.ndarray, criteria: Criteria, nature: Nature | None = None, floor: np.ndarray | None = None,
+    output: str | None = None,
 ) -> Metrics:
     """Compare one converted output with its float32 reference and decide whether it passes.
 
@@ -197,11 +296,16 @@ def judge(
     (``floor_ratio``), and a failing criterion that the floor explains
     (``explained_by_floor``) passes, decided by ``floor``: the model's own
     sensitivity to the type is no fault of the conversion.
+
+    ``output``: the output's name, for the thresholds ``criteria.limits`` sets
+    for it and the ``criteria.extra`` that judge it.
     """
     import numpy as np  # here, not at the top: ``import ampconv`` imports this module
 
     from ampconv.validate import metrics
 
+    user_keys = {key for name, key, _ in criteria.limits if name == output}  # the user's demand: never excused
+    criteria = criteria.for_output(output)
     ref = np.asarray(ref)
     conv = np.asarray(conv)
     if not metrics.is_float_dtype(ref.dtype):
@@ -210,18 +314,52 @@ def judge(
         return dataclasses.replace(
             base, criterion="exact", decided_by=words, severity=0.0 if base.passed else math.inf
         )
-    measured, failing, decider, judged_on = _measure(ref, conv, criteria, nature)
+    measured, failing, decider, judged_on = _measure(ref, conv, criteria, nature, output)
     words = decider.words + (judged_on if judged_on and decider.key in ("cosine", "p99", "max") else "")
     verdict = dataclasses.replace(
         measured, passed=not failing, criterion=decider.key, decided_by=words, severity=decider.severity,
     )
     if floor is None or criteria.mode != DEFAULT or np.shape(floor) != ref.shape:
         return verdict
-    floor_measured = _measure(ref, np.asarray(floor), criteria, nature)[0]
-    return judge_against_floor(verdict, floor_measured, failing[0].key if failing else None, criteria.dtype)
+    if failing and failing[0].key not in _FLOOR_EXPLAINS:
+        added = _added(criteria, output, failing[0].key)
+        if added is not None:
+            return _added_against_floor(verdict, added, ref, conv, np.asarray(floor), criteria.dtype)
+    floor_measured = _measure(ref, np.asarray(floor), criteria, nature, output)[0]
+    key = failing[0].key if failing else None
+    return judge_against_floor(verdict, floor_measured, key, criteria.dtype, excusable=key not in user_keys)
 
 
-def _measure(ref, conv, criteria: Criteria, nature):
+def _added(criteria: Criteria, output: str | None, key: str) -> Criterion | None:
+    """The user's criterion ``key`` that judges ``output``, or None."""
+    return next((c for c in criteria.extra if c.key == key and c.applies_to(output)), None)
+
+
+def _added_against_floor(verdict: Metrics, added: Criterion, ref, conv, floor, dtype) -> Metrics:
+    """A failing added criterion judged against its own figure on the floor model.
+
+    Explained when the floor model fails the threshold too (no conversion can
+    meet it on this model) and the converted figure is no further from it
+    than ``FLOOR_FACTOR`` times the floor's (``AT_MOST``: an error, as for
+    the built-in figures) or than twice the floor's shortfall (``AT_LEAST``:
+    a quality such as a PSNR in dB, whose scale is not an error's).
+    """
+    mine, base, limit = added.figure(ref, conv), added.figure(ref, floor), added.threshold(dtype)
+    what = f"the unavoidable error ({FLOOR_WORDS.format(low=dtype or 'the LOW type')})"
+    if base is None or mine is None:
+        return verdict
+    if added.reads == AT_MOST:
+        explained = base > limit and mine <= FLOOR_FACTOR * base
+    else:
+        explained = base < limit and limit - mine <= 2.0 * (limit - base)
+    words = f"{verdict.decided_by}; the floor model reads {base:.3g} ({what})"
+    if not explained or not added.floor_explains:
+        return dataclasses.replace(verdict, decided_by=words)
+    return dataclasses.replace(verdict, passed=True, criterion="floor", severity=1.0,
+                               decided_by=words + ": the model's own sensitivity, not the conversion's")
+
+
+def _measure(ref, conv, criteria: Criteria, nature, output: str | None = None):
     """(every statistic, the failing checks, the deciding check, words saying the scale) of one float output."""
     from ampconv.validate import metrics
 
@@ -251,6 +389,8 @@ def _measure(ref, conv, criteria: Criteria, nature):
     if bounded and min_cosine is not None:
         min_cosine = min(min_cosine, BOUNDED_MIN_COSINE)
     checks = _checks(measured, criteria, cosine=None if vanishing else min_cosine)
+    if criteria.mode == DEFAULT:
+        checks += _added_checks(ref, conv, criteria, output)
     failing = [c for c in checks if c.failed]
     decider = failing[0] if failing else max(checks, key=lambda c: c.severity)
     return measured, failing, decider, judged_on
@@ -258,6 +398,19 @@ def _measure(ref, conv, criteria: Criteria, nature):
 
 # What the floor model rounds (``validate.floor``), in the words a verdict quotes.
 FLOOR_WORDS = "inputs, weights, products and outputs rounded to {low}"
+def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
+    """The checks of the user's criteria (``criteria.extra``) that judge ``output`` for this LOW type."""
+    checks = []
+    for added in criteria.extra:
+        limit = added.threshold(criteria.dtype)
+        if limit is None or not added.applies_to(output):
+            continue
+        value = added.figure(ref, conv)
+        if value is not None:
+            checks.append(added.check(float(value), float(limit)))
+    return checks
+
+
 # A failing criterion passes when the converted model's error is within this many times the error the
 # floor model shows (``validate.floor``), on the output's RMS error and on the failing figure itself.
 # docs/validation.md ("The floor") gives the measurements that chose it.
@@ -293,7 +446,8 @@ def floor_ratios(m: Metrics, floor: Metrics, key: str | None) -> tuple[float, fl
     return rms, figure
 
 
-def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, dtype: str | None) -> Metrics:
+def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, dtype: str | None,
+                        excusable: bool = True) -> Metrics:
     """``verdict`` with its error measured against the floor's; a failure the floor explains passes.
 
     The floor explains a failing figure of size (cosine, p99, max) when the
@@ -302,7 +456,9 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     than rounding the model's own data does. A flipped clear label, a new
     NaN/Inf or a changed integer is a changed result, which the floor never
     excuses; the words then say what the floor model itself does there. The
-    words quote the ratio ("2.1x the unavoidable error").
+    words quote the ratio ("2.1x the unavoidable error"). ``excusable=False``
+    (a threshold the user set for this output): the floor is quoted, never
+    obeyed.
     """
     rms, figure = floor_ratios(verdict, floor, failing)
     what = f"the unavoidable error ({FLOOR_WORDS.format(low=dtype or 'the LOW type')})"
@@ -310,7 +466,7 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     if failing is None:
         return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(rms)} {what}")
     worst = max(rms, figure)
-    if failing not in _FLOOR_EXPLAINS or not worst <= FLOOR_FACTOR:
+    if failing not in _FLOOR_EXPLAINS or not worst <= FLOOR_FACTOR or not excusable:
         shown = worst if failing in _FLOOR_EXPLAINS else rms
         also = ""
         if failing == "label" and floor.label_agreement is not None:

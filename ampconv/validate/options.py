@@ -8,7 +8,13 @@ from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError, named
 from ampconv.validate.nature_kinds import NATURE_OVERRIDES
-from ampconv.validate.criteria import ELEMENTWISE_TOLERANCES, Criteria, default_criteria, strict_criteria
+from ampconv.validate.criteria import (
+    ELEMENTWISE_TOLERANCES,
+    LIMIT_KEYS,
+    Criteria,
+    default_criteria,
+    strict_criteria,
+)
 
 BACKENDS = ("auto", "native", "emulate")
 
@@ -67,6 +73,12 @@ class ValidateOptions:
             (``natures.OVERRIDES``: ``values`` judged on its RMS with no
             argmax read; ``probability`` on [0, 1]; ``boxes``/``scores``/
             ``labels`` one set of detections, matched as a set).
+        extra_criteria: ``criteria.Criterion`` objects judging outputs
+            beside the built-in criteria (default mode): a task's own figure,
+            e.g. a PSNR of at least 30 dB on a decoded image.
+        limits: ``(output, key, threshold)`` triples, or a dict ``{"logits":
+            {"cosine": 0.999}}``: a built-in threshold for one output
+            (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.
     """
 
     inputs: tuple[str, ...] = ()
@@ -87,6 +99,8 @@ class ValidateOptions:
     input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
     floor: bool = True
     natures: tuple[tuple[str, str], ...] = ()
+    extra_criteria: tuple = ()
+    limits: tuple[tuple[str, str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -99,6 +113,8 @@ class ValidateOptions:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
         object.__setattr__(self, "natures", nature_pairs(self.natures))
+        object.__setattr__(self, "limits", limit_triples(self.limits))
+        object.__setattr__(self, "extra_criteria", tuple(self.extra_criteria))
         if self.inputs and self.input_ranges:
             raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 
@@ -115,7 +131,8 @@ class ValidateOptions:
         (``"default for fp16"``).
         """
         if not self.strict:
-            return default_criteria(dtype), f"default for {dtype}"
+            chosen = dataclasses.replace(default_criteria(dtype), extra=self.extra_criteria, limits=self.limits)
+            return chosen, f"default for {dtype}"
         rtol, atol, source = self.tolerances(dtype)
         return strict_criteria(rtol, atol), source
 
@@ -171,6 +188,43 @@ def nature_pairs(natures) -> tuple[tuple[str, str], ...]:
                              f"{', '.join(NATURE_OVERRIDES)}")
         pairs.append((str(name), str(kind)))
     return tuple(pairs)
+
+
+def limit_triples(limits) -> tuple[tuple[str, str, float], ...]:
+    """``limits`` as ``(output, key, threshold)`` triples, from a dict of dicts or triples.
+
+    ``UsageError`` for a key that names no built-in threshold or a threshold
+    that is not a number >= 0.
+    """
+    if isinstance(limits, Mapping):
+        limits = [(output, key, value) for output, keys in limits.items() for key, value in keys.items()]
+    triples = []
+    for item in limits:
+        try:
+            output, key, value = item
+            value = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {named('limits')} entry {item!r}: expected (output, criterion, threshold)") from None
+        if key not in LIMIT_KEYS:
+            raise UsageError(f"{named('limits', entry=repr(output))}: unknown criterion {key!r}; choose one of "
+                             f"{', '.join(LIMIT_KEYS)}")
+        if not value >= 0:
+            raise UsageError(f"{named('limits', entry=repr(output))}: {key} must be a number >= 0, got {value:g}")
+        triples.append((str(output), str(key), value))
+    return tuple(triples)
+
+
+def parse_limit(text: str) -> tuple[str, str, float]:
+    """Parse one ``OUTPUT:KEY=VALUE`` (e.g. ``logits:cosine=0.999``); ``UsageError`` otherwise."""
+    output, sep, rest = text.rpartition(":")
+    key, eq, value = rest.partition("=")
+    if not sep or not output or not eq:
+        raise UsageError(f"bad limit {text!r}: expected OUTPUT:CRITERION=VALUE, e.g. logits:cosine=0.999")
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"bad limit {text!r}: VALUE must be a number, e.g. logits:p99=0.05") from None
+    return limit_triples([(output, key, number)])[0]
 
 
 def parse_nature(text: str) -> tuple[str, str]:
