@@ -210,3 +210,33 @@ def test_a_classifier_sensitive_to_the_low_type_passes_at_its_floor_on_every_see
     broken = _break(dst, "Gather", tmp_path / "classifier_broken.onnx", operand=reversed_labels, axis=1)
     rows = _verdicts(src, broken, _class_task, **shapes)
     assert not any(verdict or task for verdict, task, _ in rows), rows
+
+
+def test_the_floor_never_excuses_changed_decisions(tmp_path):
+    # In bf16 this classifier (offset 200) flips the top-1 of rows leading by 5% to 20%: the task fails on every
+    # seed; its cosine (0.9946) is only 1.4x the floor's, but changed decisions are not the floor's to excuse.
+    src, dst = _convert(tmp_path, vm.sensitive_classifier(offset=200.0), "bf16", "classifier")
+    rows = _verdicts(src, dst, _class_task, shapes={"batch": (64,)})
+    assert not any(task for _, task, _ in rows)
+    assert not any(verdict for verdict, _, _ in rows), rows
+    assert any("changed their top-1" in words and "the floor does not excuse" in words for _, _, words in rows)
+
+
+def test_an_error_near_its_threshold_and_far_beyond_the_floor_fails():
+    ref = np.random.default_rng(0).standard_normal((4, 1000)).astype(np.float32)
+    floor = _noisy(ref, 1e-4, 2)
+    criteria = default_criteria("bf16")
+    near = (ref * np.float32(1.06)).astype(np.float32)  # a wrong scale, within bf16's thresholds (p99 0.06)
+    assert judge(ref, near, criteria).passed
+    m = judge(ref, near, criteria, floor=floor)
+    assert not m.passed and m.criterion == "beyond_floor" and "the conversion, not the model" in m.decided_by
+    far_from_threshold = (ref * np.float32(1.001)).astype(np.float32)  # 10x the floor, a tenth of the threshold
+    assert judge(ref, far_from_threshold, criteria, floor=floor).passed
+
+
+def test_a_decoded_image_scaled_by_08_fails_on_every_seed_in_bf16(tmp_path):
+    # Its p99 sits on bf16's threshold (0.1 <= 0.1 on 7 of 10 seeds without the floor): 43x the floor.
+    src, dst = _convert(tmp_path, vm.image_decoder(), "bf16", "decoder")
+    broken = _break(dst, "Mul", tmp_path / "decoder_dark.onnx", operand=np.float32(0.8))
+    results = [validate(src, broken, ValidateOptions(seed=seed, backend="emulate")) for seed in SEEDS]
+    assert not any(r.passed for r in results)

@@ -327,7 +327,41 @@ def judge(
             return _added_against_floor(verdict, added, ref, conv, np.asarray(floor), criteria.dtype)
     floor_measured = _measure(ref, np.asarray(floor), criteria, nature, output)[0]
     key = failing[0].key if failing else None
+    changed = decisions_changed(ref, conv, np.asarray(floor), measured.scale) if nature is None else None
+    if changed is not None and changed[0]:
+        return _changed_decisions(verdict, floor_measured, changed, criteria.dtype)
     return judge_against_floor(verdict, floor_measured, key, criteria.dtype, excusable=key not in user_keys)
+
+
+# A row of a class-like output whose top-1 leads top-2 by more than this share of the larger of its
+# magnitude and the output's scale makes a decision: the floor excuses no figure of an output where such
+# a decision changed (a 5% lead is 6 to 12 units in the last place of bf16, 50 to 100 of fp16).
+DECISION_LEAD = 0.05
+
+
+def decisions_changed(ref, conv, floor, scale: float) -> tuple[int, int, int] | None:
+    """(rows whose clear decision changed in ``conv``, in ``floor``, rows deciding) of a class-like output.
+
+    None when the output is not class-like (``metrics.is_class_like``) or no row leads by ``DECISION_LEAD``.
+    """
+    from ampconv.validate import metrics
+
+    agreement, rows = metrics.label_agreement(ref, conv, DECISION_LEAD / 2, scale)
+    if agreement is None:
+        return None
+    floor_agreement, _ = metrics.label_agreement(ref, floor, DECISION_LEAD / 2, scale)
+    return round(rows * (1 - agreement)), round(rows * (1 - (floor_agreement or 1.0))), rows
+
+
+def _changed_decisions(verdict: Metrics, floor: Metrics, changed: tuple, dtype) -> Metrics:
+    """``verdict`` with its floor ratio and the changed decisions in its words; the floor excuses nothing here."""
+    rms, _ = floor_ratios(verdict, floor, None)
+    conv_rows, floor_rows, rows = changed
+    words = f"{verdict.decided_by}; {_times(rms)} the unavoidable error"
+    if not verdict.passed:
+        words += (f"; {conv_rows} of {rows} row(s) leading by more than {DECISION_LEAD:.0%} changed their top-1 "
+                  f"(the floor model's: {floor_rows}): a changed decision, which the floor does not excuse")
+    return dataclasses.replace(verdict, floor_ratio=rms, floor_rmse=floor.rmse, decided_by=words)
 
 
 def _added(criteria: Criteria, output: str | None, key: str) -> Criterion | None:
@@ -415,6 +449,12 @@ def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
 # floor model shows (``validate.floor``), on the output's RMS error and on the failing figure itself.
 # docs/validation.md ("The floor") gives the measurements that chose it.
 FLOOR_FACTOR = 4.0
+# The other side: an output whose figure has used this share of its threshold or more (severity), with an
+# RMS error this many times the floor's or more, fails: within the threshold only just, and far beyond what
+# rounding the model's own data explains (a decoded image scaled by 0.8 reads p99 0.1 <= 0.1 in bf16 at 43x).
+# Correct conversions measured read at most 6x (docs/validation.md, "The floor").
+FLOOR_BEYOND = 16.0
+BORDERLINE = 0.5
 # Criteria the floor can explain: figures of size. A new NaN/Inf or a changed integer is never rounding's
 # unavoidable share (the floor model computes in float32, so it shows no overflow of the LOW range).
 _FLOOR_EXPLAINS = ("cosine", "p99", "max")
@@ -464,6 +504,12 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     what = f"the unavoidable error ({FLOOR_WORDS.format(low=dtype or 'the LOW type')})"
     verdict = dataclasses.replace(verdict, floor_ratio=rms, floor_rmse=floor.rmse)
     if failing is None:
+        if rms >= FLOOR_BEYOND and (verdict.severity or 0.0) >= BORDERLINE:
+            return dataclasses.replace(
+                verdict, passed=False, criterion="beyond_floor", severity=rms / FLOOR_BEYOND,
+                decided_by=f"{verdict.decided_by}, but only just, at {_times(rms)} {what}: over "
+                           f"{FLOOR_BEYOND:g}x, the conversion, not the model, loses this accuracy",
+            )
         return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(rms)} {what}")
     worst = max(rms, figure)
     if failing not in _FLOOR_EXPLAINS or not worst <= FLOOR_FACTOR or not excusable:

@@ -391,7 +391,8 @@ def worst(per_sample: list[Metrics]) -> Metrics:
 
 
 # Order in which failing criteria are named (criteria.judge checks them in this order).
-CRITERIA_ORDER = ("nonfinite", "exact", "detections", "label", "cosine", "p99", "max", "elementwise", "floor")
+CRITERIA_ORDER = ("nonfinite", "exact", "detections", "label", "cosine", "p99", "max", "beyond_floor", "elementwise",
+                  "floor")
 
 
 def worst_sample(per_sample: list[Metrics]) -> Metrics:
