@@ -16,6 +16,13 @@ Two modes:
 ``judge`` returns ``metrics.Metrics`` with every statistic, whichever mode
 decides, and says which criterion decided (``decided_by``).
 
+In default mode each float output is also judged against the floor model's
+error (``validate.floor``: the error no LOW conversion avoids): a failing
+figure of size within ``FLOOR_FACTOR`` times it passes, an output near its
+threshold at ``FLOOR_BEYOND`` times it fails (``judge_against_floor``). The
+user extends the criteria with ``Criterion`` objects and per-output
+thresholds (``Criteria.extra``, ``Criteria.limits``).
+
 This module is imported by ``options`` when ``import ampconv`` runs, so it
 imports numpy (through ``metrics``) only inside ``judge``.
 """
