@@ -240,3 +240,27 @@ def test_a_decoded_image_scaled_by_08_fails_on_every_seed_in_bf16(tmp_path):
     broken = _break(dst, "Mul", tmp_path / "decoder_dark.onnx", operand=np.float32(0.8))
     results = [validate(src, broken, ValidateOptions(seed=seed, backend="emulate")) for seed in SEEDS]
     assert not any(r.passed for r in results)
+
+
+def test_bf16_rounding_at_an_opset_without_bfloat16_casts(tmp_path):
+    # Cast takes bfloat16 from opset 13: an older model's floor rounds by Veltkamp's splitting (PP-OCRv4's
+    # detector is opset 11; its floor model failed to load before).
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4096])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model = ir.serde.deserialize_model(proto)
+    stats = floor_model(model, low_type("bf16"))
+    assert stats.inputs == 1 and not any(node.op_type == "Cast" for node in model.graph)
+    path = str(tmp_path / "floor.onnx")
+    ir.save(model, path)
+    x = np.random.default_rng(0).standard_normal(4096).astype(np.float32) * 100
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    got = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    expected = np.maximum(rounded(x, low_type("bf16")), 0)
+    assert np.mean(got == expected) > 0.999  # ties may round the other way
+    assert np.max(np.abs(got - expected) / np.maximum(np.abs(expected), 1e-30)) <= 2.0**-7

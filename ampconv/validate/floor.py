@@ -23,7 +23,12 @@ as they are; so do inputs of other types.
 
 Rounding is lazy for initializers (a big weight is rounded while the copy is
 written, as ``emulate`` widens them) and done with numpy's own casts (fp16)
-or ml_dtypes' (bf16): both round to nearest even.
+or ml_dtypes' (bf16): both round to nearest even. Tensors computed while the
+model runs are rounded by ``Cast(to=LOW) -> Cast(to=FLOAT)``; Cast takes
+bfloat16 only from opset 13, so a model of an older opset rounds to bf16's 8
+significant bits by Veltkamp's splitting instead (``c = x * (2^16 + 1)``,
+``x - c + c``... see ``_split_round``), in float32 arithmetic that every
+opset has: the model's own opset is never changed (its ops' meanings would).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class FloorStats:
 def floor_model(model: ir.Model, low: LowType) -> FloorStats:
     """Rewrite ``model`` (a float32 copy) in place into its floor model (the module docstring); returns the stats."""
     stats = FloorStats()
-    names = NameMaker("__ampconv_floor")
+    names = _Rounder(low, model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
     for graph in all_graphs(model):
         for value in graph.initializers.values():
             tensor = value.const_value
@@ -86,9 +91,9 @@ def floor_model(model: ir.Model, low: LowType) -> FloorStats:
     for value in list(graph.inputs):
         if value.dtype != FLOAT or value.is_initializer():
             continue
-        nodes, rounded = round_trip(value, low.dtype, names)
+        nodes, rounded = names.round(value)
         for use in list(value.uses()):
-            if use[0] is not nodes[0]:
+            if use[0] not in nodes:
                 use[0].replace_input_with(use[1], rounded)
         rounded.name = names(value.name, "rounded")
         if len(graph):
@@ -106,9 +111,9 @@ def _round_results(node: ir.Node, low: LowType, names: NameMaker) -> int:
     for value in node.outputs:
         if value.dtype != FLOAT or not value.name:
             continue
-        nodes, rounded_value = round_trip(value, low.dtype, names)
+        nodes, rounded_value = names.round(value)
         for use in list(value.uses()):
-            if use[0] is not nodes[0]:
+            if use[0] not in nodes:
                 use[0].replace_input_with(use[1], rounded_value)
         graph = node.graph
         for index, output in enumerate(graph.outputs):
@@ -131,13 +136,51 @@ def _round_outputs(graph: ir.Graph, low: LowType, names: NameMaker, stats: Floor
     for index, value in enumerate(list(graph.outputs)):
         if value.dtype != FLOAT or value.producer() is None:
             continue  # an input or a weight passed straight through: rounded already, if at all
-        nodes, rounded_value = round_trip(value, low.dtype, names)
+        nodes, rounded_value = names.round(value)
         original = value.name
         value.name = names(original, "f32")
         rounded_value.name = original
         graph.extend(nodes)
         graph.outputs[index] = rounded_value
         stats.outputs += 1
+
+
+class _Rounder(NameMaker):
+    """Fresh names, and the nodes that round a float32 value to the LOW type at the model's opset."""
+
+    def __init__(self, low: LowType, opset: int) -> None:
+        super().__init__("__ampconv_floor")
+        self.low = low
+        self.split = low.key == "bf16" and opset < 13  # Cast takes bfloat16 from opset 13
+
+    def round(self, value: ir.Value) -> tuple[list, ir.Value]:
+        """(nodes, rounded value) reading ``value``: a Cast round trip, or Veltkamp's splitting for bf16."""
+        if not self.split:
+            return round_trip(value, self.low.dtype, self)
+        return _split_round(value, self)
+
+
+# Veltkamp's splitting keeps 24 - 16 = 8 significant bits of a float32: bfloat16's precision.
+_SPLIT_FACTOR = float(2**16 + 1)
+
+
+def _split_round(value: ir.Value, names: NameMaker) -> tuple[list, ir.Value]:
+    """``x`` rounded to 8 significant bits in float32 arithmetic: ``c = x * 65537; hi = c - (c - x)``.
+
+    Round to nearest (ties may go either way, where bfloat16's Cast goes to
+    even); exact for every float32 whose product with 65537 stays finite.
+    """
+    factor = ir.node("Constant", [], {"value": ir.tensor(np.array(_SPLIT_FACTOR, np.float32))},
+                     name=names(value.name, "split_factor"))
+    scaled = ir.node("Mul", [value, factor.outputs[0]], name=names(value.name, "split_mul"))
+    gap = ir.node("Sub", [scaled.outputs[0], value], name=names(value.name, "split_gap"))
+    high = ir.node("Sub", [scaled.outputs[0], gap.outputs[0]], name=names(value.name, "split_high"))
+    nodes = [factor, scaled, gap, high]
+    for node in nodes:
+        node.outputs[0].name = names(value.name, "split")
+        node.outputs[0].dtype = FLOAT
+    high.outputs[0].shape = value.shape
+    return nodes, high.outputs[0]
 
 
 def rounded(array: np.ndarray, low: LowType) -> np.ndarray:
