@@ -1,7 +1,7 @@
 """The floor (issue 30): each output's error judged against the error no LOW conversion can avoid.
 
 The floor model (``ampconv.validate.floor``) is the float32 reference with
-its inputs, weights, products and outputs rounded to the LOW type. A failing
+its weights, inputs, products, elementwise results and outputs rounded to the LOW type. A failing
 figure within ``FLOOR_FACTOR`` times the floor's passes, and says so; a
 changed result (a flipped clear label, a new NaN/Inf) never does. Each model
 here is converted by ``ampconv.convert`` and validated on 10 seeds: the
@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto as T
 
 import ampconv
 from ampconv.lowtypes import low_type
@@ -59,16 +60,24 @@ def _break(dst: str, op: str, path, **attrs) -> str:
 
 
 def test_the_floor_model_rounds_inputs_weights_products_and_outputs(tmp_path):
-    model = ir.serde.deserialize_model(vm.sensitive_classifier())
     from ampconv.prepare import infer_types
 
+    model = ir.serde.deserialize_model(vm.sensitive_classifier())
     infer_types(model)
     stats = floor_model(model, low_type("fp16"))
-    assert (stats.inputs, stats.weights, stats.products, stats.outputs) == (1, 3, 2, 1)
+    assert (stats.inputs, stats.weights, stats.products, stats.outputs) == (1, 3, 4, 1)
     ops = [node.op_type for node in model.graph]
-    # Rounded on entry, after each MatMul, and on exit (the last MatMul's result is the output: twice, exact).
-    assert ops.count("Cast") == 2 * (1 + 2 + 1)
+    # Rounded on entry, after MatMul, Add, Relu and MatMul, and on exit (the last result is the output: twice).
+    assert ops.count("Cast") == 2 * (1 + 4 + 1)
     assert [v.name for v in model.graph.outputs] == ["logits"]
+    # A normalization, a reduction or a Softmax is the converter's choice: never rounded by the floor.
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["p"]), helper.make_node("ReduceMean", ["p"], ["m"], keepdims=1),
+         helper.make_node("Div", ["p", "m"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", T.FLOAT, [2, 8])], [helper.make_tensor_value_info("y", T.FLOAT, [2, 8])])
+    other = ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    infer_types(other)
+    assert floor_model(other, low_type("fp16")).products == 0
 
 
 def test_the_floor_keeps_float32_what_a_converter_keeps():
@@ -264,3 +273,22 @@ def test_bf16_rounding_at_an_opset_without_bfloat16_casts(tmp_path):
     expected = np.maximum(rounded(x, low_type("bf16")), 0)
     assert np.mean(got == expected) > 0.999  # ties may round the other way
     assert np.max(np.abs(got - expected) / np.maximum(np.abs(expected), 1e-30)) <= 2.0**-7
+
+
+def test_the_floor_never_rounds_a_value_into_an_overflow(tmp_path):
+    # A decomposed LayerNorm at +-3e4 (docs/hazards.md 5): the variance 9e8 is beyond fp16; a converter keeps
+    # it float32, so the floor does too (rounded, it would read inf and "explain" the O3 conversion's overflow).
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    floor_model(model, low_type("fp16"))
+    path = str(tmp_path / "floor.onnx")
+    ir.save(model, path)
+    x = np.array([1.0001, 40000.0, -50000.0], np.float32)
+    y = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.isfinite(y).all() and y[1] == 80000.0 and y[2] == 2 * np.float32(np.float16(-50000.0))
+    assert y[0] == np.float32(np.float16(2 * np.float16(1.0001)))

@@ -124,7 +124,7 @@ class Evaluator:
     """Runs candidates against the float32 reference on the calibration samples.
 
     With ``low`` (default criteria), the floor model (``validate.floor``: the
-    reference on its inputs, weights, products and outputs rounded to that
+    reference on its weights, inputs, products, elementwise results and outputs rounded to that
     type) runs beside the reference and every candidate is judged against
     the error it shows too, as ``validate`` judges: a conversion whose
     failure the floor explains passes its first evaluation, and nothing is

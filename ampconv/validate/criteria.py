@@ -438,7 +438,7 @@ def _measure(ref, conv, criteria: Criteria, nature, output: str | None = None):
 
 
 # What the floor model rounds (``validate.floor``), in the words a verdict quotes.
-FLOOR_WORDS = "inputs, weights, products and outputs rounded to {low}"
+FLOOR_WORDS = "weights, inputs, products, elementwise results and outputs rounded to {low}"
 def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
     """The checks of the user's criteria (``criteria.extra``) that judge ``output`` for this LOW type."""
     checks = []

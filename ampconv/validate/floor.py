@@ -6,9 +6,11 @@ from the float32 reference the model that does only that: every float32
 weight (initializers and Constant tensors, in every graph) holds its value
 rounded to the LOW type, every float32 graph input is rounded on entry and
 every float32 graph output on exit (``Cast(to=LOW) -> Cast(to=FLOAT)``), the
-result of every matrix product and convolution is rounded too (``PRODUCTS``:
-the work a conversion exists to move to the LOW type, so no conversion worth
-running keeps it float32), and every op computes in float32. Its outputs differ from the reference's by
+result of every matrix product and convolution is rounded too, and so is that
+of every cheap elementwise or movement op between them (``ROUNDED_OPS``: the
+work a conversion exists to move to the LOW type, and the adds, activations,
+resizes and pools a GPU conversion lowers with it rather than pay a cast
+pair for each), and every op computes in float32. Its outputs differ from the reference's by
 the *floor*: the error of the model's own sensitivity to the LOW type, which
 no converter removes (a converter that keeps more float32 avoids part of it
 only by converting less). A converted model whose error is within a few times
@@ -46,13 +48,19 @@ from ampconv.validate.emulate import NameMaker, round_trip
 
 FLOAT = ir.DataType.FLOAT
 
-# The ops whose results every LOW conversion rounds: matrix products, convolutions, attention and
-# recurrent cells (by domain). Normalizations, reductions and elementwise ops are left out: keeping
-# those float32 is a converter's choice (MindSpore keeps BatchNorm, others LayerNorm), so their
-# rounding is part of what the conversion is judged on.
-PRODUCTS = {
+# The ops whose results the floor rounds (by domain): matrix products, convolutions, attention and
+# recurrent cells, and the cheap elementwise and movement ops between them. Measured (docs/validation.md,
+# "The floor"): with products alone, correct conversions of deep CNNs read up to 5.7x the floor (PP-OCRv4's
+# detector in bf16: its HardSwish, residual adds and resizes are rounded too); with these, at most 3x,
+# while broken ones stay at 14x and more. Left out, because keeping them float32 is a converter's choice
+# and their rounding is what it is judged on: normalizations (MindSpore keeps BatchNorm, others
+# LayerNorm), reductions, Softmax, Div, Pow, Sqrt, Exp, Log, Erf and the rest.
+ROUNDED_OPS = {
     "": frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "DeformConv", "Einsum", "Attention",
-                   "LSTM", "GRU", "RNN"}),
+                   "LSTM", "GRU", "RNN",
+                   "Add", "Sub", "Mul", "Relu", "LeakyRelu", "PRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid",
+                   "Tanh", "Resize", "Upsample", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+                   "Concat"}),
     "com.microsoft": frozenset({
         "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention", "PackedMultiHeadAttention",
         "DecoderAttention", "DecoderMaskedMultiHeadAttention", "DecoderMaskedSelfAttention",
@@ -70,7 +78,7 @@ class FloorStats:
     weights: int = 0
     constants: int = 0
     outputs: int = 0
-    products: int = 0
+    products: int = 0  # results of ``ROUNDED_OPS`` rounded
 
 
 def floor_model(model: ir.Model, low: LowType) -> FloorStats:
@@ -85,7 +93,7 @@ def floor_model(model: ir.Model, low: LowType) -> FloorStats:
                 stats.weights += 1
         for node in list(graph):
             stats.constants += _round_attributes(node, low)
-            if node.op_type in PRODUCTS.get("" if is_default(node) else node.domain, ()):
+            if node.op_type in ROUNDED_OPS.get("" if is_default(node) else node.domain, ()):
                 stats.products += _round_results(node, low, names)
     graph = model.graph
     for value in list(graph.inputs):
@@ -152,12 +160,30 @@ class _Rounder(NameMaker):
         super().__init__("__ampconv_floor")
         self.low = low
         self.split = low.key == "bf16" and opset < 13  # Cast takes bfloat16 from opset 13
+        # fp16's range ends at 65504: a value beyond it stays float32 (Where from opset 9), as a converter
+        # keeps what overflows (the overflow guard); bf16 shares float32's range.
+        self.guard = low.key == "fp16" and opset >= 9
 
     def round(self, value: ir.Value) -> tuple[list, ir.Value]:
-        """(nodes, rounded value) reading ``value``: a Cast round trip, or Veltkamp's splitting for bf16."""
-        if not self.split:
-            return round_trip(value, self.low.dtype, self)
-        return _split_round(value, self)
+        """(nodes, rounded value) reading ``value``: a Cast round trip, or Veltkamp's splitting for bf16;
+        for fp16, values beyond its range pass unrounded (the floor never overflows)."""
+        if self.split:
+            return _split_round(value, self)
+        nodes, rounded_value = round_trip(value, self.low.dtype, self)
+        if not self.guard:
+            return nodes, rounded_value
+        limit = ir.node("Constant", [], {"value": ir.tensor(np.array(self.low.max, np.float32))},
+                        name=self(value.name, "limit"))
+        magnitude = ir.node("Abs", [value], name=self(value.name, "abs"))
+        beyond = ir.node("Greater", [magnitude.outputs[0], limit.outputs[0]], name=self(value.name, "beyond"))
+        kept = ir.node("Where", [beyond.outputs[0], value, rounded_value], name=self(value.name, "keep"))
+        for node in (limit, magnitude, beyond, kept):
+            node.outputs[0].name = self(value.name, "guard")
+        for node in (limit, magnitude, kept):
+            node.outputs[0].dtype = FLOAT
+        beyond.outputs[0].dtype = ir.DataType.BOOL
+        kept.outputs[0].shape = value.shape
+        return nodes + [limit, magnitude, beyond, kept], kept.outputs[0]
 
 
 # Veltkamp's splitting keeps 24 - 16 = 8 significant bits of a float32: bfloat16's precision.
@@ -222,4 +248,4 @@ def _round_attributes(node: ir.Node, low: LowType) -> int:
     return count
 
 
-__all__ = ["FLOOR_WORDS", "FloorStats", "floor_model", "rounded"]
+__all__ = ["FLOOR_WORDS", "ROUNDED_OPS", "FloorStats", "floor_model", "rounded"]

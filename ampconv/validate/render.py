@@ -62,8 +62,8 @@ def _criteria_line(criteria: Criteria) -> str | None:
         f"{criteria.clear_margin:g} x scale; cosine >= {criteria.min_cosine:g} (from {criteria.cosine_min_size} "
         f"elements); error / scale <= {criteria.p99_error:g} at p99 and <= {criteria.max_error:g} at max, "
         f"scale = RMS of the reference (at least {criteria.scale_floor:g}); integers exact. "
-        f"A failure within {FLOOR_FACTOR:g}x the unavoidable error (x floor: the float32 model with its inputs, "
-        "weights, products and outputs rounded to the LOW type) passes. "
+        f"A figure within {FLOOR_FACTOR:g}x the unavoidable error passes (x floor: the float32 model with its "
+        "weights, inputs, products, elementwise results and outputs rounded to the LOW type; docs/validation.md). "
         "Pass --rtol/--atol for the strict elementwise rule."
     )
 
