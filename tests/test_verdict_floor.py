@@ -292,3 +292,11 @@ def test_the_floor_never_rounds_a_value_into_an_overflow(tmp_path):
     y = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert np.isfinite(y).all() and y[1] == 80000.0 and y[2] == 2 * np.float32(np.float16(-50000.0))
     assert y[0] == np.float32(np.float16(2 * np.float16(1.0001)))
+
+
+def test_the_floor_model_of_a_model_with_subgraphs_runs(tmp_path):
+    # Rounding inside If branches names every value it adds: a body shares its outer graph's names (SSA).
+    ref, conv = vm.if_pair(tmp_path)
+    result = validate(ref, conv, ValidateOptions(backend="emulate", inputs=()))
+    assert not any("could not be measured" in note for note in result.notes), result.notes
+    assert result.outputs[0].worst.floor_ratio is not None

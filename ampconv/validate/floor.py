@@ -170,6 +170,7 @@ class _Rounder(NameMaker):
         if self.split:
             return _split_round(value, self)
         nodes, rounded_value = round_trip(value, self.low.dtype, self)
+        rounded_value.name = self(value.name, "up")  # every value named: bodies share one namespace (SSA)
         if not self.guard:
             return nodes, rounded_value
         limit = ir.node("Constant", [], {"value": ir.tensor(np.array(self.low.max, np.float32))},
