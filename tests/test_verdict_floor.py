@@ -192,7 +192,7 @@ def test_a_near_zero_probability_map_passes_on_every_seed(tmp_path, dtype):
     assert all(verdict for verdict, _, _ in rows), [words for verdict, _, words in rows if not verdict]
     without = [validate(src, dst, ValidateOptions(seed=seed, backend="emulate", floor=False)).passed for seed in SEEDS]
     assert not all(without)  # what the floor changes: some seed failed without it
-    assert any("the unavoidable error" in words and "within 4x" in words for _, _, words in rows)
+    assert any("the unavoidable error" in words and "within 5x" in words for _, _, words in rows)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])

@@ -17,6 +17,7 @@ from ampconv.data import tune as tuning
 from ampconv.data.ownerror import OwnError
 from ampconv.data.tune import Evaluation, search
 from ampconv.lowtypes import low_type
+from ampconv.validate.criteria import FLOOR_FACTOR
 
 import validate_models as vm
 
@@ -62,7 +63,7 @@ def _errors(values):
 
 def test_a_node_whose_own_error_is_within_the_floor_is_never_pinned():
     floor = tuning.node_floor_of(low_type("fp16"))
-    assert floor == pytest.approx(4 * 2.0**-11)
+    assert floor == pytest.approx(FLOOR_FACTOR * 2.0**-11)
     names = ["a", "b", "c"]
     evaluate, calls = _fake("b")
     errors = _errors({"a": 1e-2, "b": floor / 2, "c": floor / 3})

@@ -554,8 +554,11 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
         got = runner.run(sample, names)
     except AmpconvError:
         return None  # the emulated fix could not run: the suggestion stands unchecked
-    natures = output_natures(conv.model)
-    results = [judging.judge(expected[n], got[n], setup.criteria, natures.get(n)) for n in names]
+    rules = comparison.Judging(setup.criteria, modelio.low_dtype(conv.model) or "fp16", output_natures(conv.model))
+    try:  # judged as validate judges: a detection set as a set, a sequence as sequences
+        results = [comparison.judge_output(n, expected, got, rules) for n in names]
+    except ValueError:
+        return None  # an output's shape changed with the fix: the suggestion stands unchecked
     worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
     return {
         "nodes": list(nodes),

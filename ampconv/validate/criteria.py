@@ -454,12 +454,13 @@ def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
 
 # A failing criterion passes when the converted model's error is within this many times the error the
 # floor model shows (``validate.floor``), on the output's RMS error and on the failing figure itself.
-# docs/validation.md ("The floor") gives the measurements that chose it.
-FLOOR_FACTOR = 4.0
+# docs/validation.md ("The floor") gives the measurements that chose it: correct conversions read at most
+# 4.1x (PP-OCRv4's detector in bf16 on random inputs), broken ones 14x and more.
+FLOOR_FACTOR = 5.0
 # The other side: an output whose figure has used this share of its threshold or more (severity), with an
 # RMS error this many times the floor's or more, fails: within the threshold only just, and far beyond what
 # rounding the model's own data explains (a decoded image scaled by 0.8 reads p99 0.1 <= 0.1 in bf16 at 43x).
-# Correct conversions measured read at most 6x (docs/validation.md, "The floor").
+# Correct conversions measured read at most 5x (docs/validation.md, "The floor").
 FLOOR_BEYOND = 16.0
 BORDERLINE = 0.5
 # Criteria the floor can explain: figures of size. A new NaN/Inf or a changed integer is never rounding's
