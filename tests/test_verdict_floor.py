@@ -65,10 +65,11 @@ def test_the_floor_model_rounds_inputs_weights_products_and_outputs(tmp_path):
     model = ir.serde.deserialize_model(vm.sensitive_classifier())
     infer_types(model)
     stats = floor_model(model, low_type("fp16"))
-    assert (stats.inputs, stats.weights, stats.products, stats.outputs) == (1, 3, 4, 1)
+    assert (stats.inputs, stats.weights, stats.products, stats.outputs) == (1, 3, 3, 1)
     ops = [node.op_type for node in model.graph]
-    # Rounded on entry, after MatMul, Add, Relu and MatMul, and on exit (the last result is the output: twice).
-    assert ops.count("Cast") == 2 * (1 + 4 + 1)
+    # Rounded on entry, after MatMul, Relu and MatMul (not the Add of a constant bias: it may lift values into
+    # a cancellation a converter avoids), and on exit (the last result is the output: twice).
+    assert ops.count("Cast") == 2 * (1 + 3 + 1)
     assert [v.name for v in model.graph.outputs] == ["logits"]
     # A normalization, a reduction or a Softmax is the converter's choice: never rounded by the floor.
     graph = helper.make_graph(
