@@ -19,7 +19,8 @@ from ampconv.errors import AmpconvError, Parameter
 
 
 # Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
-FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": "--mixlist", "block_ops": "--block-op"}
+FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": "--mixlist", "block_ops": "--block-op",
+              "natures": "--nature", "limits": "--limit"}
 
 
 def flag_of(parameter: Parameter) -> str:

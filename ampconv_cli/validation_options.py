@@ -23,11 +23,13 @@ from ampconv.errors import UsageError
 from ampconv_cli.errors import flag_of
 from ampconv_cli.options import OptionGroup
 from ampconv.validate import ValidateOptions, parse_shape, validate
-from ampconv.validate.options import parse_input_range
+from ampconv.validate.nature_kinds import NATURE_OVERRIDES
+from ampconv.validate.options import parse_input_range, parse_limit, parse_nature
 from ampconv.validate.render import render
 from ampconv.validate.reportfile import merge_into_report
 
-VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize")
+VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize",
+                     "natures", "limits")
 FORMATS = ("text", "json", "markdown")
 EXIT_OK = 0
 EXIT_DRIFT = 3
@@ -43,6 +45,14 @@ def _parse_each(ctx, param, values, parse) -> list:
 
 def _parse_shapes(ctx, param, values):
     return tuple(_parse_each(ctx, param, values, parse_shape))
+
+
+def _parse_limits(ctx, param, values):
+    return tuple(_parse_each(ctx, param, values, parse_limit))
+
+
+def _parse_natures(ctx, param, values):
+    return tuple(_parse_each(ctx, param, values, parse_nature))
 
 
 def _parse_input_ranges(ctx, param, values):
@@ -100,6 +110,17 @@ validation_judging_options = OptionGroup(
         ),
         click.option("--localize/--no-localize", default=False, show_default=True,
                      help="On failure, name the first node whose output drifts."),
+        click.option(
+            "--nature", "natures", multiple=True, metavar="OUTPUT=KIND", callback=_parse_natures,
+            help=f"How to judge an output, in place of what the graph says ({', '.join(NATURE_OVERRIDES)}): "
+            "boxes/scores/labels make outputs one detection set, matched as a set; probability judges on "
+            "[0, 1]; values on the output's RMS with no argmax read. Repeatable (docs/validation.md).",
+        ),
+        click.option(
+            "--limit", "limits", multiple=True, metavar="OUTPUT:CRITERION=VALUE", callback=_parse_limits,
+            help="A default-criteria threshold for one output: cosine, p99, max or label "
+            "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).",
+        ),
     ),
     title="Validation criteria",
 )
@@ -134,6 +155,8 @@ def options_from_cli(
         shapes=tuple((name, tuple(dims)) for name, dims in shapes),
         input_ranges=tuple(input_ranges),
         localize=params["localize"],
+        natures=tuple(params.get("natures", ())),
+        limits=tuple(params.get("limits", ())),
         decisions=decisions,
         show_progress=show_progress,
     )

@@ -372,6 +372,8 @@ class Row:
     strict: bool
     default: bool
     decided_by: str
+    floor_ratio: float | None = None  # RMS error over the floor model's ("N times the unavoidable error")
+    task: bool | None = None  # the default criteria's verdict without the floor
 
 
 def _symbols(path: Path) -> dict[str, tuple[int, ...]]:
@@ -401,7 +403,7 @@ def measure(case: Case, dtype: str, tmp: Path) -> list[Row] | None:
         m = out.worst
         if m is None:
             rows.append(Row(case.name, dtype, out.name, math.nan, math.nan, None, None, "-", "-", False, False,
-                            out.error or "?"))
+                            out.error or "?", None, False))
             continue
         rows.append(Row(
             model=case.name,
@@ -416,6 +418,8 @@ def measure(case: Case, dtype: str, tmp: Path) -> list[Row] | None:
             strict=m.mismatched == 0 and m.unmatched_nonfinite == 0,
             default=out.passed,
             decided_by=m.decided_by or "-",
+            floor_ratio=m.floor_ratio,
+            task=out.passed and m.criterion != "floor",
         ))
     return rows
 
@@ -443,12 +447,13 @@ def _cos(value: float) -> str:
 
 
 HEADERS = ["model", "dtype", "output", "max rel", "cosine", "scaled p99", "scaled max", "clear top-1", "top-1",
-           "strict", "default", "decided by"]
+           "x floor", "strict", "no floor", "default", "decided by"]
 
 
 def _cells(row: Row) -> list[str]:
     return [row.model, row.dtype, row.output, _fmt(row.max_rel), _cos(row.cosine), _fmt(row.p99), _fmt(row.worst), row.clear,
-            row.top1, "pass" if row.strict else "FAIL", "pass" if row.default else "FAIL", row.decided_by]
+            row.top1, _fmt(row.floor_ratio), "pass" if row.strict else "FAIL", "pass" if row.task else "FAIL",
+            "pass" if row.default else "FAIL", row.decided_by]
 
 
 def render(rows: list[Row], markdown: bool) -> str:
@@ -462,13 +467,181 @@ def render(rows: list[Row], markdown: bool) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table) + "\n"
 
 
+# ----------------------------------------------------------------- stability over seeds (issue 30)
+
+
+def _tests_models():
+    sys.path.insert(0, str(ROOT / "tests"))
+    import validate_models  # noqa: PLC0415 - the hand-built models of the tests
+
+    return validate_models
+
+
+def _top1_task(ref: dict, conv: dict) -> bool:
+    """Top-1 kept on every row whose reference lead is 5% of the scale or more, on every float output."""
+    for name, r in ref.items():
+        r, c = np.asarray(r, np.float64), np.asarray(conv[name], np.float64)
+        if r.ndim < 2 or r.shape[-1] < 2:
+            continue
+        r, c = r.reshape(-1, r.shape[-1]), c.reshape(-1, r.shape[-1])
+        top2 = -np.sort(-r, axis=-1)[:, :2]
+        clear = top2[:, 0] - top2[:, 1] > 0.05 * np.maximum(np.abs(top2[:, 0]), np.sqrt(np.mean(r**2)))
+        if not np.all(np.argmax(r[clear], -1) == np.argmax(c[clear], -1)):
+            return False
+    return True
+
+
+def _map_task(ref: dict, conv: dict) -> bool:
+    """A probability map's text area over 0.3 (DB's threshold): IoU >= 0.9 or both empty."""
+    r, c = next(iter(ref.values())) > 0.3, next(iter(conv.values())) > 0.3
+    union = np.count_nonzero(r | c)
+    return (np.count_nonzero(r & c) / union if union else 1.0) >= 0.9
+
+
+def _detection_task(packed: bool, cut: float | None):
+    """Reference detections scoring over the cut + 0.01: >= 95% matched (same label, IoU >= 0.5), <= 5% extra."""
+    from ampconv.validate.detections import iou
+
+    def rows(out):
+        if packed:
+            d = np.asarray(out["detections"]).reshape(-1, 6)
+            return d[:, :4], d[:, 4], np.rint(d[:, 5]).astype(int)
+        return np.asarray(out["boxes"]), np.asarray(out["scores"]), np.asarray(out["labels"])
+
+    def task(ref: dict, conv: dict) -> bool:
+        (rb, rs, rl), (cb, cs, cl) = rows(ref), rows(conv)
+        floor = (cut if cut is not None else float(rs.min())) + 0.01
+        overlaps = iou(rb.astype(float), cb.astype(float)) * (rl[:, None] == cl[None, :])
+        wanted, taken = np.flatnonzero(rs > floor), set()
+        for i in wanted[np.argsort(-rs[wanted])]:
+            free = [j for j in np.argsort(-overlaps[i]) if j not in taken and overlaps[i, j] >= 0.5]
+            if free:
+                taken.add(free[0])
+        extra = sum(1 for j in np.flatnonzero(cs > floor) if j not in taken)
+        return len(taken) >= 0.95 * len(wanted) and extra <= 0.05 * max(len(wanted), 1)
+
+    return task
+
+
+def _psnr_task(ref: dict, conv: dict) -> bool:
+    """A decoded image in [-1, 1]: PSNR >= 30 dB."""
+    r, c = (np.asarray(next(iter(x.values())), np.float64) for x in (ref, conv))
+    mse = float(np.mean((r - c) ** 2))
+    return mse == 0 or 10 * np.log10(4.0 / mse) >= 30
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCase:
+    """A hand-built model validated on many seeds against its task metric; ``options`` go to ValidateOptions."""
+
+    name: str
+    build: Callable[[], onnx.ModelProto]
+    task: Callable[[dict, dict], bool]
+    options: dict = dataclasses.field(default_factory=dict)
+    breaker: Callable[[onnx.ModelProto], None] | None = None
+
+
+def seed_cases() -> list[SeedCase]:
+    """The issue-30 models: a near-zero sigmoid map, a DB map detector, an fp16-sensitive classifier, an NMS head,
+    a packed TopK head, an image decoder, and the light CNNs with random weights; some broken on purpose."""
+    vm = _tests_models()
+    return [
+        SeedCase("text detector (near-zero sigmoid map)", vm.text_detector, _map_task),
+        SeedCase("DB map detector", lambda: vm.prob_map_detector(size=32), _map_task,
+                 {"input_ranges": {"x": (-1.0, 1.0)}}),
+        SeedCase("DB map detector: map transposed", lambda: vm.prob_map_detector(size=32), _map_task,
+                 {"input_ranges": {"x": (-1.0, 1.0)}}, _transposed("maps")),
+        SeedCase("sensitive classifier (offset 200)", lambda: vm.sensitive_classifier(offset=200.0), _top1_task,
+                 {"shapes": {"batch": (64,)}}),
+        SeedCase("sensitive classifier: labels reversed", lambda: vm.sensitive_classifier(offset=200.0),
+                 _top1_task, {"shapes": {"batch": (64,)}}, reverse_last_axis("logits", 10)),
+        SeedCase("NMS head", vm.nms_detector, _detection_task(False, 0.5)),
+        SeedCase("NMS head: labels shifted", vm.nms_detector, _detection_task(False, 0.5), {}, _labels_shifted),
+        SeedCase("TopK head (packed)", vm.topk_detector, _detection_task(True, None)),
+        SeedCase("image decoder", vm.image_decoder, _psnr_task),
+        SeedCase("image decoder: scaled x0.8", vm.image_decoder, _psnr_task, {}, scale_output("image", 0.8)),
+    ]
+
+
+def _transposed(output: str) -> Callable[[onnx.ModelProto], None]:
+    def breaker(model: onnx.ModelProto) -> None:
+        source = _rewire(model, output)
+        model.graph.node.append(helper.make_node("Transpose", [source], [output], perm=[0, 1, 3, 2]))
+
+    return breaker
+
+
+def _labels_shifted(model: onnx.ModelProto) -> None:
+    source = _rewire(model, "labels")
+    model.graph.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "label_shift"))
+    model.graph.node.append(helper.make_node("Add", [source, "label_shift"], ["labels"]))
+
+
+def _captured(src: str, dst: str, seed: int, options: dict, floor: bool) -> tuple:
+    """(result, reference outputs, converted outputs) of one seeded validation."""
+    from ampconv.validate import runners
+
+    seen, original = {}, runners.Runner.run
+
+    def run(self, sample, names=None):
+        outputs = original(self, sample, names)
+        seen[self.label] = outputs
+        return outputs
+
+    runners.Runner.run = run
+    try:
+        result = validate(src, dst, ValidateOptions(seed=seed, backend="emulate", floor=floor, **options))
+    finally:
+        runners.Runner.run = original
+    return result, seen["reference model"], seen["converted model"]
+
+
+def stability(case: SeedCase, dtype: str, tmp: Path, seeds: int) -> list[str]:
+    """One row: passes with and without the floor, task passes, agreement, flips, the largest ratio, a verdict."""
+    model = case.build()
+    model.ir_version = IR_VERSION if model.ir_version > IR_VERSION else model.ir_version
+    slug = case.name.replace(" ", "_").replace(":", "").replace("(", "").replace(")", "")
+    src = tmp / f"{slug}.onnx"
+    onnx.save(model, str(src))
+    dst = tmp / f"{slug}.{dtype}.onnx"
+    ampconv.convert(str(src), str(dst), ampconv.Config(dtype=dtype, overwrite=True))
+    if case.breaker is not None:
+        converted = onnx.load(str(dst))
+        case.breaker(converted)
+        onnx.save(converted, str(dst))
+    passes = without = tasks = agree = 0
+    ratios, words = [], ""
+    for seed in range(seeds):
+        result, ref, conv = _captured(str(src), str(dst), seed, case.options, True)
+        task = case.task(ref, conv)
+        passes += result.passed
+        tasks += task
+        agree += result.passed == task
+        without += validate(str(src), str(dst), ValidateOptions(seed=seed, backend="emulate", floor=False,
+                                                                **case.options)).passed
+        ratios += [o.worst.floor_ratio for o in result.outputs if o.worst and o.worst.floor_ratio is not None]
+        if not words or not result.passed:
+            words = result.outputs[0].decided_by or ""
+    flips = "yes" if 0 < passes < seeds else "no"
+    return [case.name, dtype, f"{tasks}/{seeds}", f"{without}/{seeds}", f"{passes}/{seeds}", f"{agree}/{seeds}", flips,
+            _fmt(max(ratios)) if ratios else "-", words[:140]]
+
+
+SEED_HEADERS = ["model", "dtype", "task passes", "verdict without floor", "verdict", "agrees with task", "flips",
+                "max x floor", "decided by (a failing seed, else the last)"]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build, convert, validate and print the table; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="folder for the models (default: a temporary folder)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--only", default="", help="measure only models whose name contains this")
+    parser.add_argument("--seeds", type=int, default=0,
+                        help="instead: validate the issue-30 models on this many seeds each, against their task")
     args = parser.parse_args(argv)
+    if args.seeds:
+        return _main_seeds(args)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ampconv-verdict-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
@@ -489,6 +662,23 @@ def main(argv: list[str] | None = None) -> int:
     if skipped:
         sys.stdout.write(f"\nNothing converted LOW (left out): {', '.join(skipped)}\n")
     sys.stderr.write(f"{len(rows)} outputs in {time.perf_counter() - start:.0f} s\n")
+    return 0
+
+
+def _main_seeds(args) -> int:
+    """The stability table: every seed case in fp16 and bf16."""
+    start = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ampconv-seeds-") as scratch:
+        out = Path(args.out) if args.out else Path(scratch)
+        out.mkdir(parents=True, exist_ok=True)
+        for case in seed_cases():
+            if args.only in case.name:
+                rows += [stability(case, dtype, out, args.seeds) for dtype in ("fp16", "bf16")]
+    lines = ["| " + " | ".join(SEED_HEADERS) + " |", "|" + "---|" * len(SEED_HEADERS)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stderr.write(f"{len(rows)} rows in {time.perf_counter() - start:.0f} s\n")
     return 0
 
 

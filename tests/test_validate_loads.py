@@ -60,18 +60,29 @@ def test_emulate_with_localization_loads_once_and_infers_once_per_model(tmp_path
     assert _unchanged(loaded[ref]) and _unchanged(loaded[conv])
 
 
-def test_emulate_without_localization_infers_the_converted_model_only(tmp_path, counted):
+def test_emulate_without_localization_infers_each_model_once(tmp_path, counted):
+    # The converted model's types for emulation, the reference's for the floor model (validate.floor).
     counts, loaded = counted
     ref, conv, result = _overflow(tmp_path, backend="emulate")
+    assert not result.passed and result.localization is None
+    assert counts == {ref: 1, conv: 1, "infer_shapes": 2}
+    assert _unchanged(loaded[ref]) and _unchanged(loaded[conv])
+
+
+def test_without_the_floor_emulate_infers_the_converted_model_only(tmp_path, counted):
+    counts, loaded = counted
+    ref, conv, result = _overflow(tmp_path, backend="emulate", floor=False)
     assert not result.passed and result.localization is None
     assert counts == {ref: 1, conv: 1, "infer_shapes": 1}
     assert _unchanged(loaded[conv])
 
 
-def test_native_runs_the_files_without_inference(tmp_path, counted):
+def test_native_runs_the_files_and_infers_only_for_the_floor(tmp_path, counted):
     counts, _ = counted
     ref, conv, _ = _overflow(tmp_path, backend="native")
-    assert counts == {ref: 1, conv: 1}
+    assert counts == {ref: 1, conv: 1, "infer_shapes": 1}
+    ref, conv, _ = _overflow(tmp_path, backend="native", floor=False)
+    assert counts == {ref: 2, conv: 2, "infer_shapes": 1}
 
 
 @pytest.mark.parametrize("backend", ["emulate", "native"])

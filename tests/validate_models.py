@@ -304,3 +304,169 @@ def text_detector(seed: int = 3) -> onnx.ModelProto:
     ]
     return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 32, 32])],
                   [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 32, 32])], inits, name="detector")
+
+
+def sensitive_classifier(seed: int = 0, offset: float = 900.0) -> onnx.ModelProto:
+    """A classifier whose logits are small differences of large hidden values: sensitive to fp16 by design.
+
+    x[batch, 32] -> MatMul -> Add(offset) -> Relu -> MatMul -> logits[batch, 10]. The hidden layer sits
+    near ``offset`` (fp16 spacing 0.5 at 900) and carries a signal of size ~4; the second layer's columns
+    sum to zero, so the offset cancels and the logits are made of the signal alone. Rounding the hidden
+    layer (any LOW conversion does: it is a product's result) moves each logit by a few percent of its
+    scale, while the top-1 of every clearly led row stays. A trained network with a large activation
+    offset (EfficientNet's, in issue 30) reads like this.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((32, 64)) * 0.7).astype(np.float32)
+    w2 = rng.standard_normal((64, 10)).astype(np.float32)
+    w2 -= w2.mean(axis=0, keepdims=True)
+    w2 *= 0.5
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.full(64, offset, np.float32), "b1"),
+             numpy_helper.from_array(w2, "w2")]
+    nodes = [
+        h.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+        h.make_node("Add", ["h0", "b1"], ["h1"], name="bias1"),
+        h.make_node("Relu", ["h1"], ["h2"], name="relu1"),
+        h.make_node("MatMul", ["h2", "w2"], ["logits"], name="fc2"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 32])],
+                  [h.make_tensor_value_info("logits", T.FLOAT, ["batch", 10])], inits, name="classifier")
+
+
+def prob_map_detector(seed: int = 0, size: int = 64) -> onnx.ModelProto:
+    """A DB-style text detector (PP-OCR's head, by hand): Conv -> Relu -> Conv -> Relu -> Resize x2 -> Conv ->
+    Sigmoid, a probability map in [0, 1] at twice the feature resolution.
+
+    The first layers reach values in the hundreds (fp16 spacing 0.25 to 0.5 there) and the last one turns
+    their small differences into logits around -4 with a spread of a few units, so on random inputs in
+    [-1, 1] most of the map is near zero and a few percent of its pixels cross 0.5: a thresholded text area.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = (rng.standard_normal((16, 3, 3, 3)) * 12.0).astype(np.float32)
+    w2 = (rng.standard_normal((16, 16, 3, 3)) * 1.5).astype(np.float32)
+    w3 = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+    w3 = (w3 - w3.mean()) * 0.02
+    inits = [
+        numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.full(16, 40.0, np.float32), "b1"),
+        numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(np.zeros(16, np.float32), "b2"),
+        numpy_helper.from_array(w3.astype(np.float32), "w3"), numpy_helper.from_array(np.array([-4.0], np.float32), "b3"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        h.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        h.make_node("Resize", ["r2", "", "scales"], ["up"], name="upsample", mode="linear"),
+        h.make_node("Conv", ["up", "w3", "b3"], ["logits"], name="conv3"),
+        h.make_node("Sigmoid", ["logits"], ["maps"], name="sigmoid"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [1, 3, size, size])],
+                  [h.make_tensor_value_info("maps", T.FLOAT, [1, 1, 2 * size, 2 * size])], inits, name="dbnet")
+
+
+def _scalar(name, value, dtype=np.int64):
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def _detector_body(rng, anchors: int, features: int, classes: int):
+    """Nodes and weights shared by the detection heads: boxes [1, A, 4] (x1, y1, x2, y2) and class scores
+    [1, A, C] in (0, 1) from features [1, A, F]."""
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((features, 4)) * 0.6).astype(np.float32), "w_box"),
+        numpy_helper.from_array((rng.standard_normal((features, classes)) * 0.4).astype(np.float32), "w_cls"),
+        numpy_helper.from_array(np.full(classes, -1.5, np.float32), "b_cls"),
+        numpy_helper.from_array(np.array([300.0, 300.0], np.float32), "extent"),
+        numpy_helper.from_array(np.array([60.0, 60.0], np.float32), "size"),
+        numpy_helper.from_array(np.array([24.0, 24.0], np.float32), "min_size"),
+        _scalar("s0", [0]), _scalar("s2", [2]), _scalar("s4", [4]), _scalar("axis_last", [-1]),
+    ]
+    nodes = [
+        h.make_node("MatMul", ["feats", "w_box"], ["box_raw"], name="box_head"),
+        h.make_node("Sigmoid", ["box_raw"], ["box_unit"], name="box_sigmoid"),
+        h.make_node("Slice", ["box_unit", "s0", "s2", "axis_last"], ["corner_unit"], name="corner_slice"),
+        h.make_node("Slice", ["box_unit", "s2", "s4", "axis_last"], ["size_unit"], name="size_slice"),
+        h.make_node("Mul", ["corner_unit", "extent"], ["corner"], name="corner_scale"),
+        h.make_node("Mul", ["size_unit", "size"], ["size_scaled"], name="size_scale"),
+        h.make_node("Add", ["size_scaled", "min_size"], ["wh"], name="size_min"),
+        h.make_node("Add", ["corner", "wh"], ["far"], name="far_corner"),
+        h.make_node("Concat", ["corner", "far"], ["boxes_all"], name="boxes_concat", axis=-1),
+        h.make_node("MatMul", ["feats", "w_cls"], ["cls_raw"], name="cls_head"),
+        h.make_node("Add", ["cls_raw", "b_cls"], ["cls_logits"], name="cls_bias"),
+        h.make_node("Sigmoid", ["cls_logits"], ["cls_scores"], name="cls_sigmoid"),
+    ]
+    return nodes, inits
+
+
+def nms_detector(seed: int = 0, anchors: int = 400, features: int = 16, classes: int = 3,
+                 score_threshold: float = 0.5) -> onnx.ModelProto:
+    """A detection head ending in NonMaxSuppression, torchvision-style: boxes [K, 4], scores [K], labels [K]
+    (int64), K decided by the data (the scores over ``score_threshold``, at most 100 per class, IoU 0.5)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = _detector_body(rng, anchors, features, classes)
+    inits += [_scalar("max_out", [100]), numpy_helper.from_array(np.array([0.5], np.float32), "iou_thr"),
+              numpy_helper.from_array(np.array([score_threshold], np.float32), "score_thr"),
+              _scalar("col_class", 1), _scalar("col_box", 2), _scalar("axes0", [0])]
+    nodes += [
+        h.make_node("Transpose", ["cls_scores"], ["cls_by_class"], name="scores_t", perm=[0, 2, 1]),
+        h.make_node("NonMaxSuppression", ["boxes_all", "cls_by_class", "max_out", "iou_thr", "score_thr"],
+                    ["selected"], name="nms"),
+        h.make_node("Gather", ["selected", "col_box"], ["box_index"], name="pick_box", axis=1),
+        h.make_node("Gather", ["selected", "col_class"], ["labels"], name="pick_class", axis=1),
+        h.make_node("Squeeze", ["boxes_all", "axes0"], ["boxes_flat"], name="boxes_squeeze"),
+        h.make_node("Gather", ["boxes_flat", "box_index"], ["boxes"], name="gather_boxes", axis=0),
+        h.make_node("GatherND", ["cls_by_class", "selected"], ["scores"], name="gather_scores"),
+    ]
+    outputs = [h.make_tensor_value_info("boxes", T.FLOAT, ["detections", 4]),
+               h.make_tensor_value_info("scores", T.FLOAT, ["detections"]),
+               h.make_tensor_value_info("labels", T.INT64, ["detections"])]
+    return _model(nodes, [h.make_tensor_value_info("feats", T.FLOAT, [1, anchors, features])], outputs, inits,
+                  name="nms_head")
+
+
+def topk_detector(seed: int = 0, anchors: int = 400, features: int = 16, classes: int = 3,
+                  keep: int = 50) -> onnx.ModelProto:
+    """A YOLO end-to-end style head: the ``keep`` best anchors by their top class score (TopK), packed as
+    [1, keep, 6] = (x1, y1, x2, y2, score, class) by a Concat; a fixed count, an order decided by the scores."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = _detector_body(rng, anchors, features, classes)
+    inits += [_scalar("k", [keep]), _scalar("idx_axes", [2])]
+    nodes += [
+        h.make_node("ReduceMax", ["cls_scores"], ["best"], name="best_score", axes=[-1], keepdims=0),
+        h.make_node("ArgMax", ["cls_scores"], ["best_class"], name="best_class", axis=-1, keepdims=0),
+        h.make_node("TopK", ["best", "k"], ["top_scores", "top_index"], name="topk", axis=-1),
+        h.make_node("Unsqueeze", ["top_index", "idx_axes"], ["top_index3"], name="index_unsqueeze"),
+        h.make_node("Expand", ["top_index3", "expand_shape"], ["box_index"], name="index_expand"),
+        h.make_node("GatherElements", ["boxes_all", "box_index"], ["top_boxes"], name="gather_boxes", axis=1),
+        h.make_node("GatherElements", ["best_class", "top_index"], ["top_class"], name="gather_class", axis=1),
+        h.make_node("Cast", ["top_class"], ["top_class_f"], name="class_float", to=T.FLOAT),
+        h.make_node("Unsqueeze", ["top_scores", "axis_last"], ["score_col"], name="score_col"),
+        h.make_node("Unsqueeze", ["top_class_f", "axis_last"], ["class_col"], name="class_col"),
+        h.make_node("Concat", ["top_boxes", "score_col", "class_col"], ["detections"], name="pack", axis=-1),
+    ]
+    inits.append(_scalar("expand_shape", [1, keep, 4]))
+    return _model(nodes, [h.make_tensor_value_info("feats", T.FLOAT, [1, anchors, features])],
+                  [h.make_tensor_value_info("detections", T.FLOAT, [1, keep, 6])], inits, name="topk_head")
+
+
+def image_decoder(seed: int = 0, size: int = 8) -> onnx.ModelProto:
+    """A VAE-decoder-like model: latents [1, 4, S, S] -> Conv -> Relu -> Resize x2 -> Conv -> Relu -> Conv ->
+    Tanh, an image [1, 3, 2S, 2S] in [-1, 1] (judged by its PSNR, as a decoded image is)."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((32, 4, 3, 3)) * 0.3).astype(np.float32), "w1"),
+        numpy_helper.from_array((rng.standard_normal((32, 32, 3, 3)) * 0.08).astype(np.float32), "w2"),
+        numpy_helper.from_array((rng.standard_normal((3, 32, 3, 3)) * 0.08).astype(np.float32), "w3"),
+        numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+    ]
+    nodes = [
+        h.make_node("Conv", ["z", "w1"], ["c1"], name="conv_in", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        h.make_node("Resize", ["r1", "", "scales"], ["up"], name="upsample", mode="nearest"),
+        h.make_node("Conv", ["up", "w2"], ["c2"], name="conv_mid", pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        h.make_node("Conv", ["r2", "w3"], ["c3"], name="conv_out", pads=[1, 1, 1, 1]),
+        h.make_node("Tanh", ["c3"], ["image"], name="tanh"),
+    ]
+    return _model(nodes, [h.make_tensor_value_info("z", T.FLOAT, [1, 4, size, size])],
+                  [h.make_tensor_value_info("image", T.FLOAT, [1, 3, 2 * size, 2 * size])], inits, name="decoder")

@@ -54,7 +54,9 @@ from ampconv.prepare import InferTypesPass, NameNodesPass
 from ampconv.validate import emulate as emulation
 from ampconv.validate import modelio, runners
 from ampconv.validate.comparison import Judging, judge_output
-from ampconv.validate.criteria import NEAR_TIE_WORDS
+from ampconv.errors import AmpconvError
+from ampconv.validate import floor
+from ampconv.validate.criteria import DEFAULT, FLOOR_FACTOR, NEAR_TIE_WORDS
 from ampconv.validate.natures import output_natures
 from ampconv.validate.options import ValidateOptions
 
@@ -62,8 +64,9 @@ REFERENCE_CACHE_BYTES = 256 * 1024**2
 
 # build(pins) -> the converted model (in memory) for a candidate.
 Build = Callable[[Mapping[str, str]], ir.Model]
-# judge(output name, reference outputs, converted outputs) -> an object with ``passed`` and ``decided_by``.
-Judge = Callable[[str, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], object]
+# judge(output name, reference outputs, converted outputs, floor model's outputs or None) -> an object with
+# ``passed`` and ``decided_by``.
+Judge = Callable[[str, Mapping[str, np.ndarray], Mapping[str, np.ndarray], Optional[Mapping[str, np.ndarray]]], object]
 
 
 @dataclasses.dataclass
@@ -118,9 +121,18 @@ def budget(low_nodes: int) -> int:
 
 
 class Evaluator:
-    """Runs candidates against the float32 reference on the calibration samples."""
+    """Runs candidates against the float32 reference on the calibration samples.
 
-    def __init__(self, reference: str, samples: Iterable, build: Build, judge: Judge, external: bool) -> None:
+    With ``low`` (default criteria), the floor model (``validate.floor``: the
+    reference on its weights, inputs, products, elementwise results and outputs rounded to that
+    type) runs beside the reference and every candidate is judged against
+    the error it shows too, as ``validate`` judges: a conversion whose
+    failure the floor explains passes its first evaluation, and nothing is
+    pinned for it.
+    """
+
+    def __init__(self, reference: str, samples: Iterable, build: Build, judge: Judge, external: bool,
+                 low=None) -> None:
         self.reference = reference
         self.samples = samples
         self.build = build
@@ -128,22 +140,39 @@ class Evaluator:
         self.external = external
         self._tmp = tempfile.TemporaryDirectory(prefix="ampconv-tune-")
         self._ref_runner = runners.make_session(reference, "float32 model", runners.CPU, optimize=False)
+        self._floor_runner = self._floor_session(low) if low is not None else None
         self._names = self._ref_runner.output_names()
         self._cache = self._reference_outputs()
         self.count = 0
+
+    def _floor_session(self, low):
+        """The floor model's session (CPU, no optimization), or None when onnxruntime cannot run it."""
+        try:
+            model = modelio.load(self.reference)
+            modelio.ensure_types(model)
+            floor.floor_model(model, low)
+            path = modelio.save_derived(model, self._tmp.name, "floor", self.external)
+            return runners.make_session(path, "floor model", runners.CPU, optimize=False, source=self.reference)
+        except AmpconvError:
+            return None  # judged on the criteria alone, as validate does when the floor cannot run
+
+    def _expected(self, sample) -> Tuple[Dict[str, np.ndarray], Optional[Dict[str, np.ndarray]]]:
+        """The reference's outputs on ``sample`` and the floor model's (None without a floor)."""
+        ref = self._ref_runner.run(sample, self._names)
+        return ref, self._floor_runner.run(sample, self._names) if self._floor_runner is not None else None
 
     def close(self) -> None:
         """Remove the candidates' temporary files."""
         self._tmp.cleanup()
 
-    def _reference_outputs(self) -> Optional[List[Dict[str, np.ndarray]]]:
+    def _reference_outputs(self) -> Optional[List[tuple]]:
         kept, size = [], 0
         for _label, sample in self.samples:
-            outputs = self._ref_runner.run(sample, self._names)
-            size += sum(np.asarray(a).nbytes for a in outputs.values())
+            outputs, floor_outputs = self._expected(sample)
+            size += sum(np.asarray(a).nbytes for a in outputs.values()) * (2 if floor_outputs else 1)
             if size > REFERENCE_CACHE_BYTES:
                 return None  # too big to keep: run the reference again with each evaluation
-            kept.append(outputs)
+            kept.append((outputs, floor_outputs))
         return kept
 
     def __call__(self, pins: Mapping[str, str]) -> Evaluation:
@@ -156,10 +185,10 @@ class Evaluator:
         runner = runners.make_session(path, "candidate (emulated)", runners.CPU, optimize=False,
                                       source=self.reference)
         for index, (_label, sample) in enumerate(self.samples):
-            ref = self._cache[index] if self._cache is not None else self._ref_runner.run(sample, self._names)
+            ref, floor_out = self._cache[index] if self._cache is not None else self._expected(sample)
             conv = runner.run(sample, self._names)
             for name in self._names:
-                verdict = self.judge(name, ref, conv)
+                verdict = self.judge(name, ref, conv, floor_out)
                 if not verdict.passed:
                     detail = f"output {name!r} on sample {index}: {getattr(verdict, 'decided_by', 'over tolerance')}"
                     return Evaluation(tuple(pins), False, detail)
@@ -170,11 +199,21 @@ def search(
     evaluate: Callable[[Mapping[str, str]], Evaluation],
     low_nodes: Sequence[str],
     rank: Callable[[], Tuple[List[str], Mapping[str, OwnError]]],
+    node_floor: float = 0.0,
+    decisive: Iterable[str] = (),
 ) -> Tuple[Dict[str, str], TuneResult]:
     """Steps 1-4 of the module docstring; returns the pins of the passing candidate and the record.
 
     ``rank`` is called only when the planned conversion fails: it returns the
-    LOW node names, most harmful first, and their measured own errors.
+    LOW node names, most harmful first, and their measured own errors. A node
+    whose measured own error is at most ``node_floor`` (what rounding its own
+    data does: ``node_floor_of``) is never pinned: keeping it float32 buys
+    nothing rounding elsewhere would not take back. ``decisive`` nodes stay
+    candidates whatever their own error: a discrete decision and the
+    producers it reads (their harm is a flipped decision, not a size), and a
+    producer whose LOW reader's own error is over the floor (that reader's
+    twin rounds the producer's output: the loss may be the producer's, a
+    large value rounded before a cancellation).
     """
     start = time.perf_counter()
     state = _Search(evaluate, TuneResult(passed=False, low_nodes=len(low_nodes), budget=budget(len(low_nodes))))
@@ -189,6 +228,10 @@ def search(
     state.order, state.errors = rank()
     result.ranking = list(state.order)
     result.own_errors = {name: e.error for name, e in state.errors.items()}
+    state.order = _above_floor(state.order, state.errors, node_floor, set(decisive), result)
+    if not state.order:
+        result.seconds = time.perf_counter() - start
+        return {}, result
     found = state.shortest_prefix(first)
     if found is None:
         result.seconds = time.perf_counter() - start
@@ -293,6 +336,28 @@ class _Search:
         return {name: self.reason(name) for name in kept}
 
 
+def node_floor_of(low) -> float:
+    """The own error (relative RMS) within which a node is never pinned: ``FLOOR_FACTOR`` unit roundoffs of
+    the LOW type, the error of rounding the node's data a few times (one rounding gives about 0.6 of one)."""
+    return FLOOR_FACTOR * low.unit_roundoff
+
+
+def _above_floor(order: List[str], errors: Mapping[str, OwnError], node_floor: float, decisive: set,
+                 result: TuneResult) -> List[str]:
+    """``order`` without the measured nodes whose own error is within ``node_floor`` (``decisive`` ones kept)."""
+    within = [name for name in order if name in errors and name not in decisive and errors[name].error <= node_floor]
+    if within:
+        result.notes.append(
+            f"{len(within)} LOW node(s) whose own error is within {node_floor:.2g} (what rounding their own "
+            "data does) are never pinned: keeping them float32 would buy nothing"
+        )
+    kept = [name for name in order if name not in set(within)]
+    if not kept:
+        result.notes.append("every LOW node's own error is within that floor: the failure is the model's own "
+                            "sensitivity to the LOW type, which no pin removes; nothing is pinned")
+    return kept
+
+
 def _shortest(passes_with, lo: int, hi: int, failed_at: Dict[int, Evaluation], left: Callable[[], int]) -> int:
     """Binary search for the smallest j in (lo, hi] whose candidate passes (lo fails, hi passes).
 
@@ -346,6 +411,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
     del planned
     external = modelio.wants_external(fresh(), str(src))
     kinds: Dict[str, str] = {}  # node -> op type, for the ranking and the report
+    decisive: set = set()  # candidates whatever their own error (``search``)
 
     def rank():
         copy = fresh()
@@ -353,14 +419,19 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
         errors = ownerror.measure(copy, str(src), slots, _first(samples, RANKING_SAMPLES), low, external)
         kinds.update(ownerror.op_types(copy, low_nodes))
         discrete = [name for name, op in kinds.items() if op in ownerror.DISCRETE]
-        order = ownerror.ranked(errors, low_nodes, ownerror.amplification(copy, low_nodes),
-                                ownerror.low_consumers(copy, low_nodes), discrete)
+        consumers = ownerror.low_consumers(copy, low_nodes)
+        floor_error = node_floor_of(low)
+        decisive.update(discrete)
+        decisive.update(p for p, readers in consumers.items() if set(readers) & set(discrete))
+        decisive.update(p for p, readers in consumers.items()
+                        if any(errors[r].error > floor_error for r in readers if r in errors))
+        order = ownerror.ranked(errors, low_nodes, ownerror.amplification(copy, low_nodes), consumers, discrete)
         return order, errors
 
     evaluator = _evaluator(src, fresh, samples, lambda pins: build(margin.release(pins, margins)).model, request,
                            external)
     try:
-        pins, result = search(evaluator, low_nodes, rank)
+        pins, result = search(evaluator, low_nodes, rank, node_floor_of(low), decisive)
     finally:
         evaluator.close()
     return _finish(result, pins, margins, notes, kinds, request)
@@ -375,9 +446,12 @@ def _low_names(plan) -> List[str]:
 
 def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evaluator:
     """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
-    criteria, _source = ValidateOptions(rtol=request.data_options.rtol, atol=request.data_options.atol).criteria(request.plan_options.dtype)
-    judging = Judging(criteria, request.plan_options.dtype, output_natures(fresh()))
-    return Evaluator(str(src), samples, candidate, lambda n, r, c: judge_output(n, r, c, judging), external)
+    dtype = request.plan_options.dtype
+    criteria, _source = ValidateOptions(rtol=request.data_options.rtol, atol=request.data_options.atol).criteria(dtype)
+    judging = Judging(criteria, dtype, output_natures(fresh()))
+    low = low_type(dtype) if criteria.mode == DEFAULT else None  # strict mode: the user's tolerance alone
+    return Evaluator(str(src), samples, candidate, lambda n, r, c, f: judge_output(n, r, c, judging, f), external,
+                     low)
 
 
 def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[margin.SearchPins, TuneResult]:

@@ -2,9 +2,12 @@
 
 Modules, data first and renderers last: ``options`` (what to do), ``inputs``
 (samples), ``modelio`` (loading and derived copies), ``emulate`` (float32 copy
-that rounds like fp16/bf16), ``runners`` (onnxruntime), ``metrics`` (pass rule),
-``localize`` (first diverging node), ``result`` (data), ``core`` (``validate``),
-``render`` (text/markdown/json).
+that rounds like fp16/bf16), ``floor`` (the float32 model on its data rounded
+to the LOW type: the error no conversion avoids), ``runners`` (onnxruntime),
+``metrics`` (figures), ``criteria`` (the verdict, ``Criterion``), ``natures``
+(what each output is, from the graph), ``detections`` (detection sets matched
+as sets), ``localize`` (first diverging node), ``result`` (data), ``core``
+(``validate``), ``render`` (text/markdown/json).
 
 This package is light to import (no numpy, onnx or onnxruntime): ``import
 ampconv`` imports it (see the note there on the name ``ampconv.validate``),

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ampconv.validate import criteria as judge_rules
-from ampconv.validate import metrics
+from ampconv.validate import detections, metrics
 from ampconv.validate.result import OutputResult
 
 # Per-sample metrics and sample sources the result lists (the verdict folds every sample).
@@ -85,13 +85,16 @@ def compare(
     out_names: list[str],
     judging: Judging,
     progress: Callable[[int], None] | None = None,
+    run_floor: Callable[[dict], dict] | None = None,
 ) -> Compared:
     """Run both models on every ``(source, sample)`` as it arrives and fold each output's verdict.
 
     ``run_reference(sample)`` and ``run_converted(sample)`` return outputs by
     name. An output that cannot be compared on some sample (a shape mismatch)
     records that sample's error and fails; the others go on. ``progress(done)``
-    is called after each sample.
+    is called after each sample. ``run_floor(sample)``: the floor model's
+    outputs (``validate.floor``), which each float output's error is judged
+    against too.
     """
     tallies = {name: _Tally() for name in out_names}
     sources: list[str] = []
@@ -100,9 +103,10 @@ def compare(
     for index, (source, sample) in enumerate(samples):
         ref_out = run_reference(sample)
         conv_out = run_converted(sample)
+        floor_out = run_floor(sample) if run_floor is not None else None
         failed = False
         for name in out_names:
-            failed |= _judge_output(tallies[name], name, index, ref_out, conv_out, judging)
+            failed |= _judge_output(tallies[name], name, index, (ref_out, conv_out, floor_out), judging)
         if failed and first_failed is None:
             first_failed = (index, sample, ref_out)
         if len(sources) < KEPT_SAMPLES:
@@ -115,24 +119,35 @@ def compare(
     return Compared(outputs, count, tuple(sources), first_failed, spans)
 
 
-def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging) -> metrics.Metrics:
+def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
+                 floor_out: dict | None = None) -> metrics.Metrics:
     """Judge output ``name`` of one sample as ``validate`` does: a token sequence as sequences, any other
-    output by the criteria on the scale it lives on. Raises ValueError when the shapes differ.
+    output by the criteria on the scale it lives on, against the floor model's error when ``floor_out``
+    holds it. Raises ValueError when the shapes differ.
 
     ``--tune`` judges its candidates with this too, so it pins nothing for a model the verdict passes.
     """
     reference = ref_out[name]
     nature = judging.natures.get(name)
+    if nature is not None and nature.kind == "detections" and judging.criteria.mode == judge_rules.DEFAULT:
+        members = {n: other for n, other in judging.natures.items()
+                   if other.kind == "detections" and other.group == nature.group}
+        return detections.judge_detections(members, ref_out, conv_out, judging.criteria, floor_out)[name]
     steps = sequence_axis(reference, nature)
     if steps is not None:
         ref_rows, conv_rows = (np.moveaxis(np.asarray(a), steps, -1) for a in (reference, conv_out[name]))
         return judge_rules.judge_sequence(ref_rows, conv_rows, scores_of(ref_out, name), judging.dtype)
     # Integer and bool outputs are judged exact by judge itself.
-    return judge_rules.judge(reference, conv_out[name], judging.criteria, nature)
+    floor = floor_out.get(name) if floor_out is not None else None
+    return judge_rules.judge(reference, conv_out[name], judging.criteria, nature, floor, name)
 
 
-def _judge_output(tally: _Tally, name: str, index: int, ref_out: dict, conv_out: dict, judging: Judging) -> bool:
-    """Judge one output on one sample into ``tally``; True when it failed there."""
+def _judge_output(tally: _Tally, name: str, index: int, outputs: tuple, judging: Judging) -> bool:
+    """Judge one output on one sample into ``tally``; True when it failed there.
+
+    ``outputs``: the reference's, the converted model's and the floor model's (or None) outputs.
+    """
+    ref_out, conv_out, floor_out = outputs
     reference = ref_out[name]
     tally.shape = tuple(np.asarray(reference).shape)
     tally.exact = not is_float(reference)
@@ -142,7 +157,7 @@ def _judge_output(tally: _Tally, name: str, index: int, ref_out: dict, conv_out:
     if tally.error:
         return False
     try:
-        measured = judge_output(name, ref_out, conv_out, judging)
+        measured = judge_output(name, ref_out, conv_out, judging, floor_out)
     except ValueError as exc:
         tally.error = f"sample {index}: {exc}"
         return True

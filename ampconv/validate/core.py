@@ -17,8 +17,8 @@ from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import bodies, comparison, localize, modelio, runners
-from ampconv.validate.natures import output_natures
+from ampconv.validate import bodies, comparison, floor, localize, modelio, runners
+from ampconv.validate.natures import output_natures, selects
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
 from ampconv.validate import criteria as judging
@@ -48,25 +48,28 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         setup = _Setup(backend=run.backend, provider=run.provider, rtol=run.criteria.rtol, atol=run.criteria.atol,
                        tmp=tmp, criteria=run.criteria)
         ref_runner, conv_runner = _sessions(run, setup)
+        floor_runner = _floor_session(run, setup) if options.floor and run.criteria.mode == judging.DEFAULT else None
         setup = dataclasses.replace(setup, provider=conv_runner.provider)
         timings["prepare_s"] = time.perf_counter() - start
         out_names = ref_runner.output_names()
-        judging = comparison.Judging(run.criteria, run.dtype, output_natures(run.ref.model))
+        # Detection sets read the shapes of the pieces a Concat packs: infer types only for a model that selects.
+        typed = run.ref.with_types() if selects(run.ref.model) else run.ref.model
+        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)))
         progress = None
         if options.progress is not None:
             def progress(done, total=run.samples.count):
                 options.progress(done, total)
         try:
             compared = comparison.compare(
-                run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, judging,
-                progress,
+                run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, rules,
+                progress, run_floor=floor_runner.run if floor_runner is not None else None,
             )
         except AmpconvError as exc:
             raise _with_unset_dims_hint(exc, run.samples) from None
         timings["reference_s"] = ref_runner.seconds
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
-            run.notes.extend(_weak_check_notes(compared.spans, judging.natures))
+            run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
         passed = all(o.passed for o in compared.outputs)
         located = None
         if not passed and options.localize and compared.first_failed is not None:
@@ -105,6 +108,7 @@ def _prepare(reference: str, converted: str, options: ValidateOptions) -> _Run:
     conv = _Loaded.read(converted)
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
+    _check_order(found_dtype, modelio.low_dtype(ref.model), reference, converted)
     dtype = found_dtype or "fp16"
     load_notes = _loads(conv, reference, dtype)
     criteria, source = options.criteria(dtype)
@@ -154,6 +158,25 @@ def _with_unset_dims_hint(exc: AmpconvError, samples) -> AmpconvError:
                      f"which it may not accept: {samples.notes[0]})")
 
 
+def _floor_session(run: _Run, setup: "_Setup"):
+    """The floor model's session (``validate.floor``: the reference on its inputs and weights rounded to the
+    LOW type; CPU, no graph optimization), or None with a note when onnxruntime cannot run it."""
+    run.ref.with_types()  # the floor rounds float32 results: their types must be known
+    model = run.ref.copy()
+    floor.floor_model(model, low_type(run.dtype))
+    before = [v.name for v in run.ref.model.graph.outputs]
+    emulation.widen_bfloat16_io(model)
+    aliases = _output_aliases(before, model)
+    try:
+        path = modelio.save_derived(model, setup.tmp, "floor", run.ref.external)
+        return runners.make_session(path, "floor model", runners.CPU, optimize=False, aliases=aliases,
+                                    source=run.ref.path)
+    except AmpconvError as exc:
+        run.notes.append(f"the unavoidable error could not be measured ({exc}): outputs are judged on the "
+                         "default criteria alone")
+        return None
+
+
 # A bounded output whose reference spans less than this share of its range, on random inputs, is a weak check.
 WEAK_SPAN = 0.01
 
@@ -174,11 +197,14 @@ def _weak_check_notes(spans: dict, natures: dict) -> list:
 def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
     """The converted model's load check, as ``convert`` runs it; raises when it fails, else its notes.
 
-    A model that fails onnx.checker (held to what the reference passes) or
-    onnxruntime's graph resolution is refused under every backend: emulation
-    would otherwise retype it into a model that runs, and pass what no
-    runtime loads. Only a provider without a kernel for the LOW type (the CPU
-    provider and bfloat16) is excused, with the converter's note.
+    A model that onnxruntime's graph resolution refuses is refused under
+    every backend: emulation would otherwise retype it into a model that
+    runs, and pass what no runtime loads. Only a provider without a kernel for
+    the LOW type (the CPU provider and bfloat16) is excused, with the
+    converter's note. A model onnx.checker refuses but onnxruntime loads
+    (nodes out of topological order, as onnxruntime's float16 tool writes
+    them; onnxruntime's own ops in the default domain, as onnxruntime-genai's
+    builder writes them) is validated, with a note naming who will refuse it.
     """
     try:
         # The model as read (no inference of its own): untyped values leave the probe out and the
@@ -188,8 +214,27 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
             known_pins={}, timings={},
         )
     except ConversionError as exc:
-        raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
+        if exc.tool != ConversionError.CHECKER:
+            raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
+        return [_checker_only_note(conv.path, exc)]
     return [note for note in outcome.notes if "onnxruntime" in note]
+
+
+def _checker_only_note(path: str, exc: ConversionError) -> str:
+    """The note for a model onnx.checker refuses: raises unless onnxruntime loads it, else names who refuses it."""
+    try:
+        runners.make_session(path, "converted model", runners.CPU, optimize=False)
+    except AmpconvError as runtime:
+        raise ConversionError(f"{path}: {exc}; {runtime}", exc.detail, exc.tool) from None
+    words = str(exc).split(": ", 1)[-1]
+    if "topologically sorted" in words:
+        who = "TensorRT's ONNX parser and other tools that read nodes in order will refuse it"
+    elif "No Op registered" in words or "No opset import" in words:
+        who = ("runtimes without onnxruntime's own operators (TensorRT, OpenVINO, onnx's reference runtime) "
+               "will refuse it")
+    else:
+        who = "tools that run onnx.checker first (TensorRT's ONNX parser, onnx-simplifier) will refuse it"
+    return f"{path}: onnx.checker refuses it ({words}); onnxruntime runs it, so it was validated, but {who}"
 
 
 @dataclasses.dataclass
@@ -329,6 +374,19 @@ def _samples(options: ValidateOptions, specs, ref_model) -> inputs_mod.SampleStr
         options.samples, options.seed, dict(options.shapes), inputs_mod.integer_bounds(ref_model),
         dict(options.input_ranges),
     ))
+
+
+def _check_order(conv_dtype: str | None, ref_dtype: str | None, reference: str, converted: str) -> None:
+    """Refuse a "converted" model without a LOW tensor beside a reference that holds some: swapped arguments.
+
+    Validation compares a model with its float32 reference; with the two
+    swapped, the float32 model would be judged against the LOW one and pass.
+    """
+    if conv_dtype is None and ref_dtype is not None:
+        raise AmpconvError(
+            f"{converted}: holds no float16/bfloat16 tensor while the reference {reference} holds {ref_dtype} "
+            "ones: the arguments look swapped (ampconv validate REFERENCE CONVERTED: the float32 model first)"
+        )
 
 
 def _pick_backend(requested: str) -> tuple[str, str]:
@@ -511,8 +569,11 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
         got = runner.run(sample, names)
     except AmpconvError:
         return None  # the emulated fix could not run: the suggestion stands unchecked
-    natures = output_natures(conv.model)
-    results = [judging.judge(expected[n], got[n], setup.criteria, natures.get(n)) for n in names]
+    rules = comparison.Judging(setup.criteria, modelio.low_dtype(conv.model) or "fp16", output_natures(conv.model))
+    try:  # judged as validate judges: a detection set as a set, a sequence as sequences
+        results = [comparison.judge_output(n, expected, got, rules) for n in names]
+    except ValueError:
+        return None  # an output's shape changed with the fix: the suggestion stands unchecked
     worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
     return {
         "nodes": list(nodes),

@@ -90,6 +90,10 @@ class Metrics:
     criterion: str | None = None
     decided_by: str | None = None
     severity: float | None = None
+    # Set by ``criteria.judge`` given the floor model's output (``validate.floor``): the RMS error over the
+    # floor model's RMS error ("N times the unavoidable error"), and that RMS error.
+    floor_ratio: float | None = None
+    floor_rmse: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-able dict; non-finite floats become strings ("inf", "nan")."""
@@ -381,11 +385,14 @@ def worst(per_sample: list[Metrics]) -> Metrics:
         criterion=decider.criterion,
         decided_by=decider.decided_by,
         severity=decider.severity,
+        floor_ratio=max(_known(m.floor_ratio for m in per_sample), default=None),
+        floor_rmse=max(_known(m.floor_rmse for m in per_sample), default=None),
     )
 
 
 # Order in which failing criteria are named (criteria.judge checks them in this order).
-CRITERIA_ORDER = ("nonfinite", "exact", "label", "cosine", "p99", "max", "elementwise")
+CRITERIA_ORDER = ("nonfinite", "exact", "detections", "label", "cosine", "p99", "max", "beyond_floor", "elementwise",
+                  "floor")
 
 
 def worst_sample(per_sample: list[Metrics]) -> Metrics:

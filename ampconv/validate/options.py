@@ -7,9 +7,17 @@ import re
 from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError, named
-from ampconv.validate.criteria import ELEMENTWISE_TOLERANCES, Criteria, default_criteria, strict_criteria
+from ampconv.validate.nature_kinds import NATURE_OVERRIDES
+from ampconv.validate.criteria import (
+    ELEMENTWISE_TOLERANCES,
+    LIMIT_KEYS,
+    Criteria,
+    default_criteria,
+    strict_criteria,
+)
 
 BACKENDS = ("auto", "native", "emulate")
+
 
 # Elementwise (rtol, atol) per LOW type, for strict mode when only one of the
 # two is given (and for localization); the default mode judges by
@@ -56,6 +64,21 @@ class ValidateOptions:
         show_progress: a hint for front ends (the library never draws); the
             CLI draws a progress bar through ``progress`` when this is set.
         progress: optional ``callback(done, total)`` called after each sample.
+        floor: in default mode, also run the floor model (``validate.floor``:
+            the float32 model on its inputs and weights rounded to the LOW
+            type) and judge each output's error against that unavoidable
+            error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.
+        natures: ``(output, kind)`` pairs, or a dict ``{"det_boxes": "boxes"}``:
+            how an output is judged, in place of what the graph says
+            (``natures.OVERRIDES``: ``values`` judged on its RMS with no
+            argmax read; ``probability`` on [0, 1]; ``boxes``/``scores``/
+            ``labels`` one set of detections, matched as a set).
+        extra_criteria: ``criteria.Criterion`` objects judging outputs
+            beside the built-in criteria (default mode): a task's own figure,
+            e.g. a PSNR of at least 30 dB on a decoded image.
+        limits: ``(output, key, threshold)`` triples, or a dict ``{"logits":
+            {"cosine": 0.999}}``: a built-in threshold for one output
+            (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.
     """
 
     inputs: tuple[str, ...] = ()
@@ -74,6 +97,10 @@ class ValidateOptions:
         default=None, compare=False, repr=False
     )
     input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
+    floor: bool = True
+    natures: tuple[tuple[str, str], ...] = ()
+    extra_criteria: tuple = ()
+    limits: tuple[tuple[str, str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -85,6 +112,9 @@ class ValidateOptions:
             object.__setattr__(self, "inputs", (self.inputs,))
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
+        object.__setattr__(self, "natures", nature_pairs(self.natures))
+        object.__setattr__(self, "limits", limit_triples(self.limits))
+        object.__setattr__(self, "extra_criteria", tuple(self.extra_criteria))
         if self.inputs and self.input_ranges:
             raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 
@@ -101,7 +131,8 @@ class ValidateOptions:
         (``"default for fp16"``).
         """
         if not self.strict:
-            return default_criteria(dtype), f"default for {dtype}"
+            chosen = dataclasses.replace(default_criteria(dtype), extra=self.extra_criteria, limits=self.limits)
+            return chosen, f"default for {dtype}"
         rtol, atol, source = self.tolerances(dtype)
         return strict_criteria(rtol, atol), source
 
@@ -144,6 +175,67 @@ def shape_pairs(shapes) -> tuple[tuple[str, tuple[int, ...]], ...]:
             raise UsageError(f"bad shape for {name!r}: {dims}")
         pairs.append((str(name), dims))
     return tuple(pairs)
+
+
+def nature_pairs(natures) -> tuple[tuple[str, str], ...]:
+    """``natures`` as ``(output, kind)`` pairs from a dict or pairs; ``UsageError`` for an unknown kind."""
+    items = natures.items() if isinstance(natures, Mapping) else natures
+    pairs = []
+    for item in items:
+        try:
+            name, kind = item
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {named('natures')} entry {item!r}: expected (output, kind)") from None
+        if kind not in NATURE_OVERRIDES:
+            raise UsageError(f"{named('natures', entry=repr(name))}: unknown nature {kind!r}; choose one of "
+                             f"{', '.join(NATURE_OVERRIDES)}")
+        pairs.append((str(name), str(kind)))
+    return tuple(pairs)
+
+
+def limit_triples(limits) -> tuple[tuple[str, str, float], ...]:
+    """``limits`` as ``(output, key, threshold)`` triples, from a dict of dicts or triples.
+
+    ``UsageError`` for a key that names no built-in threshold or a threshold
+    that is not a number >= 0.
+    """
+    if isinstance(limits, Mapping):
+        limits = [(output, key, value) for output, keys in limits.items() for key, value in keys.items()]
+    triples = []
+    for item in limits:
+        try:
+            output, key, value = item
+            value = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"bad {named('limits')} entry {item!r}: expected (output, criterion, threshold)") from None
+        if key not in LIMIT_KEYS:
+            raise UsageError(f"{named('limits', entry=repr(output))}: unknown criterion {key!r}; choose one of "
+                             f"{', '.join(LIMIT_KEYS)}")
+        if not value >= 0:
+            raise UsageError(f"{named('limits', entry=repr(output))}: {key} must be a number >= 0, got {value:g}")
+        triples.append((str(output), str(key), value))
+    return tuple(triples)
+
+
+def parse_limit(text: str) -> tuple[str, str, float]:
+    """Parse one ``OUTPUT:KEY=VALUE`` (e.g. ``logits:cosine=0.999``); ``UsageError`` otherwise."""
+    output, sep, rest = text.rpartition(":")
+    key, eq, value = rest.partition("=")
+    if not sep or not output or not eq:
+        raise UsageError(f"bad limit {text!r}: expected OUTPUT:CRITERION=VALUE, e.g. logits:cosine=0.999")
+    try:
+        number = float(value)
+    except ValueError:
+        raise UsageError(f"bad limit {text!r}: VALUE must be a number, e.g. logits:p99=0.05") from None
+    return limit_triples([(output, key, number)])[0]
+
+
+def parse_nature(text: str) -> tuple[str, str]:
+    """Parse one ``NAME=KIND`` (e.g. ``det_boxes=boxes``) into ``(name, kind)``; ``UsageError`` otherwise."""
+    name, sep, kind = text.rpartition("=")
+    if not sep or not name or not kind:
+        raise UsageError(f"bad output nature {text!r}: expected NAME=KIND, e.g. boxes=boxes or heat=probability")
+    return nature_pairs([(name, kind)])[0]
 
 
 def range_pairs(ranges) -> tuple[tuple[str, tuple[float, float]], ...]:

@@ -10,7 +10,7 @@ import json
 import math
 
 from ampconv.precision import Precision
-from ampconv.validate.criteria import STRICT, Criteria
+from ampconv.validate.criteria import FLOOR_FACTOR, STRICT, Criteria
 from ampconv.validate.result import ValidationResult
 
 
@@ -52,6 +52,8 @@ def _criteria_line(criteria: Criteria) -> str | None:
         f"{criteria.clear_margin:g} x scale; cosine >= {criteria.min_cosine:g} (from {criteria.cosine_min_size} "
         f"elements); error / scale <= {criteria.p99_error:g} at p99 and <= {criteria.max_error:g} at max, "
         f"scale = RMS of the reference (at least {criteria.scale_floor:g}); integers exact. "
+        f"A figure within {FLOOR_FACTOR:g}x the unavoidable error passes (x floor: the float32 model with its "
+        "weights, inputs, products, elementwise results and outputs rounded to the LOW type; docs/validation.md). "
         "Pass --rtol/--atol for the strict elementwise rule."
     )
 
@@ -85,9 +87,10 @@ def _rows(result: ValidationResult):
         if strict:
             row += [_needed(m.needed_atol), _needed(m.needed_rtol)]
         elif out.exact:
-            row += ["-", "-", "-", "-"]
+            row += ["-", "-", "-", "-", "-"]
         else:
-            row += [_num(m.scale), _num(m.scaled_p99_error), _num(m.scaled_max_error), _clear_top1(m)]
+            row += [_num(m.scale), _num(m.scaled_p99_error), _num(m.scaled_max_error), _clear_top1(m),
+                    _floor_ratio(m)]
         yield row + [m.decided_by or "-"]
 
 
@@ -95,7 +98,12 @@ HEADERS = [
     "output", "status", "max abs", "max rel", "mean abs", "rmse", "cosine",
     "new nan/inf", "top-1", "atol needed", "rtol needed", "decided by",
 ]
-DEFAULT_HEADERS = HEADERS[:9] + ["scale", "p99 err/scale", "max err/scale", "clear top-1", "decided by"]
+DEFAULT_HEADERS = HEADERS[:9] + ["scale", "p99 err/scale", "max err/scale", "clear top-1", "x floor", "decided by"]
+
+
+def _floor_ratio(m) -> str:
+    """The RMS error over the floor model's ("2.1x"), or "-" when the floor was not measured."""
+    return "-" if m.floor_ratio is None else f"{_num(m.floor_ratio, 2)}x"
 
 
 def _headers(result: ValidationResult) -> list[str]:
