@@ -395,3 +395,21 @@ def test_the_summary_says_who_runs_onnxruntime_own_ops(tmp_path):
                for n in report.notes)
     plain = ampconv.convert(decode_step(tmp_path / "d.onnx"), tmp_path / "d.o.onnx", ampconv.Config(overwrite=True))
     assert not any("onnxruntime's own ops" in n for n in plain.notes)
+
+
+def test_validate_decodes_a_decoder_greedily(tmp_path):
+    src = decode_step(tmp_path / "d.onnx")
+    dst = tmp_path / "d.low.onnx"
+    ampconv.convert(src, dst, ampconv.Config(overwrite=True, kv_cache="low"))
+    result = ampconv.validate(src, dst)
+    assert result.passed and result.decode is not None and result.decode.steps == 8
+    assert "greedy decode: 8/8 tokens agree" in result.summary_line()
+    assert result.to_dict()["decode"]["passed"] is True
+
+
+def test_validate_of_a_model_without_a_cache_decodes_nothing(tmp_path):
+    src = genai_block(tmp_path / "g.onnx")
+    dst = tmp_path / "g.fp16.onnx"
+    ampconv.convert(src, dst, ampconv.Config(overwrite=True))
+    result = ampconv.validate(src, dst)
+    assert result.decode is None and "greedy decode" not in result.summary_line()

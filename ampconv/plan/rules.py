@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Dict, Optional, Tuple
 
-from ampconv.errors import UsageError, named
+from ampconv.errors import UsageError
 
 # Families, in the order the driver consults them for one node.
 HARD = "hard"  # schema and runtime facts: nothing overrides them
@@ -113,12 +113,13 @@ def register(rule: Rule) -> Rule:
     must carry a ``decide`` function.
     """
     if not isinstance(rule, Rule) or rule.decide is None:
-        raise UsageError(f"{named('rules')} takes ampconv.plan.rules.Rule objects with a decide function, "
+        # Config.rules is the Python API's alone (no CLI flag): its errors name it in Python words.
+        raise UsageError(f"Config(rules=...) takes ampconv.plan.rules.Rule objects with a decide function, "
                          f"got {rule!r}")
     known = RULES.get(rule.id)
     if known is not None and known.decide is not rule.decide:
         owner = "ampconv" if rule.id in _BUILTIN else "another rule"
-        raise UsageError(f"{named('rules')}: rule id {rule.id!r} is already registered by {owner}")
+        raise UsageError(f"Config(rules=...): rule id {rule.id!r} is already registered by {owner}")
     RULES[rule.id] = rule
     return rule
 

@@ -13,11 +13,12 @@ import onnx_ir as ir
 
 from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
-from ampconv.loadcheck import first_line
+from ampconv.graphs import all_graphs
+from ampconv.loadcheck import first_line, runtime_only_default_ops
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import bodies, comparison, floor, localize, modelio, runners
+from ampconv.validate import bodies, comparison, decode, floor, localize, modelio, runners
 from ampconv.validate.natures import output_natures, selects
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
@@ -30,6 +31,10 @@ CPU_NATIVE_NOTE = (
     "in float32, so fp16 overflow/rounding inside the model can go unseen; use --backend emulate"
 )
 RANDOM_NOTE = "inputs are random (seeded): a weak proxy for real data; pass --inputs for a stronger check"
+
+
+# Greedy steps a decoder with a KV cache is decoded for, besides the per-output criteria.
+DECODE_STEPS = 8
 
 
 def validate(reference: str, converted: str, options: ValidateOptions | None = None) -> ValidationResult:
@@ -70,7 +75,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
             run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
-        passed = all(o.passed for o in compared.outputs)
+        decoded = _greedy_decode(run)
+        passed = all(o.passed for o in compared.outputs) and (decoded is None or decoded.passed)
         located = None
         if not passed and options.localize and compared.first_failed is not None:
             start = time.perf_counter()
@@ -82,8 +88,26 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         provider=setup.provider, dtype=run.dtype, rtol=run.criteria.rtol, atol=run.criteria.atol,
         tolerance_source=run.source, criteria=run.criteria, random_inputs=run.samples.random,
         input_sources=compared.sources, sample_count=compared.count, outputs=compared.outputs,
-        localization=located, notes=tuple(run.notes), timings=tuple(timings.items()),
+        localization=located, notes=tuple(run.notes), timings=tuple(timings.items()), decode=decoded,
     )
+
+
+def _greedy_decode(run: "_Run"):
+    """For a decoder with a KV cache, a greedy decode of both models from the first sample; else None.
+
+    Per-output criteria judge one step; a decoder's users read the tokens of
+    many, each reading the cache the last wrote (``validate.decode``).
+    """
+    try:
+        decode.decode_roles(run.ref.model)
+    except UsageError:
+        return None
+    _, first = next(iter(run.samples))
+    try:
+        return decode.greedy_decode(run.ref.path, run.conv.path, first, steps=DECODE_STEPS, backend=run.backend)
+    except AmpconvError as exc:  # a step the first sample cannot continue: the per-output verdict stands alone
+        run.notes.append(f"greedy decode not run: {exc}")
+        return None
 
 
 @dataclasses.dataclass
@@ -217,7 +241,20 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
         if exc.tool != ConversionError.CHECKER:
             raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
         return [_checker_only_note(conv.path, exc)]
-    return [note for note in outcome.notes if "onnxruntime" in note]
+    return [note for note in outcome.notes if "onnxruntime" in note] + _runtime_only_ops_note(conv)
+
+
+def _runtime_only_ops_note(conv: "_Loaded") -> list:
+    """A note when the model holds onnxruntime's own ops in the default domain: onnx.checker leaves them to
+    onnxruntime (``loadcheck.checker_error``), and runtimes without them will refuse the model."""
+    ops = runtime_only_default_ops()
+    found = sorted({node.op_type for graph in all_graphs(conv.model) for node in graph
+                    if node.op_type in ops and node.domain in ("", "ai.onnx")})
+    if not found:
+        return []
+    return [f"{conv.path}: onnx.checker refuses it (No Op registered for {', '.join(found)}: onnxruntime's own ops "
+            "in the default domain); onnxruntime runs it, so it was validated, but runtimes without "
+            "onnxruntime's own operators (TensorRT, OpenVINO, onnx's reference runtime) will refuse it"]
 
 
 def _checker_only_note(path: str, exc: ConversionError) -> str:

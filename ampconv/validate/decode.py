@@ -56,6 +56,10 @@ class DecodeResult:
     margin: float | None  # at the first divergence: reference top logit - reference logit of the converted token
     noise: float | None  # at the first divergence: the largest |reference - converted| logit
 
+    def to_dict(self) -> dict:
+        """JSON-able (the validation report's ``decode`` entry)."""
+        return {**dataclasses.asdict(self), "passed": self.passed, "summary": self.summary()}
+
     @property
     def passed(self) -> bool:
         """Every step agrees, or the first divergence is a near-tie."""

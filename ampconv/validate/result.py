@@ -117,6 +117,8 @@ class ValidationResult:
     criteria: Criteria | None = None
     # Samples compared; input_sources and each output's per_sample list the first few (comparison.KEPT_SAMPLES).
     sample_count: int | None = None
+    # A decoder with a KV cache: the greedy decode of both models (``validate.decode.DecodeResult``), else None.
+    decode: object | None = None
 
     def summary_line(self) -> str:
         """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``."""
@@ -126,8 +128,9 @@ class ValidationResult:
             rule = f"within {self.judged_by.describe()} ({self.tolerance_source})"
         else:
             rule = f"pass the {self.judged_by.describe()}"
+        decoded = f"; {self.decode.summary()}" if self.decode is not None else ""
         return (f"{'PASS' if self.passed else 'FAIL'}: {total - failed}/{total} outputs {rule} on {self.samples} "
-                f"sample(s), {inputs}; backend: {self.backend_label}")
+                f"sample(s), {inputs}; backend: {self.backend_label}{decoded}")
 
     def __str__(self) -> str:
         """What ``print(result)`` shows: the verdict, the failed outputs, the notes (``repr`` keeps the fields;
@@ -176,6 +179,7 @@ class ValidationResult:
         need_atol, need_rtol = self.needed_tolerance()
         return {
             "passed": self.passed,
+            "decode": self.decode.to_dict() if self.decode is not None else None,
             "reference": self.reference,
             "converted": self.converted,
             "backend": self.backend,
