@@ -18,6 +18,7 @@ Loop take bfloat16 only from opset 16): a slot it refuses keeps the node float32
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx_ir as ir
@@ -49,13 +50,11 @@ SELECTED_WEIGHT_MIN_ELEMENTS = 16384
 
 
 def _numel(value: ir.Value) -> int:
+    """Elements of a value of static shape; 0 when its shape is not known in full."""
     shape = value.shape
     if shape is None or not all(isinstance(d, int) for d in shape.dims):
         return 0
-    count = 1
-    for dim in shape.dims:
-        count *= dim
-    return count
+    return math.prod(shape.dims)
 
 
 class Planner:
@@ -190,7 +189,8 @@ class Planner:
         A transparent node (e.g. an embedding Gather) that reads an initializer
         other consumers need LOW, and reads no activation in its data slots, can
         read the LOW copy instead and have its (small) output cast up: same bits,
-        and the weight is stored once.
+        and the weight is stored once. A large weight that only float32
+        selections read is stored LOW too (``_select_from_low_weight``).
         """
         for graph in all_graphs(self.ctx.model):
             for value in graph.initializers.values():
