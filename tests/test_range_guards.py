@@ -319,3 +319,29 @@ def test_statistics_guard_speaks_for_float16_only(tmp_path):
         rules[dtype] = {n["rule"] for n in report.nodes}
     assert "range-statistics" in rules["fp16"]
     assert "range-statistics" not in rules["bf16"]
+
+
+_GELU_TANH = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 64] x) => (float[4, 64] y) <float[64, 64] w = {%s}> {
+    h = MatMul (x, w)
+    half = Constant <value = float {0.5}> ()
+    three = Constant <value = float {3.0}> ()
+    k = Constant <value = float {%s}> ()
+    one = Constant <value = float {1.0}> ()
+    m = Mul (h, half)
+    p = Pow (h, three)
+    m1 = Mul (p, k)
+    a = Add (h, m1)
+    t = Tanh (a)
+    a1 = Add (t, one)
+    y = Mul (m, a1)
+}"""
+
+
+@pytest.mark.parametrize("factor, pinned", [("0.044715", False), ("1000.0", True)], ids=["gelu", "huge-factor"])
+def test_a_constant_node_scales_a_cube_by_its_value(tmp_path, factor, pinned):
+    """GPT-2's tanh GELU writes its coefficients as Constant nodes: they are numbers, not activations."""
+    text = _GELU_TANH % (", ".join(["0.01"] * 64 * 64), factor)
+    report, _ = convert_text(tmp_path, text, synthetic_run=False)
+    rules = {n["rule"] for n in report.nodes}
+    assert ("range-reduction" in rules) is pinned, rules

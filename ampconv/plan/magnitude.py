@@ -117,6 +117,8 @@ class MagnitudeAnalysis:
         return known
 
     def _visit(self, node: ir.Node) -> None:
+        if node.op_type == "Constant" and is_default(node):
+            return  # a constant's scale is its largest magnitude, read when first asked (``scale``)
         if not is_default(node):
             result = ACTIVATION
         else:
