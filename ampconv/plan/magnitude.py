@@ -59,6 +59,10 @@ class Scale(NamedTuple):
             return math.inf
 
 
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_TENSOR_TYPE = ir.TensorType
+_FLOAT32 = ir.DataType.FLOAT
+
 ACTIVATION = Scale(1.0, 1.0)
 BOUNDED = Scale(0.0, 1.0)
 
@@ -117,15 +121,16 @@ class MagnitudeAnalysis:
         return known
 
     def _visit(self, node: ir.Node) -> None:
-        if node.op_type == "Constant" and is_default(node):
+        # Asked of every node of the main graph: the default-domain and float tests are inlined.
+        default = node.domain in _DEFAULT_DOMAINS
+        if default and node.op_type == "Constant":
             return  # a constant's scale is its largest magnitude, read when first asked (``scale``)
-        if not is_default(node):
-            result = ACTIVATION
-        else:
-            result = self._rule(node)
+        result = self._rule(node) if default else ACTIVATION
+        scales = self.scales
         for out in node.outputs:
-            if is_float(out):
-                self.scales[out] = result
+            kind = out.type
+            if type(kind) is _TENSOR_TYPE and kind.dtype == _FLOAT32:
+                scales[out] = result
 
     def _rule(self, node: ir.Node) -> Scale:
         """The scale of ``node``'s float outputs from its inputs' scales and its op's semantics."""
