@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import Counter
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import onnx.defs
@@ -88,6 +89,12 @@ def default_domain_ops() -> FrozenSet[str]:
     return frozenset(op for domain, op in _registry() if domain == "")
 
 
+def default_domain_ops_among(nodes) -> Counter:
+    """How many of ``nodes`` (onnx_ir nodes) are each such op: the model runs on onnxruntime only."""
+    ops = default_domain_ops()
+    return Counter(node.op_type for node in nodes if node.op_type in ops and node.domain in ("", "ai.onnx"))
+
+
 @functools.lru_cache(maxsize=1)
 def _registry() -> Dict[Tuple[str, str], List[Tuple[int, RuntimeSchema]]]:
     """(domain, op) -> [(since_version, schema)] sorted, for every op onnxruntime knows and onnx does not."""
@@ -129,4 +136,4 @@ def _formal(parameter) -> Formal:
     return Formal(parameter.name, parameter.typeStr, option, bool(getattr(parameter, "isHomogeneous", True)))
 
 
-__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "default_domain_ops", "known", "lookup"]
+__all__ = ["Constraint", "Formal", "RuntimeSchema", "available", "default_domain_ops", "default_domain_ops_among", "known", "lookup"]

@@ -11,7 +11,8 @@ import ampconv
 from ampconv.dimexpr import evaluate_dim
 from ampconv.errors import ModelLoadError, UsageError
 from ampconv.heavy_ops import is_outer_product
-from ampconv.loadcheck import checker_error, runtime_only_default_ops
+from ampconv.loadcheck import checker_error
+from ampconv.runtime_schemas import default_domain_ops
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.schema import op_info, type_ties
@@ -22,8 +23,8 @@ from tests.llm_models import decode_feeds, decode_step, genai_block, int4_block,
 
 
 def test_onnxruntime_default_domain_ops_are_known():
-    assert "SimplifiedLayerNormalization" in runtime_only_default_ops()
-    assert "LayerNormalization" not in runtime_only_default_ops()  # onnx.defs defines it
+    assert "SimplifiedLayerNormalization" in default_domain_ops()
+    assert "LayerNormalization" not in default_domain_ops()  # onnx.defs defines it
 
 
 def test_checker_leaves_onnxruntime_default_domain_ops_to_onnxruntime(tmp_path):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
@@ -24,19 +23,11 @@ from ampconv_cli.validate import command
 import validate_models as vm
 
 
-@pytest.fixture()
-def runner():
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:  # click >= 8.2 always separates stderr
-        return CliRunner()
-
-
-def test_swapped_arguments_are_refused_in_one_line_with_exit_1(tmp_path, runner):
+def test_swapped_arguments_are_refused_in_one_line_with_exit_1(tmp_path, cli_runner):
     ref, conv = vm.mlp_pair(tmp_path)
     with pytest.raises(AmpconvError, match="the arguments look swapped"):
         validate(conv, ref)
-    result = runner.invoke(command, [conv, ref])
+    result = cli_runner.invoke(command, [conv, ref])
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "holds no float16/bfloat16 tensor while the reference" in lines[0]

@@ -14,7 +14,6 @@ import json
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 
 import ampconv
 from ampconv.errors import UsageError
@@ -110,22 +109,14 @@ def test_a_per_output_threshold_loosens_or_tightens_one_output():
         ValidateOptions(limits={"emb": {"cosin": 0.9}})
 
 
-@pytest.fixture()
-def runner():
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:  # click >= 8.2 always separates stderr
-        return CliRunner()
-
-
-def test_the_cli_takes_per_output_limits(tmp_path, runner):
+def test_the_cli_takes_per_output_limits(tmp_path, cli_runner):
     ref, conv = vm.mlp_pair(tmp_path)
-    strict = runner.invoke(command, [ref, conv, "--limit", "logits:p99=1e-7", "--format", "json"])
+    strict = cli_runner.invoke(command, [ref, conv, "--limit", "logits:p99=1e-7", "--format", "json"])
     assert strict.exit_code == 3, strict.output
     assert json.loads(strict.stdout)["criteria"]["limits"] == [{"output": "logits", "criterion": "p99",
                                                                  "threshold": 1e-7}]
-    assert runner.invoke(command, [ref, conv, "--limit", "logits:p99=0.5"]).exit_code == 0
-    bad = runner.invoke(command, [ref, conv, "--limit", "logits:psnr=30"])
+    assert cli_runner.invoke(command, [ref, conv, "--limit", "logits:p99=0.5"]).exit_code == 0
+    bad = cli_runner.invoke(command, [ref, conv, "--limit", "logits:psnr=30"])
     assert bad.exit_code == 2 and "unknown criterion 'psnr'" in bad.stderr
 
 

@@ -256,7 +256,6 @@ def test_bf16_rounding_at_an_opset_without_bfloat16_casts(tmp_path):
     # Cast takes bfloat16 from opset 13: an older model's floor rounds by Veltkamp's splitting (PP-OCRv4's
     # detector is opset 11; its floor model failed to load before).
     import onnxruntime as ort
-    from onnx import TensorProto
 
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4096])],
@@ -280,7 +279,6 @@ def test_the_floor_never_rounds_a_value_into_an_overflow(tmp_path):
     # A decomposed LayerNorm at +-3e4 (docs/hazards.md 5): the variance 9e8 is beyond fp16; a converter keeps
     # it float32, so the floor does too (rounded, it would read inf and "explain" the O3 conversion's overflow).
     import onnxruntime as ort
-    from onnx import TensorProto
 
     graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],

@@ -55,8 +55,7 @@ def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
 
 def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
     """A note when the model holds onnxruntime's own ops in the default domain (its output loads there only)."""
-    ops = runtime_schemas.default_domain_ops()
-    found = Counter(node.op_type for node in nodes if node.op_type in ops and normalize_domain(node.domain) == "")
+    found = runtime_schemas.default_domain_ops_among(nodes)
     if not found:
         return []
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in found.most_common(4))

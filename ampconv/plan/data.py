@@ -37,8 +37,7 @@ from typing import FrozenSet, Optional
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
-from ampconv.graphs import bounded_sources, bounded_uses
+from ampconv.graphs import bounded_sources
 from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext

@@ -72,10 +72,10 @@ def _guarded(ctx: PlanContext, node: ir.Node) -> bool:
 
 def _guarded_op(ctx: PlanContext, domain: str, op_type: str) -> bool:
     """``_guarded`` for any node of ``domain::op_type`` (``domain`` normalized)."""
-    return _numbers_guarded(ctx) and ctx.policy.class_of(domain, op_type) == GRAY
+    return numbers_guarded(ctx) and ctx.policy.class_of(domain, op_type) == GRAY
 
 
-def _numbers_guarded(ctx: PlanContext) -> bool:
+def numbers_guarded(ctx: PlanContext) -> bool:
     """Whether range evidence speaks at all: a preset with range guards, at O1 or O2."""
     return ctx.policy.range_guards and ctx.policy.level in ("O1", "O2")
 
@@ -121,7 +121,7 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
     spell it (a sum of squares as ``Square -> ReduceSum``, ``Pow -> MatMul``
     with ones, ``ReduceSumSquare``). A black op is left to the level table.
     """
-    if not _numbers_guarded(ctx) or ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
+    if not numbers_guarded(ctx) or ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
         return None
     if node.op_type in _SQUARES | _SUMS and is_default(node) and ctx.low == "fp16" and _guarded(ctx, node) \
             and not _observed_room(ctx, node.outputs[0], 2.0 if node.op_type in _SQUARES else 1.0):
@@ -245,7 +245,7 @@ def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
 
     Each test restates the first checks of its rule (the op, the LOW type, ``_guarded``): keep them in step.
     """
-    if not _numbers_guarded(ctx):
+    if not numbers_guarded(ctx):
         return frozenset(RULES)
     if ctx.policy.class_of(op.domain, op.op_type) == BLACK:
         return frozenset(RULES)  # the magnitude check leaves black ops to the level table; the others need gray

@@ -36,7 +36,6 @@ import onnx_ir as ir
 
 from ampconv import tensorsize
 from ampconv.chunks import release_mapped
-from ampconv.domains import is_default
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant, is_float
 

@@ -23,6 +23,7 @@ from ampconv.domains import is_default
 from ampconv.graphs import bounded_sources
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
+from ampconv.plan.evidence import numbers_guarded
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
@@ -41,7 +42,7 @@ _DEPTH = 8
 
 def phase(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``range-phase``: ``node`` computes part of a periodic function's angle from an integer."""
-    if not _speaks(ctx) or node not in angle_nodes(ctx):
+    if not numbers_guarded(ctx) or node not in angle_nodes(ctx):
         return None
     spacing = 4096 * ctx.low_record.epsilon
     return Decision(
@@ -49,10 +50,6 @@ def phase(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decisio
         f"range: computes the angle of a Cos/Sin from an integer input (positions): at 4096 a {ctx.low_name} "
         f"angle is a multiple of {spacing:g} rad; computed in float32, as the function it feeds",
     )
-
-
-def _speaks(ctx: PlanContext) -> bool:
-    return ctx.policy.range_guards and ctx.policy.level in ("O1", "O2")
 
 
 def angle_nodes(ctx: PlanContext) -> FrozenSet[ir.Node]:
@@ -86,7 +83,7 @@ def _angle_of(argument: ir.Value) -> set:
 
 def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
     """``phase`` is silent for every op when range evidence does not speak or no angle is built from integers."""
-    if not _speaks(ctx) or not angle_nodes(ctx):
+    if not numbers_guarded(ctx) or not angle_nodes(ctx):
         return frozenset({phase})
     return frozenset()
 

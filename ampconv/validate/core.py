@@ -14,7 +14,8 @@ import onnx_ir as ir
 from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
 from ampconv.graphs import all_graphs
-from ampconv.loadcheck import first_line, runtime_only_default_ops
+from ampconv import runtime_schemas
+from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.validate import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
@@ -75,7 +76,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
             run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
-        decoded = _greedy_decode(run)
+        decoded = _greedy_decode(run, ref_runner, conv_runner)
         passed = all(o.passed for o in compared.outputs) and (decoded is None or decoded.passed)
         located = None
         if not passed and options.localize and compared.first_failed is not None:
@@ -92,19 +93,21 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     )
 
 
-def _greedy_decode(run: "_Run"):
+def _greedy_decode(run: "_Run", ref_runner: runners.Runner, conv_runner: runners.Runner):
     """For a decoder with a KV cache, a greedy decode of both models from the first sample; else None.
 
     Per-output criteria judge one step; a decoder's users read the tokens of
-    many, each reading the cache the last wrote (``validate.decode``).
+    many, each reading the cache the last wrote (``validate.decode``). The
+    sessions are the run's own (the converted one emulated or native, as the
+    run's backend).
     """
     try:
-        decode.decode_roles(run.ref.model)
+        roles = decode.decode_roles(run.ref.model)
     except UsageError:
         return None
     _, first = next(iter(run.samples))
     try:
-        return decode.greedy_decode(run.ref.path, run.conv.path, first, steps=DECODE_STEPS, backend=run.backend)
+        return decode.decode_with(ref_runner, conv_runner, roles, first, DECODE_STEPS)
     except AmpconvError as exc:  # a step the first sample cannot continue: the per-output verdict stands alone
         run.notes.append(f"greedy decode not run: {exc}")
         return None
@@ -247,9 +250,8 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
 def _runtime_only_ops_note(conv: "_Loaded") -> list:
     """A note when the model holds onnxruntime's own ops in the default domain: onnx.checker leaves them to
     onnxruntime (``loadcheck.checker_error``), and runtimes without them will refuse the model."""
-    ops = runtime_only_default_ops()
-    found = sorted({node.op_type for graph in all_graphs(conv.model) for node in graph
-                    if node.op_type in ops and node.domain in ("", "ai.onnx")})
+    nodes = (node for graph in all_graphs(conv.model) for node in graph)
+    found = sorted(runtime_schemas.default_domain_ops_among(nodes))
     if not found:
         return []
     return [f"{conv.path}: onnx.checker refuses it (No Op registered for {', '.join(found)}: onnxruntime's own ops "

@@ -91,14 +91,20 @@ def greedy_decode(reference: str, converted: str, feeds: Mapping[str, np.ndarray
     ``backend``: ``emulate`` (the converted model's LOW rounding emulated in
     float32 on the CPU, as ``validate`` does) or ``native`` (run as written).
     """
-    if steps < 1:
-        raise UsageError(f"steps must be at least 1, got {steps}")
     roles = decode_roles(modelio.load(reference))
     with tempfile.TemporaryDirectory(prefix="ampconv-decode-") as tmp:
         ref_run = runners.make_session(reference, "reference model", runners.CPU, optimize=False)
         conv_run = _converted_session(converted, backend, tmp)
-        ref_tokens, ref_logits = _decode(ref_run, roles, feeds, steps)
-        conv_tokens, conv_logits = _decode(conv_run, roles, feeds, steps)
+        return decode_with(ref_run, conv_run, roles, feeds, steps)
+
+
+def decode_with(ref_run: runners.Runner, conv_run: runners.Runner, roles: "_Roles",
+                feeds: Mapping[str, np.ndarray], steps: int) -> DecodeResult:
+    """``greedy_decode`` on sessions already made (``validate`` passes its own), ``roles`` from ``decode_roles``."""
+    if steps < 1:
+        raise UsageError(f"steps must be at least 1, got {steps}")
+    ref_tokens, ref_logits = _decode(ref_run, roles, feeds, steps)
+    conv_tokens, conv_logits = _decode(conv_run, roles, feeds, steps)
     agreed = next((i for i, (a, b) in enumerate(zip(ref_tokens, conv_tokens)) if a != b), steps)
     margin = noise = None
     near_tie = False
@@ -185,4 +191,4 @@ def _next_feeds(feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarra
     return nxt
 
 
-__all__ = ["DecodeResult", "decode_roles", "greedy_decode"]
+__all__ = ["DecodeResult", "decode_roles", "decode_with", "greedy_decode"]
