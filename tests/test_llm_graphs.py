@@ -414,3 +414,17 @@ def test_validate_of_a_model_without_a_cache_decodes_nothing(tmp_path):
     ampconv.convert(src, dst, ampconv.Config(overwrite=True))
     result = ampconv.validate(src, dst)
     assert result.decode is None and "greedy decode" not in result.summary_line()
+
+
+def test_an_unset_derived_dimension_is_noted_by_the_symbol_to_set():
+    """A mask of ``past_sequence_length + 1`` beside a cache of ``past_sequence_length``: one note, one flag that works."""
+    from ampconv.validate.inputs import _resolve_all
+    from ampconv.validate.modelio import InputSpec
+
+    specs = [InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1")),
+             InputSpec("past", ir.DataType.FLOAT, (1, 2, "past_sequence_length", 8))]
+    _shapes, notes = _resolve_all(specs, {})
+    assert notes == ("dimension 'past_sequence_length' (input attention_mask, past) is not set: random data uses "
+                     "size 1 there; pass --shape past_sequence_length:N for the size the model will see",)
+    assert _resolve_all(specs, {"past_sequence_length": (4,)}) == (
+        {"attention_mask": (1, 5), "past": (1, 2, 4, 8)}, ())

@@ -18,7 +18,7 @@ import pytest
 
 import ampconv
 import hazard_models as hm
-from helpers import convert_text, decisions, save
+from helpers import convert_text, decisions, model_from_text, save
 
 # ------------------------------------------------------------------ guarded ops follow their neighbours
 GUARDED_AFTER_MATMUL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -80,6 +80,73 @@ def test_decomposed_rms_norm_is_found_too(tmp_path):
     assert rules["Pow"] == rules["ReduceMean"] == rules["Sqrt"] == rules["Div"] == "range-statistics"
     assert rules["Add"] == "range-statistics"  # eps 1e-5 fits fp16: no constant pin first
     assert rules["MatMul"] == "white"
+
+
+# An RMSNorm over an embedding table: the values come from the model's weights (token ids index them), so the
+# synthetic run saw the model's own numbers. %s: the table's scale.
+EMBEDDED_RMS_NORM = """<ir_version: 8, opset_import: ["" : 17]>
+g (int64[1, 6] ids) => (float[1, 6, 8] y)
+    <float[16, 8] table = {%s}, float two = {2.0}, float eps = {1e-5}, float[8, 8] w = {%s}> {
+    h = Gather (table, ids)
+    sq = Pow (h, two)
+    ms = ReduceMean <axes = [-1]> (sq)
+    me = Add (ms, eps)
+    rt = Sqrt (me)
+    n = Div (h, rt)
+    y = MatMul (n, w)
+}
+"""
+
+
+def _embedded_norm(scale: float) -> str:
+    values = np.random.default_rng(0).standard_normal(128) * scale
+    return EMBEDDED_RMS_NORM % (", ".join(f"{v:.4f}" for v in values), ", ".join(["0.1"] * 64))
+
+
+def test_statistics_the_synthetic_run_saw_fit_with_room_follow_the_gray_rule(tmp_path):
+    """Numbers over shapes: squares of the model's own weights, seen far below float16's max, run LOW."""
+    report, _ = convert_text(tmp_path, _embedded_norm(0.05))
+    rules = {n["op_type"]: (n["precision"], n["rule"]) for n in report.nodes}
+    assert all(rule != "range-statistics" for _precision, rule in rules.values()), rules
+    assert rules["Pow"][0] == rules["ReduceMean"][0] == rules["Div"][0] == "LOW"
+    assert report.casts_after == 1  # the float32 output only: no cast pair around the statistics
+    near = {n["op_type"]: n for n in convert_text(tmp_path, _embedded_norm(40.0))[0].nodes}
+    assert (near["Pow"]["precision"], near["Pow"]["rule"]) == ("HIGH", "range-statistics")  # the negative case
+
+
+def test_statistics_the_synthetic_run_saw_near_the_maximum_stay_float32(tmp_path):
+    """The same norm over a table 800x larger (|x| to ~120, squares ~1e4: within 4x in |x| of 65504): float32."""
+    report, _ = convert_text(tmp_path, _embedded_norm(40.0))
+    pow_node = next(n for n in report.nodes if n["op_type"] == "Pow")
+    assert (pow_node["precision"], pow_node["rule"]) == ("HIGH", "range-statistics")
+    assert "synthetic float32 run saw its squares reach" in pow_node["reason"]
+
+
+def test_statistics_scaled_by_a_float_input_ignore_the_synthetic_run(tmp_path):
+    """A random sample does not know a float input's real range (hazard 5: |x| ~ 3e4): the spelling decides."""
+    report, _ = convert_text(tmp_path, RMS_NORM)
+    pow_node = next(n for n in report.nodes if n["op_type"] == "Pow")
+    assert (pow_node["precision"], pow_node["rule"]) == ("HIGH", "range-statistics")
+    assert "scale with a float input" in pow_node["reason"]
+
+
+def test_statistics_calibration_data_saw_fit_with_room_run_low(tmp_path):
+    """Real samples speak for a float input's range: seen with room, the statistics follow the gray rule."""
+    src = save(model_from_text(RMS_NORM), tmp_path / "m.onnx")
+    folder = tmp_path / "cal"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(2):
+        np.savez(folder / f"s{i}.npz", x=rng.standard_normal((2, 8)).astype(np.float32))
+    report = ampconv.convert(src, tmp_path / "out.onnx",
+                             ampconv.Config(calibration_data=(str(folder),), overwrite=True))
+    assert all(n["rule"] != "range-statistics" for n in report.nodes)
+    big = tmp_path / "cal_big"
+    big.mkdir()
+    np.savez(big / "s0.npz", x=(rng.standard_normal((2, 8)) * 3e3).astype(np.float32))
+    report = ampconv.convert(src, tmp_path / "out2.onnx", ampconv.Config(calibration_data=(str(big),), overwrite=True))
+    assert {n["rule"] for n in report.nodes if n["op_type"] in ("Pow", "Sqrt")} <= {"range-statistics", "data-overflow"}
+    assert all(n["precision"] == "HIGH" for n in report.nodes if n["op_type"] in ("Pow", "Sqrt"))
 
 
 def test_a_plain_mean_or_square_is_no_normalization(tmp_path):
@@ -345,3 +412,29 @@ def test_a_constant_node_scales_a_cube_by_its_value(tmp_path, factor, pinned):
     report, _ = convert_text(tmp_path, text, synthetic_run=False)
     rules = {n["rule"] for n in report.nodes}
     assert ("range-reduction" in rules) is pinned, rules
+
+
+# ------------------------------------------------------------------ what the synthetic run speaks for
+def test_values_scaled_by_user_data_exclude_cache_bounded_and_integer_paths():
+    """Float input x reaches h and its sum; a softmax bounds; a Shape is an integer; the cache past is the model's."""
+    import onnx_ir as ir
+
+    from ampconv.plan.kvcache import find_cache_pairs
+    from ampconv.plan.provenance import data_reach
+
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 8] x, float[1, 4, 8] past, float[1, 1, 8] new) => (float[2, 8] y, float[1, 5, 8] present,
+                                                                 int64[2] s, float[2, 8] p) {
+        h = Relu (x)
+        p = Softmax (h)
+        s = Shape (h)
+        present = Concat <axis = 1> (past, new)
+        y = Add (h, h)
+    }"""
+    model = ir.serde.deserialize_model(model_from_text(text))
+    graph = model.graph
+    cache = {pair.past for pair in find_cache_pairs(graph)}
+    assert cache == {"past"}
+    reached = {v.name for v in data_reach(graph, [v for v in graph.inputs if v.name not in cache])}
+    assert {"x", "new", "h", "y", "present"} <= reached
+    assert not reached & {"past", "p", "s"}

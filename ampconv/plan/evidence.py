@@ -12,8 +12,11 @@ rules read, each only for a gray op at O1/O2 in a preset with range guards
 
 - ``range-statistics``: a normalization decomposed into ops (a mean, a
   centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
-  division): its statistics stay float32, as the fused op keeps them. A square
-  of |x| > 256 overflows fp16, and residual streams reach that. bfloat16 has
+  division): its statistics stay float32, as the fused op keeps them, unless
+  a float32 run whose figures speak for them (calibration data; the synthetic
+  run for values that do not scale with a float input, ``plan.provenance``)
+  saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
+  |x| > 256 overflows fp16, and residual streams reach that. bfloat16 has
   float32's range, so under ``--dtype bf16`` the statistics follow the gray rule.
 - ``range-reduction``: an fp16 sum over a static extent so long that a modest
   mean overflows it: a ReduceSum of 20,000 values overflows once their mean
@@ -29,7 +32,7 @@ other evidence; they apply to every op and come earlier in the rule table.
 
 from __future__ import annotations
 
-from typing import FrozenSet, Iterable, Optional, Set
+from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import onnx_ir as ir
@@ -40,6 +43,7 @@ from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH
 from ampconv.plan.magnitude import MagnitudeAnalysis, describe, threshold
+from ampconv.plan.provenance import scaled_by_user_data
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
@@ -81,14 +85,37 @@ def numbers_guarded(ctx: PlanContext) -> bool:
 
 
 def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """``range-statistics``: a node of a decomposed normalization (float16 only: bfloat16 holds any square)."""
-    if ctx.low != "fp16" or not _guarded(ctx, node) or node not in _normalization_nodes(ctx):
+    """``range-statistics``: a node of a decomposed normalization whose squares no float32 run saw fit float16.
+
+    float16 only (bfloat16 holds any square float32 does). The numbers
+    decide where there are numbers: when a float32 run (calibration data, or
+    the default synthetic run) saw the normalization's squares and their mean
+    with ``OBSERVED_HEADROOM`` to spare (|x| up to 4x larger would still fit),
+    its statistics follow the gray rule like any other op. Without a run, or
+    when the run saw them near or past the maximum, they stay float32.
+    """
+    if ctx.low != "fp16" or not _guarded(ctx, node):
         return None
-    seen = ""
-    outputs = [ctx.calibration.tensor(v.name) for v in node.outputs] if ctx.calibration is not None else []
-    peaks = [stats.max_abs for stats in outputs if stats is not None]
-    if peaks:  # the numbers, even where this spelling decides: the run saw this much here
-        seen = f"; the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run saw max |x| = {max(peaks):.3g}"
+    evidence = _normalization_nodes(ctx).get(node)
+    if evidence is None:
+        return None
+    peaks = [stats.max_abs for value in evidence
+             if ctx.calibration is not None and (stats := ctx.calibration.tensor(value.name)) is not None]
+    run = f"the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run" if ctx.calibration is not None else ""
+    scaled = ctx.calibration is not None and ctx.calibration.synthetic \
+        and any(value in scaled_by_user_data(ctx) for value in evidence)
+    if peaks and not scaled and all(_observed_room(ctx, value, 2.0) for value in evidence):
+        return None  # the run saw every square fit with room: the numbers overrule the spelling
+    if peaks and scaled:
+        seen = (f"; {run} saw its squares reach {max(peaks):.3g}, but they scale with a float input whose "
+                "real range a random sample does not know (--calibration-data shows whether they fit)")
+    elif peaks:
+        seen = (f"; {run} saw its squares reach {max(peaks):.3g}, within {OBSERVED_HEADROOM:g}x in |x| of "
+                f"{ctx.low_name}'s max")
+    elif run:
+        seen = f"; {run} did not see its squares"
+    else:
+        seen = "; no float32 run saw its squares (--calibration-data shows whether they fit)"
     return Decision(
         HIGH,
         "range-statistics",
@@ -97,7 +124,7 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
     )
 
 
-def _normalization_nodes(ctx: PlanContext) -> FrozenSet[ir.Node]:
+def _normalization_nodes(ctx: PlanContext) -> Mapping[ir.Node, Tuple[ir.Value, ...]]:
     """``decomposed_normalizations`` of every graph, found once (``ctx.memo``).
 
     Subgraphs too: optimum's merged decoder holds the whole decoder, its
@@ -263,8 +290,10 @@ def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
 
 
 # ------------------------------------------------------------------ evidence
-def decomposed_normalizations(graph: ir.Graph, means: Optional[Iterable[ir.Node]] = None) -> FrozenSet[ir.Node]:
-    """The nodes of every normalization in ``graph`` decomposed into ops (see ``range-statistics``).
+def decomposed_normalizations(graph: ir.Graph, means: Optional[Iterable[ir.Node]] = None
+                               ) -> Mapping[ir.Node, Tuple[ir.Value, ...]]:
+    """Every node of a normalization in ``graph`` decomposed into ops (see ``range-statistics``), each mapped to
+    its normalization's evidence: the square and the mean of squares, the values a float32 run must see fit.
 
     ``means``: the graph's ReduceMean and ReduceSum nodes, in any order, when
     the caller has them (``PlanContext.nodes_by_op``); None: ``graph`` is walked.
@@ -275,7 +304,7 @@ def decomposed_normalizations(graph: ir.Graph, means: Optional[Iterable[ir.Node]
     walk follows eps, Sqrt, Pow and Reciprocal forward to the node that also
     reads ``d`` (or ``a``): the division or multiplication that normalizes.
     """
-    found: Set[ir.Node] = set()
+    found: Dict[ir.Node, Tuple[ir.Value, ...]] = {}
     for node in graph if means is None else means:
         if node.op_type not in _MEANS or not is_default(node) or not node.inputs:
             continue
@@ -291,8 +320,9 @@ def decomposed_normalizations(graph: ir.Graph, means: Optional[Iterable[ir.Node]
             sources.add(sub.inputs[0])
         tail = _normalizing_tail(node, sources)
         if tail:
-            found |= members | tail
-    return frozenset(found)
+            evidence = (square.outputs[0], node.outputs[0])
+            found.update((member, evidence) for member in members | tail)
+    return found
 
 
 def _squared(node: Optional[ir.Node]) -> Optional[ir.Value]:

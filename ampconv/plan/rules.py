@@ -72,7 +72,7 @@ _TABLE: Tuple[Rule, ...] = (
     Rule("data-accumulation", DATA, "calibration data: a reduction's running sum exceeds the LOW range"),
     Rule("data-underflow", DATA, "calibration data: an output mostly below the LOW normal range feeds an error amplifier"),
     Rule("user-force-low", USER, "--force-low: the node name matches a pattern"),
-    Rule("range-statistics", RANGE, "part of a normalization decomposed into ops: its statistics stay float32"),
+    Rule("range-statistics", RANGE, "part of a normalization decomposed into ops whose squares no float32 run saw fit: statistics float32"),
     Rule("range-reduction", RANGE, "fp16 sum over so many values that a modest mean overflows it"),
     Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row"),
     Rule("range-phase", RANGE, "computes the angle of a Cos/Sin from an integer (positions): kept float32"),

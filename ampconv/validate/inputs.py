@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.dimexpr import evaluate_dim, symbols_of
+from ampconv.dimexpr import evaluate_dim, symbols_of, unset_symbols
 from ampconv.domains import is_default
 from ampconv.errors import UsageError, named
 from ampconv.validate.modelio import InputSpec
@@ -366,7 +366,9 @@ def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...
         resolved[spec.name] = shape
         for axis in unbound:
             if isinstance(spec.dims[axis], str) and not _is_unnamed(spec.dims[axis]):
-                symbols_unset.setdefault(spec.dims[axis], []).append(spec.name)
+                # a derived dimension (past_sequence_length + 1) is set through the symbols it is made of
+                for symbol in unset_symbols([spec.dims[axis]], shapes) or (spec.dims[axis],):
+                    symbols_unset.setdefault(symbol, []).append(spec.name)
         unnamed = [axis for axis in unbound if _is_unnamed(spec.dims[axis])]
         if unnamed:
             axes = ", ".join(str(a) for a in unnamed)

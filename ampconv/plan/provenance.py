@@ -1,0 +1,75 @@
+"""Which values the scale of the user's float data sets: what a synthetic run's numbers cannot speak for.
+
+The default synthetic run (``data.synthetic``) feeds random float inputs of
+modest magnitude. Where a value depends on such an input, the run measured the
+value at the random input's scale, not at the scale of the data the model
+will see (raw pixels, audio samples, unnormalized features): its figures say
+nothing about how large the value gets. Where a value depends only on the
+model's own constants, on integer inputs (token ids index a weight table), on
+ops whose output is bounded whatever their input (``plan.bounds``), or on the
+model's own KV cache (a past key or value is what an earlier step of the same
+model wrote), the run saw the model's numbers.
+
+``scaled_by_user_data`` is that set, computed by one forward walk over the
+main graph and every subgraph (a branch reads outer values directly).
+Calibration data is real data: its figures speak for every value.
+"""
+
+from __future__ import annotations
+
+from typing import FrozenSet, Iterable, Set
+
+import onnx_ir as ir
+
+from ampconv.graphs import subgraphs_of
+from ampconv.plan.bounds import semantic_bound
+from ampconv.plan.context import PlanContext
+from ampconv.plan.kvcache import find_cache_pairs
+
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
+
+
+def scaled_by_user_data(ctx: PlanContext) -> FrozenSet[ir.Value]:
+    """The float values of ``ctx``'s model whose magnitude follows a float graph input's (not a KV-cache past); once."""
+    found = ctx.memo.get("scaled_by_user_data")
+    if found is None:
+        graph = ctx.model.graph
+        cache = {pair.past for pair in find_cache_pairs(graph)}
+        sources = [v for v in graph.inputs if v.dtype in _FLOATS and v.name not in cache]
+        found = ctx.memo["scaled_by_user_data"] = frozenset(data_reach(graph, sources))
+    return found
+
+
+def data_reach(graph: ir.Graph, sources: Iterable[ir.Value]) -> Set[ir.Value]:
+    """The float values of ``graph`` (subgraphs included) computed from ``sources`` by ops that pass a scale on.
+
+    An op whose output is bounded by its semantics (Softmax, Sigmoid, Cos, ...)
+    stops the walk there, and so does an integer output (a Shape, an ArgMax).
+    """
+    reached: Set[ir.Value] = set(sources)
+    _walk(graph, reached)
+    return reached
+
+
+def _walk(graph: ir.Graph, reached: Set[ir.Value]) -> None:
+    """Mark, in graph order, the outputs of every node that reads a reached value (a subgraph's nodes first;
+    a Loop or Scan body's own inputs count as reached when the node's inputs are)."""
+    for node in graph:
+        bodies = list(subgraphs_of(node))
+        read = any(v is not None and v in reached for v in node.inputs)
+        for body in bodies:
+            if read:
+                reached.update(body.inputs)
+            _walk(body, reached)
+        read = read or any(v is not None and v in reached for body in bodies for v in body.outputs)
+        if not read:
+            continue
+        for out in node.outputs:
+            if out.dtype not in _FLOATS and out.dtype is not None:
+                continue
+            if semantic_bound(out, depth=1) is not None:
+                continue
+            reached.add(out)
+
+
+__all__ = ["scaled_by_user_data", "data_reach"]
