@@ -14,8 +14,9 @@ from ampconv.errors import spell_parameters
 from ampconv.plan import Decision, data, evidence, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.facts import node_facts
-from ampconv.plan.rules import ORDER, RULES
-from ampconv.plan.table import RULE_TABLE, decide
+from ampconv.plan.driver import RULE_ORDER
+from ampconv.plan.rules import RULES, builtin_ids
+from ampconv.plan.table import RULE_TABLE, active_rules, decide
 from ampconv.policy import HIGH, LOW, load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,20 +62,31 @@ def test_decision_refuses_an_unregistered_rule_id():
         Decision(LOW, "whitelist", "a typo")
 
 
-def test_table_follows_the_registry_order():
-    """The family modules' rules appear in the table in the registry's order (the documented contract)."""
-    emitted = {
-        hard.no_schema: "hard-no-schema", hard.no_float: "no-float", hard.unknown_type: "hard-unknown-type",
-        hard.container: "hard-container", hard.tensor_attribute: "hard-tensor-attribute",
-        hard.bitcast: "hard-bitcast", hard.function_body: "hard-function-body",
-        hard.runtime_kernel: "hard-runtime-kernel", hard.quantization: "hard-quantization",
-        hard.schema: "hard-schema", user.runtime_pin: "runtime-pin", user.block_op: "user-block-op",
-        user.keep_fp32: "user-keep-fp32", guards.constant_range: "hard-constant", data.accuracy_pin: "data-tune",
-        data.activation_range: "data-overflow", user.force_low: "user-force-low",
-        evidence.statistics: "range-statistics", evidence.reduction: "range-reduction", evidence.mask: "range-mask",
-        phase.phase: "range-phase", levels.level: "level-O3", gray.gray: "gray-follow",
-    }
-    assert [emitted[rule] for rule in RULE_TABLE] == [rule for rule in ORDER if rule in emitted.values()]
+def test_each_rule_is_one_object_with_its_decision_in_the_table_order():
+    """The table holds Rule objects, each with its function; RULE_ORDER lists every registered id once,
+    the table's first in its order (the documented contract), then the rules decided around it."""
+    assert all(rule.decide is not None for rule in RULE_TABLE)
+    assert RULE_TABLE[-1].decide is gray.gray and RULE_TABLE[0].decide is hard.no_schema
+    assert [rule.id for rule in evidence.RULES] == ["range-statistics", "range-reduction", "range-mask"]
+    builtin = [rule for rule in RULE_ORDER]
+    assert sorted(builtin) == sorted(builtin_ids())
+    assert len(set(builtin)) == len(builtin)
+    table_ids = [rule_id for rule in RULE_TABLE for rule_id in rule.ids()]
+    assert builtin[:len(table_ids)] == table_ids
+    assert builtin.index("user-keep-fp32") < builtin.index("hard-constant") < builtin.index("user-force-low") \
+        < builtin.index("range-statistics") < builtin.index("white") < builtin.index("gray-follow") \
+        < builtin.index("free-low") < builtin.index("structural") < builtin.index("io-kept")
+
+
+def test_a_rule_applies_only_where_its_function_can_decide():
+    """``applies`` replaces the old per-family screens: a BitCast rule is skipped for a MatMul, kept for a BitCast."""
+    model = _model(MLP)
+    ctx = _ctx(model)
+    mm = _node(model, "mm")
+    active = active_rules(ctx, node_facts(mm, ctx.opsets).op)
+    assert hard.bitcast not in active and user.keep_fp32 not in active and gray.gray in active
+    with_pattern = _ctx(model, keep_fp32=("^m",))
+    assert user.keep_fp32 in active_rules(with_pattern, node_facts(mm, with_pattern.opsets).op)
 
 
 def test_hard_schema_rule_names_the_opset_that_allows_it():
@@ -200,10 +212,11 @@ def _backend_models():
 
 
 def test_rule_screens_skip_only_rules_that_stay_silent():
-    """A rule ``active_rules`` leaves out for a node's op returns None for that node: the screens change no decision.
+    """A rule ``active_rules`` leaves out for a node's op returns None for that node: ``applies`` changes no decision.
 
-    The screens restate each rule's first check from the op and the context;
-    this holds them to the rules on every node of onnx's backend models.
+    Each rule's ``applies`` restates its function's first check from the op
+    and the context; this holds them to the rules on every node of onnx's
+    backend models.
     """
     from ampconv.graphs import all_graphs
     from ampconv.plan.table import active_rules
@@ -220,7 +233,7 @@ def test_rule_screens_skip_only_rules_that_stay_silent():
                     active = active_rules(ctx, facts.op)
                     nodes += 1
                     for rule in RULE_TABLE:
-                        if rule not in active and rule(ctx, node, facts) is not None:
-                            wrong.append(f"{name}: {rule.__module__}.{rule.__name__} decides {node.op_type}")
+                        if rule.decide not in active and rule.decide(ctx, node, facts) is not None:
+                            wrong.append(f"{name}: {rule.id} decides {node.op_type}")
     assert nodes > 3000  # the corpus was there: every op onnx knows, in several forms
     assert wrong == [], wrong[:10]

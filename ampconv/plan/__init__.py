@@ -6,10 +6,12 @@ and a human reason, the node a gray op followed, what each input slot needs and
 what each output will be. Rewrite passes apply the plan; reports print it.
 
 Where a decision is made, in one step:
-- ``rules``: the registry of rule ids (family, one-line meaning), in the order
-  they are tried; the report's ``rule`` field is one of these ids;
-- ``table``: that order, as the list of rule functions the driver runs
-  (per op, less the rules that cannot fire there: ``table.active_rules``);
+- ``rules``: what a rule is (``Rule``: id, family, one-line meaning, when it
+  applies, its decision) and the registry of ids; the report's ``rule`` field
+  is one of these ids;
+- ``table``: the order in which the rules are tried for one node, as the
+  list of Rule objects the driver runs (per op, the rules that can apply
+  there: ``table.active_rules``);
 - one module per family: ``hard`` (schema and runtime facts), ``user`` (user
   overrides and checker/runtime pins), ``guards`` (constant ranges),
   ``levels`` (level table and op lists), ``gray`` (gray rule and backward pass);

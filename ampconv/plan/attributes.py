@@ -13,7 +13,13 @@ import onnx_ir as ir
 
 from ampconv.domains import is_default
 from ampconv.plan.decision import AttributeDecision, Decision
+from ampconv.plan.rules import ATTRIBUTE, Rule, builtin
 from ampconv.precision import Precision
+
+
+RULES = (builtin(Rule(
+    "attention-softmax-fp32", ATTRIBUTE,
+    "a LOW Attention computes its softmax in float32 (softmax_precision = FLOAT): scores are what LOW risks")),)
 
 
 def attribute_decisions(node: ir.Node, decision: Decision) -> Tuple[AttributeDecision, ...]:

@@ -33,7 +33,7 @@ for: random inputs show when values overflow, not how real data underflows.
 
 from __future__ import annotations
 
-from typing import FrozenSet, Optional
+from typing import Optional
 
 import onnx_ir as ir
 
@@ -42,7 +42,8 @@ from ampconv.data.stats import REDUCTIONS, fmt
 from ampconv.plan.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts, OpFacts
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.rules import DATA, Rule, builtin
 from ampconv.plan.guards import MASK_PATH, feeds_softmax
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
@@ -142,16 +143,6 @@ def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
     return not any(value is not None and value.name in ctx.clamp for value in node.inputs)
 
 
-def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
-    """The rules above that return None for every node under ``ctx``: no search pins, no data (``table``)."""
-    silent = set()
-    if not ctx.tune_pins.kept:
-        silent.add(accuracy_pin)
-    if ctx.calibration is None:
-        silent.add(activation_range)
-    return frozenset(silent)
-
-
 def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
     """Whether an attention-mask fill reaching ``value`` accounts for its largest magnitude ``max_abs``.
 
@@ -203,3 +194,14 @@ def _samples(ctx: PlanContext) -> str:
         return "the synthetic float32 run (1 seeded random sample; --calibration-data gives real ones)"
     text = f"{calibration.samples} sample{'s' if calibration.samples != 1 else ''}"
     return f"{text}, random data" if calibration.random else text
+
+
+ACCURACY_PIN = builtin(Rule("data-tune", DATA, "--tune: the accuracy search found this node's LOW rounding fails "
+                            "validation", decide=accuracy_pin, applies=lambda ctx, op: bool(ctx.tune_pins.kept)))
+ACTIVATION_RANGE = builtin(Rule(
+    "data-overflow", DATA, "calibration data: an input or output exceeds the LOW range (with margin)",
+    decide=activation_range, applies=lambda ctx, op: ctx.calibration is not None,
+    also=(Rule("data-accumulation", DATA, "calibration data: a reduction's running sum exceeds the LOW range"),
+          Rule("data-underflow", DATA, "calibration data: an output mostly below the LOW normal range feeds an "
+               "error amplifier")),
+))

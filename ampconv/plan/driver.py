@@ -29,13 +29,15 @@ from ampconv.config import PlanOptions
 from ampconv.data.margin import SearchPins
 from ampconv.data.stats import Calibration
 from ampconv.plan import gray, interface
+from ampconv.plan import attributes
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
 from ampconv.plan.facts import NodeFacts, node_facts
 from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.plan.ranges import misfit
-from ampconv.plan.table import decide
+from ampconv.plan.rules import BACKWARD, STRUCTURAL, Rule, builtin
+from ampconv.plan.table import RULE_TABLE, decide
 from ampconv.plan.values import is_constant, is_float
 from ampconv.policy import HIGH, LOW, Policy
 from ampconv.policy.lists import behaviour_kind
@@ -44,6 +46,18 @@ from ampconv.graphs import all_graphs
 
 
 # Ops that return some of their data input's elements unchanged (an embedding lookup, a slice of a table).
+# Decided by the driver around the table (no ``decide``: the methods named in each meaning are).
+DRIVER_RULES = tuple(builtin(rule) for rule in (
+    Rule("transparent-shared", BACKWARD, "data movement that reads the LOW copy of a weight other nodes need LOW"),
+    Rule("transparent-weight", BACKWARD, "a selection (Gather, Slice) from a large weight no LOW op reads: the "
+         "weight is stored LOW and the selected values are cast"),
+    Rule("structural", STRUCTURAL, "If/Loop/Scan: outputs follow the subgraphs"),
+))
+# Every rule id in the order the planner tries them: the table's for one node, then the passes around it.
+RULE_ORDER: Tuple[str, ...] = tuple(
+    rule_id for rule in (*RULE_TABLE, *gray.BACKWARD_RULES, *DRIVER_RULES, *interface.RULES, *attributes.RULES)
+    for rule_id in rule.ids()
+)
 SELECTION_OPS = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})
 # Below this many elements a weight read only by selections stays float32: a cast per step costs more.
 SELECTED_WEIGHT_MIN_ELEMENTS = 16384

@@ -45,6 +45,7 @@ from ampconv.plan.guards import MASK_PATH
 from ampconv.plan.magnitude import MagnitudeAnalysis, describe, threshold
 from ampconv.plan.provenance import scaled_by_user_data
 from ampconv.plan.ranges import RangeReader
+from ampconv.plan.rules import RANGE, Rule, builtin
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
 from ampconv.policy.lists import BLACK
@@ -264,29 +265,33 @@ def mask(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
     )
 
 
-RULES = (statistics, reduction, mask)
+# Each ``applies`` restates the first checks of its rule (the op, the LOW type, ``_guarded``): keep them in step.
+def _statistics_applies(ctx: PlanContext, op: OpFacts) -> bool:
+    # bf16, or no decomposed normalization in the model (one walk): silent
+    return _guarded_op(ctx, op.domain, op.op_type) and ctx.low == "fp16" and bool(_normalization_nodes(ctx))
 
 
-def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
-    """The rules above that return None for every node of ``op`` under ``ctx`` (``table.active_rules`` skips them).
+def _reduction_applies(ctx: PlanContext, op: OpFacts) -> bool:
+    # the magnitude check leaves black ops to the level table; the accumulation check needs a gray Reduce op
+    if not numbers_guarded(ctx) or ctx.policy.class_of(op.domain, op.op_type) == BLACK:
+        return False
+    long_reduction = ctx.low == "fp16" and op.domain == "" and op.op_type in _SUMS | _SQUARES \
+        and _guarded_op(ctx, op.domain, op.op_type)
+    return long_reduction or bool(_suspects(ctx))
 
-    Each test restates the first checks of its rule (the op, the LOW type, ``_guarded``): keep them in step.
-    """
-    if not numbers_guarded(ctx):
-        return frozenset(RULES)
-    if ctx.policy.class_of(op.domain, op.op_type) == BLACK:
-        return frozenset(RULES)  # the magnitude check leaves black ops to the level table; the others need gray
-    long_reduction = ctx.low == "fp16" and op.domain == "" and op.op_type in _SUMS | _SQUARES
-    if not _guarded_op(ctx, op.domain, op.op_type):
-        return frozenset({statistics, mask} | (set() if _suspects(ctx) else {reduction}))
-    silent = set()
-    if not long_reduction and not _suspects(ctx):  # no accumulation to check, no value the numbers suspect
-        silent.add(reduction)
-    if ctx.low != "fp16" or not _normalization_nodes(ctx):  # bf16, or no decomposed normalization (one walk)
-        silent.add(statistics)
-    if op.domain != "" or op.op_type not in ("Softmax", "LogSoftmax"):
-        silent.add(mask)
-    return frozenset(silent)
+
+def _mask_applies(ctx: PlanContext, op: OpFacts) -> bool:
+    return _guarded_op(ctx, op.domain, op.op_type) and op.domain == "" and op.op_type in ("Softmax", "LogSoftmax")
+
+
+RULES = tuple(builtin(rule) for rule in (
+    Rule("range-statistics", RANGE, "part of a normalization decomposed into ops whose squares no float32 run saw "
+         "fit: statistics float32", decide=statistics, applies=_statistics_applies),
+    Rule("range-reduction", RANGE, "fp16 sum over so many values that a modest mean overflows it",
+         decide=reduction, applies=_reduction_applies),
+    Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row", decide=mask,
+         applies=_mask_applies),
+))
 
 
 # ------------------------------------------------------------------ evidence

@@ -27,6 +27,7 @@ from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import FREE, Decision
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.rules import BACKWARD, GRAY as GRAY_FAMILY, Rule, builtin
 from ampconv.plan.values import is_constant, origin
 from ampconv.policy import HIGH, LOW
 
@@ -140,3 +141,19 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
             state.set_decision(
                 node, Decision(LOW, "transparent-low", "transparent: all consumers LOW; cast moved upstream (same bits)")
             )
+
+
+GRAY_RULE = builtin(Rule(
+    "gray-follow", GRAY_FAMILY, "gray op: follows the precision of its activation inputs", decide=gray,
+    also=(Rule("gray-promote", GRAY_FAMILY, "gray op: its activation inputs disagree, so it runs in float32"),
+          Rule("gray-narrow", GRAY_FAMILY, "gray op whose float32 voters are bounded by their op's semantics (cos, "
+               "sin, softmax): they are cast down and the op follows its LOW inputs"),
+          Rule("gray-free", GRAY_FAMILY, "gray op without activation inputs: decided by its consumers")),
+))
+# Decided by ``backward`` after the forward pass (no ``decide``: the pass above is their decision).
+BACKWARD_RULES = tuple(builtin(rule) for rule in (
+    Rule("free-low", BACKWARD, "decided by consumers: every float consumer is LOW"),
+    Rule("free-high", BACKWARD, "decided by consumers: a consumer needs float32"),
+    Rule("transparent-low", BACKWARD, "data movement whose consumers are all LOW: the cast moves upstream (same "
+         "bits)"),
+))

@@ -37,6 +37,7 @@ from ampconv.plan.decision import ConstantNote, Decision
 from ampconv.plan.effect import flush_effect
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.ranges import clamp_advice, misfit
+from ampconv.plan.rules import GUARD, Rule, builtin
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 
@@ -133,3 +134,7 @@ def feeds_softmax(node: ir.Node, depth: int = 4) -> bool:
     """Whether ``node``'s output reaches a Softmax through at most ``depth`` mask-path ops."""
     uses = bounded_uses(node.outputs, lambda through: through.op_type in MASK_PATH, depth)
     return any(use.node.op_type in ("Softmax", "LogSoftmax") for use in uses)
+
+
+CONSTANT_RANGE = builtin(Rule("hard-constant", GUARD, "a constant input holds values beyond the LOW range (or that "
+                              "flush to 0)", decide=constant_range))

@@ -1,12 +1,13 @@
 """Rule family ``hard``: facts of the schema and the runtime that no level, list or user setting overrides.
 
-Each rule takes (context, node, facts) and returns a ``Decision`` or None
-(not this rule's case); ``ampconv.plan.table`` orders them.
+Each rule's function takes (context, node, facts) and returns a ``Decision``
+or None (not this rule's case); its ``Rule`` object (``RULES``) names it and
+says for which ops it can decide; ``ampconv.plan.table`` orders them.
 """
 
 from __future__ import annotations
 
-from typing import FrozenSet, Optional
+from typing import Callable, Optional
 
 import onnx_ir as ir
 
@@ -14,6 +15,7 @@ from ampconv.domains import is_default, op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
+from ampconv.plan.rules import HARD, Rule, builtin
 from ampconv.policy import HIGH
 from ampconv.policy.lists import (
     CONTRIB_QUANTIZATION,
@@ -137,31 +139,35 @@ def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decisi
     )
 
 
-RULES = (no_schema, no_float, unknown_type, container, tensor_attribute, bitcast, function_body, runtime_kernel,
-         quantization, schema)
+def _default_op_in(ops) -> Callable[[PlanContext, OpFacts], bool]:
+    """``applies``: a default-domain op among ``ops``."""
+    return lambda ctx, op: op.domain == "" and op.op_type in ops
 
 
-def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
-    """The rules above that return None for every node of ``op`` under ``ctx`` (``table.active_rules`` skips them).
+def _quantization_op(ctx: PlanContext, op: OpFacts) -> bool:
+    quantized = op.op_type in QUANTIZATION if op.domain == "" else op.label in CONTRIB_QUANTIZATION
+    return quantized or op.domain == "ai.onnx.preview.training"
 
-    Each test below restates the first check of its rule, which reads only the
-    op's schema facts and the context: keep the two in step.
-    """
-    default = op.domain == ""
-    silent = set()
-    if op.info.known:
-        silent.add(no_schema)
-    if op.kind == "source":
-        silent.add(tensor_attribute)
-    if not (default and op.op_type == "BitCast"):
-        silent.add(bitcast)
-    if not (default and op.op_type in FLOAT32_FUNCTION_BODY):
-        silent.add(function_body)
-    if not (default and op.op_type in REDUCTION_NEEDS_FLOAT32):
-        silent.add(runtime_kernel)
-    quantized = op.op_type in QUANTIZATION if default else op.label in CONTRIB_QUANTIZATION
-    if not (quantized or op.domain == "ai.onnx.preview.training"):
-        silent.add(quantization)
-    if ctx.low_type in op.info.allowed(op.info.main_type()):
-        silent.add(schema)
-    return frozenset(silent)
+
+# The family's rules, in the table's order. Each ``applies`` restates the first check of its
+# function, which reads only the op's schema facts and the context: keep the two in step.
+RULES = tuple(builtin(rule) for rule in (
+    Rule("hard-no-schema", HARD, "no schema is known for the op: its float tensors stay float32",
+         decide=no_schema, applies=lambda ctx, op: not op.info.known),
+    Rule("no-float", HARD, "no float32 data in the node's main type variable: nothing to convert", decide=no_float),
+    Rule("hard-unknown-type", HARD, "an input's type could not be inferred; it may be float32, so the node stays "
+         "float32", decide=unknown_type),
+    Rule("hard-container", HARD, "sequence or optional types stay float32", decide=container),
+    Rule("hard-tensor-attribute", HARD, "float32 tensor attributes tie the node's type to float32",
+         decide=tensor_attribute, applies=lambda ctx, op: op.kind != "source"),
+    Rule("hard-bitcast", HARD, "BitCast reinterprets bits: its types are its meaning",
+         decide=bitcast, applies=_default_op_in({"BitCast"})),
+    Rule("hard-function-body", HARD, "the op's ONNX function body only type-checks in float32",
+         decide=function_body, applies=_default_op_in(FLOAT32_FUNCTION_BODY)),
+    Rule("hard-runtime-kernel", HARD, "onnxruntime's CPU provider runs this form of the op only in float32",
+         decide=runtime_kernel, applies=_default_op_in(REDUCTION_NEEDS_FLOAT32)),
+    Rule("hard-quantization", HARD, "quantization and training ops stay float32",
+         decide=quantization, applies=_quantization_op),
+    Rule("hard-schema", HARD, "the op's schema at the model's opset does not accept the LOW type",
+         decide=schema, applies=lambda ctx, op: ctx.low_type not in op.info.allowed(op.info.main_type())),
+))

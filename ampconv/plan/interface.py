@@ -18,10 +18,20 @@ import onnx_ir as ir
 
 from ampconv.errors import UsageError, named
 from ampconv.plan.kvcache import CachePair
-from ampconv.plan.rules import check_rule_id
+from ampconv.plan.rules import INTERFACE, Rule, builtin, check_rule_id
 from ampconv.precision import Precision
 
 INPUT, OUTPUT = "input", "output"
+
+RULES = tuple(builtin(rule) for rule in (
+    Rule("io-kept", INTERFACE, "keep_io_types keeps this main-graph input or output float32"),
+    Rule("io-converted", INTERFACE, "keep_io_types does not keep this main-graph input or output: it is LOW"),
+    Rule("io-kv-cache", INTERFACE, "kv_cache='low': a decoder's KV cache input or output is LOW"),
+    Rule("io-misfit", INTERFACE, "an output keep_io_types leaves free stays float32: its values are known not to "
+         "fit LOW"),
+    Rule("io-undecided", INTERFACE, "an output keep_io_types leaves free stays float32: its producer was not "
+         "planned"),
+))
 
 
 @dataclasses.dataclass(frozen=True)

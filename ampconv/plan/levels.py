@@ -15,6 +15,7 @@ import onnx_ir as ir
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.rules import LEVEL, Rule, builtin
 from ampconv.policy import BLACK, HIGH, LOW
 from ampconv.policy.lists import behaviour_kind
 from ampconv.schema import normalize_domain
@@ -48,3 +49,11 @@ def _level(ctx: PlanContext, domain: str, op_type: str) -> Optional[Decision]:
         why = " (range or accumulated rounding)" if op_class == BLACK else ""
         return Decision(HIGH, op_class.lower(), f"{op_class.lower()} list at {ctx.policy.level}{why}")
     return None
+
+
+LEVEL_RULE = builtin(Rule(
+    "level-O3", LEVEL, "level O3: every op LOW", decide=level,
+    also=(Rule("white", LEVEL, "the op is on the white list: LOW at O1-O3"),
+          Rule("black", LEVEL, "the op is on the black list: float32 at O1 and O2"),
+          Rule("unlisted", LEVEL, "the op is on no list: float32 at O1, LOW at O2 and O3")),
+))

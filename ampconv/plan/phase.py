@@ -24,7 +24,8 @@ from ampconv.graphs import bounded_sources
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.evidence import numbers_guarded
-from ampconv.plan.facts import NodeFacts, OpFacts
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.rules import RANGE, Rule, builtin
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 
@@ -81,11 +82,9 @@ def _angle_of(argument: ir.Value) -> set:
     return {node for node in makers if node.op_type != "Cast"}
 
 
-def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
-    """``phase`` is silent for every op when range evidence does not speak or no angle is built from integers."""
-    if not numbers_guarded(ctx) or not angle_nodes(ctx):
-        return frozenset({phase})
-    return frozenset()
+# Silent for every op when range evidence does not speak or no angle is built from integers.
+PHASE = builtin(Rule("range-phase", RANGE, "computes the angle of a Cos/Sin from an integer (positions): kept float32",
+                     decide=phase, applies=lambda ctx, op: numbers_guarded(ctx) and bool(angle_nodes(ctx))))
 
 
-__all__ = ["PERIODIC", "angle_nodes", "phase", "quiet"]
+__all__ = ["PERIODIC", "PHASE", "angle_nodes", "phase"]

@@ -22,49 +22,49 @@ from ampconv.plan.rules import Rule
 
 RuleFunction = Callable[[PlanContext, ir.Node, NodeFacts], Optional[Decision]]
 
-RULE_TABLE: Tuple[RuleFunction, ...] = (
+RULE_TABLE: Tuple[Rule, ...] = (
     *hard.RULES,
-    user.runtime_pin,
-    user.block_op,
-    user.keep_fp32,
-    guards.constant_range,
-    data.accuracy_pin,
-    data.activation_range,
-    user.force_low,
+    user.RUNTIME_PIN,
+    user.BLOCK_OP,
+    user.KEEP_FP32,
+    guards.CONSTANT_RANGE,
+    data.ACCURACY_PIN,
+    data.ACTIVATION_RANGE,
+    user.FORCE_LOW,
     *evidence.RULES,
-    phase.phase,
-    levels.level,
-    gray.gray,
+    phase.PHASE,
+    levels.LEVEL_RULE,
+    gray.GRAY_RULE,
 )
 
 
-# The families that name the rules they cannot fire under a context (``quiet``); the others
-# (guards, levels, gray) read the node itself, so they always run.
-_SCREENS = (hard.quiet, user.quiet, data.quiet, evidence.quiet, phase.quiet)
-
-
 def active_rules(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
-    """``RULE_TABLE`` in its order, less the rules that return None for every node of ``op`` under ``ctx``.
+    """The decision functions of ``RULE_TABLE``, in its order, of the rules that can apply to ``op`` under ``ctx``.
 
     A rule for another op (BitCast, the reductions), a user option not given,
-    no calibration data: skipping such rules changes no decision, and a
+    no calibration data: a rule whose ``applies`` says no would return None
+    for every node of ``op``, so skipping it changes no decision, and a
     typical node then runs 7 of the 22. Made once per op and context. The
     user's rules (``PlanOptions.rules``) stand before ``force_low``, each
     kept only where its ``applies`` allows.
     """
     rules = ctx.active_rules.get(op)
     if rules is None:
-        silent = frozenset().union(*(screen(ctx, op) for screen in _SCREENS))
-        rules = ctx.active_rules[op] = tuple(rule for rule in _table(ctx, op) if rule not in silent)
+        rules = ctx.active_rules[op] = tuple(
+            rule.decide if rule.id in _BUILTIN_IDS else _checked(rule)
+            for rule in _table(ctx) if rule.can_apply(ctx, op))
     return rules
 
 
-def _table(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
-    """``RULE_TABLE`` with the user's rules that can apply to ``op`` inserted before ``force_low``."""
-    added = tuple(_checked(rule) for rule in ctx.options.rules if rule.applies is None or rule.applies(ctx, op))
+_BUILTIN_IDS = frozenset(rule.id for rule in RULE_TABLE)
+
+
+def _table(ctx: PlanContext) -> Tuple[Rule, ...]:
+    """``RULE_TABLE`` with the user's rules inserted before ``force_low``."""
+    added = tuple(ctx.options.rules)
     if not added:
         return RULE_TABLE
-    at = RULE_TABLE.index(user.force_low)
+    at = RULE_TABLE.index(user.FORCE_LOW)
     return RULE_TABLE[:at] + added + RULE_TABLE[at:]
 
 
@@ -81,7 +81,7 @@ def _checked(rule: Rule) -> RuleFunction:
 
 
 def decide(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
-    """The first decision of ``RULE_TABLE`` for ``node`` (of the rules that can decide: ``active_rules``)."""
+    """The first decision of ``RULE_TABLE`` for ``node`` (of the rules that can apply: ``active_rules``)."""
     for rule in ctx.active_rules.get(facts.op) or active_rules(ctx, facts.op):
         decision = rule(ctx, node, facts)
         if decision is not None:

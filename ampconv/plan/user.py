@@ -7,14 +7,15 @@ LOW never casts a constant that does not fit (docs/precision.md sec. 6).
 
 from __future__ import annotations
 
-from typing import FrozenSet, Optional
+from typing import Optional
 
 import onnx_ir as ir
 
 from ampconv.domains import op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
-from ampconv.plan.facts import NodeFacts, OpFacts
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.rules import CHECK, USER, Rule, builtin
 from ampconv.policy import HIGH, LOW
 
 
@@ -46,15 +47,12 @@ def force_low(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
     return None
 
 
-def quiet(ctx: PlanContext, op: OpFacts) -> FrozenSet[object]:
-    """The rules above that return None for every node of ``op`` under ``ctx``: the options not given (``table``)."""
-    silent = set()
-    if not ctx.runtime_pins:
-        silent.add(runtime_pin)
-    if op.label not in ctx.blocked:
-        silent.add(block_op)
-    if not ctx.keep_fp32:
-        silent.add(keep_fp32)
-    if not ctx.force_low:
-        silent.add(force_low)
-    return frozenset(silent)
+# Each rule applies only where its option is given (the check its function makes first).
+RUNTIME_PIN = builtin(Rule("runtime-pin", CHECK, "onnx.checker or onnxruntime rejected this node in LOW in an "
+                           "earlier attempt", decide=runtime_pin, applies=lambda ctx, op: bool(ctx.runtime_pins)))
+BLOCK_OP = builtin(Rule("user-block-op", USER, "--block-op: the op type stays float32 at every level, O3 included",
+                        decide=block_op, applies=lambda ctx, op: op.label in ctx.blocked))
+KEEP_FP32 = builtin(Rule("user-keep-fp32", USER, "--keep-fp32: the node name matches a pattern",
+                         decide=keep_fp32, applies=lambda ctx, op: bool(ctx.keep_fp32)))
+FORCE_LOW = builtin(Rule("user-force-low", USER, "--force-low: the node name matches a pattern",
+                         decide=force_low, applies=lambda ctx, op: bool(ctx.force_low)))
