@@ -32,7 +32,7 @@ other evidence; they apply to every op and come earlier in the rule table.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, Mapping, Optional, Set, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Set, Tuple
 
 import numpy as np
 import onnx_ir as ir
