@@ -494,6 +494,8 @@ def _proxies(node: onnx.NodeProto, dims: Mapping[str, list[int]]) -> list[onnx.N
         if len(outputs) > 2 and outputs[2]:
             made.append(make("Identity", [outputs[0]], [outputs[2]]))
         return made
+    if node.op_type == "GroupQueryAttention" and inputs and outputs:
+        return _gqa_proxies(node, inputs, outputs, attrs)
     if node.op_type == "FusedMatMul" and not any(attrs.get(k) for k in ("transA", "transB", "transBatchA",
                                                                           "transBatchB")):
         return [make("MatMul", inputs[:2], outputs[:1])]
@@ -505,6 +507,43 @@ def _proxies(node: onnx.NodeProto, dims: Mapping[str, list[int]]) -> list[onnx.N
                                                          "strides")}
         return [make("Conv", inputs[:3], outputs[:1], **keep)]
     return None
+
+
+def _gqa_proxies(node: onnx.NodeProto, inputs: list[str], outputs: list[str], attrs: dict) -> list[onnx.NodeProto]:
+    """GroupQueryAttention's outputs by shape: (batch, seq, heads x head) and each present = past + the new keys.
+
+    The new keys are read off the key input (or the packed query) reshaped to
+    heads; the present caches are the past ones concatenated with them along
+    the sequence axis, so a present's length is the past's + seq whatever
+    symbol the model names it by (gemma-2's ``total_sliding_length``).
+    """
+    make = onnx.helper.make_node
+    heads, kv_heads = int(attrs["num_heads"]), int(attrs["kv_num_heads"])
+    packed = len(inputs) < 2 or not inputs[1]
+    tag = f"{outputs[0] or node.name}__gqa"
+
+    def const(name: str, values: list[int]) -> onnx.NodeProto:
+        return make("Constant", [], [f"{tag}_{name}"], value=onnx.helper.make_tensor(
+            f"{tag}_{name}", onnx.TensorProto.INT64, [len(values)], values))
+
+    query_heads = heads + 2 * kv_heads if packed else heads
+    made = [const("qshape", [0, 0, query_heads, -1]), const("kshape", [0, 0, kv_heads if not packed else query_heads, -1]),
+            const("zero", [0]), const("heads", [heads]), const("kv", [kv_heads]), const("two", [2]),
+            const("one", [1]), const("flat", [0, 0, -1]),
+            make("Reshape", [inputs[0], f"{tag}_qshape"], [f"{tag}_q4"]),
+            make("Slice", [f"{tag}_q4", f"{tag}_zero", f"{tag}_heads", f"{tag}_two"], [f"{tag}_q"]),
+            make("Reshape", [inputs[0] if packed else inputs[1], f"{tag}_kshape"], [f"{tag}_k4"]),
+            make("Transpose", [f"{tag}_k4"], [f"{tag}_kt"], perm=[0, 2, 1, 3]),
+            make("Slice", [f"{tag}_kt", f"{tag}_zero", f"{tag}_kv", f"{tag}_one"], [f"{tag}_k"])]
+    if outputs[0]:
+        made.append(make("Reshape", [f"{tag}_q", f"{tag}_flat"], [outputs[0]]))
+    for out, past in ((1, 3), (2, 4)):
+        if out < len(outputs) and outputs[out]:
+            if past < len(inputs) and inputs[past]:
+                made.append(make("Concat", [inputs[past], f"{tag}_k"], [outputs[out]], axis=2))
+            else:
+                made.append(make("Identity", [f"{tag}_k"], [outputs[out]]))
+    return made
 
 
 def _apply_cast_rule(model: onnx.ModelProto) -> bool:

@@ -248,3 +248,27 @@ def test_nodes_out_of_order_are_inferred_as_onnxruntime_sorts_them():
     model.graph.node.append(first)
     figures = deploy_figures(model, dims={"batch": 3})
     assert figures.cast_traffic_unknown == 0 and figures.heavy_low == 1
+
+
+def test_group_query_attention_presents_are_sized_from_the_past_and_the_new_keys():
+    """GQA's present cache = past + the new tokens, whatever symbol names its length (gemma-2's sliding layers)."""
+    fp = TensorProto.FLOAT16
+    model = _model(
+        [helper.make_node("GroupQueryAttention", ["qkv", "", "", "past_k", "past_v", "lens", "total"],
+                          ["attn", "present_k", "present_v"], domain="com.microsoft", num_heads=4, kv_num_heads=2),
+         helper.make_node("Cast", ["attn"], ["y"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["present_k"], ["pk"], to=TensorProto.FLOAT),
+         helper.make_node("Cast", ["present_v"], ["pv"], to=TensorProto.FLOAT)],
+        [helper.make_tensor_value_info("qkv", fp, ["batch", "seq", 8 * 16]),
+         helper.make_tensor_value_info("past_k", fp, ["batch", 2, "past_sliding", 16]),
+         helper.make_tensor_value_info("past_v", fp, ["batch", 2, "past_sliding", 16]),
+         helper.make_tensor_value_info("lens", TensorProto.INT32, ["batch", 1]),
+         helper.make_tensor_value_info("total", TensorProto.INT32, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 64]),
+         helper.make_tensor_value_info("pk", TensorProto.FLOAT, ["batch", 2, "total_sliding", 16]),
+         helper.make_tensor_value_info("pv", TensorProto.FLOAT, ["batch", 2, "total_sliding", 16])],
+        opsets=(("", 17), ("com.microsoft", 1)))
+    figures = deploy_figures(model, dims={"batch": 1, "seq": 1, "past_sliding": 7})
+    assert figures.cast_traffic_unknown == 0
+    # attn 1x1x64, each present 1x2x8x16 (7 past + 1 new), each element read as fp16 and written as float32
+    assert figures.cast_traffic_bytes == (64 + 2 * 2 * 8 * 16) * 6
