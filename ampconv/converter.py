@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 import onnx
 import onnx.defs
@@ -47,38 +47,49 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if config.opset is not None:
-            return _convert_upgraded(Path(src), dst, config, config.opset, dry_run=dry_run)
-        return _convert(src, dst, config, dry_run=dry_run, auto_upgrade=not config.keep_opset)
+        return _convert(Path(src), dst, config, dry_run)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: bool = False) -> Report:
-    src = Path(src)
+def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
+    """One linear pipeline: read the input once, guard the output, upgrade the opset if asked or needed, convert.
+
+    ``config.opset`` upgrades first and fails with the upgrade; the default
+    upgrade (``auto_upgrade_target``: the model's opset keeps heavy ops or Q/DQ
+    nodes from the LOW type) falls back to the model's own opset, with a note.
+    """
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
     policy = load_policy(**dataclasses.asdict(config.policy_options))
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
-    upgrade_failed = None
-    target = auto_upgrade_target(model, config.dtype, policy) if auto_upgrade else None
-    if target is not None:
-        opset, why = target
-        try:
-            return _convert_upgraded(src, dst, config, opset, dry_run=dry_run, why=why)
-        except ConversionError as exc:  # the upgraded copy, or its conversion, failed: convert as it is
-            upgrade_failed = (
-                f"not upgraded to opset {opset} ({why}): {exc}; converted at the model's opset {default_opset(model)}"
-            )
+    if not dry_run:
+        check_output_path(src, dst, model, config.overwrite)
+    if config.opset is not None:
+        return _convert_upgraded(src, dst, config, policy, (config.opset, ""), dry_run)
+    target = None if config.keep_opset else auto_upgrade_target(model, config.dtype, policy)
+    if target is None:
+        return _pipeline(src, dst, config, policy, model, dry_run)
+    try:
+        return _convert_upgraded(src, dst, config, policy, target, dry_run)
+    except ConversionError as exc:  # the upgraded copy, or its conversion, failed: convert as it is
+        report = _pipeline(src, dst, config, policy, model, dry_run)
+        report.notes.insert(0, f"not upgraded to opset {target[0]} ({target[1]}): {exc}; converted at the "
+                               f"model's opset {default_opset(model)}")
+        # The opset the upgrade could not reach is no advice: converting there is what failed.
+        report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
+        return report
+
+
+def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Model, dry_run: bool) -> Report:
+    """Accept (or repair) ``model``, read ``src``'s data, and rewrite, write and check until it loads."""
     complaint = accept_input(src, model)  # raises when the input is invalid for onnxruntime too
     # A model the checker refused is repaired before its types are inferred
     # (repair reports what inference must fill): read it again, as it is.
     infer_at_load = complaint is None
     if not infer_at_load:
         model = load_model(src)
-    if not dry_run:
-        check_output_path(src, dst, model, config.overwrite)
     data, data_notes = DataFindings(), []
     request = _request(src, dst, policy, config, dry_run)
     if config.calibration_data:
@@ -94,10 +105,6 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
 
     report = _attempts(request, model, fresh, complaint, data)
     report.notes.extend(data_notes)
-    if upgrade_failed:
-        report.notes.insert(0, upgrade_failed)
-        # The opset the upgrade could not reach is no advice: converting there is what failed.
-        report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
     return report
 
 
@@ -130,19 +137,21 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
     raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
-def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bool, why: str = "") -> Report:
-    """Convert a copy of ``src`` upgraded to ``opset`` by onnx's version converter.
+def _convert_upgraded(src: Path, dst: Path, config: Config, policy: Policy, target: Tuple[int, str],
+                      dry_run: bool) -> Report:
+    """Convert a copy of ``src`` upgraded to opset ``target[0]`` by onnx's version converter.
 
-    The output is checked against the user's own input first (the copy lives
-    in a private folder); the report and any error name ``src``. ``why``
-    says what the upgrade is for (the default upgrade, ``auto_upgrade_target``).
+    The output was checked against the user's own input first (the copy lives
+    in a private folder); the report and any error name ``src``. ``target[1]``
+    says what the default upgrade is for (``auto_upgrade_target``; empty for
+    ``opset=N``).
     """
-    dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
-    if not dry_run:
-        check_output_path(src, dst, load_model(src), config.overwrite)
+    opset, why = target
     with upgraded_copy(src, opset) as (path, note):
         try:
-            report = _convert(path, dst, config, dry_run=dry_run)
+            model = load_model(path, infer_types=True)
+            _check_opset(src, model)
+            report = _pipeline(path, dst, config, policy, model, dry_run)
         except AmpconvError as exc:
             if path != src:
                 exc.replace_text(str(path), str(src))
