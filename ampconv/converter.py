@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from ampconv.config import Config
 from ampconv.data import synthetic
-from ampconv.data.collect import collect
+from ampconv.numerics.collect import collect
 from ampconv.data.samples import calibration_samples
 from ampconv.data.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named

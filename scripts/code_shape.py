@@ -22,7 +22,7 @@ from collections import defaultdict
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_PARAMS = 80, 7
 LAZY_MODULES = frozenset({
-    "ampconv", "ampconv.config", "ampconv.outputs", "ampconv.report", "ampconv.validate",
+    "ampconv", "ampconv.config", "ampconv.option_groups", "ampconv.outputs", "ampconv.report", "ampconv.validate",
     "ampconv.validate.criteria", "ampconv.htmlreport",
 })
 

@@ -239,7 +239,7 @@ def test_dimension_expressions(dim, sizes, expected):
 
 def test_random_inputs_agree_on_derived_dimensions(tmp_path):
     from ampconv.validate.inputs import resolve_shape
-    from ampconv.validate.modelio import InputSpec
+    from ampconv.numerics.modelio import InputSpec
 
     spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
     assert resolve_shape(spec, {"past_sequence_length": (8,)}) == (1, 9)

@@ -8,11 +8,11 @@ import pytest
 
 import ampconv
 import data_models
-from ampconv.data import ownerror
+from ampconv.numerics import ownerror
 from ampconv.data.tune import Evaluation, budget, search
 from ampconv.lowtypes import low_type
 from ampconv.validate import ValidateOptions
-from ampconv.validate.modelio import load
+from ampconv.numerics.modelio import load
 from helpers import model_from_text, save
 
 

@@ -6,7 +6,8 @@ import validate_models as vm
 from onnx import numpy_helper
 
 from ampconv.errors import ModelLoadError, UsageError
-from ampconv.validate import ValidateOptions, modelio, parse_shape, validate
+from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.numerics import modelio
 from ampconv.validate import inputs as inputs_mod
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import ampconv
 from ampconv.data import tune as tuning
-from ampconv.data.ownerror import OwnError
+from ampconv.numerics.ownerror import OwnError
 from ampconv.data.tune import Evaluation, search
 from ampconv.lowtypes import low_type
 from ampconv.validate.criteria import FLOOR_FACTOR

@@ -30,19 +30,9 @@ from typing import Dict, Iterable, Mapping, Optional
 
 import onnx_ir as ir
 
-from ampconv.data.stats import MARGIN, Calibration, fmt
+from ampconv.numerics.calibration import MARGIN, Calibration, fmt
 from ampconv.lowtypes import LowType
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchPins:
-    """What the accuracy search tells the planner: nodes kept float32, and nodes the margin no longer keeps."""
-
-    kept: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> why (rule data-tune)
-    released: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> the figures: only the margin
-
-    def __bool__(self) -> bool:
-        return bool(self.kept or self.released)
+from ampconv.plan.search_pins import SearchPins
 
 
 @dataclasses.dataclass(frozen=True)

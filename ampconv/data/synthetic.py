@@ -21,10 +21,10 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv import tensorsize
-from ampconv.config import DataOptions
-from ampconv.data.collect import collect
+from ampconv.option_groups import DataOptions
+from ampconv.numerics.collect import collect
 from ampconv.data.samples import calibration_samples
-from ampconv.data.stats import Calibration
+from ampconv.numerics.calibration import Calibration
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import LowType
 from ampconv.graphs import all_graphs

@@ -2,7 +2,7 @@
 
 The search works on candidates: a candidate is the conversion with a set of
 extra nodes pinned float32 (rule ``data-tune``). Evaluating one means building
-it, emulating its LOW rounding in float32 (``ampconv.validate.emulate``) and
+it, emulating its LOW rounding in float32 (``ampconv.numerics.emulate``) and
 comparing every output with the float32 reference on every calibration sample
 under the validator's criteria. An evaluation is the expensive unit; the
 search spends at most ``2 * ceil(log2 N) + 4`` of them, N being the LOW nodes
@@ -46,13 +46,14 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.precision import Precision
-from ampconv.data import margin, ownerror
-from ampconv.data.ownerror import OwnError
+from ampconv.data import margin
+from ampconv.numerics import ownerror
+from ampconv.numerics.ownerror import OwnError
 from ampconv.lowtypes import low_type
 from ampconv.passes.pipeline import run_passes
 from ampconv.prepare import InferTypesPass, NameNodesPass
-from ampconv.validate import emulate as emulation
-from ampconv.validate import modelio, runners
+from ampconv.numerics import emulate as emulation
+from ampconv.numerics import modelio, runners
 from ampconv.validate.comparison import Judging, judge_output
 from ampconv.errors import AmpconvError
 from ampconv.validate import floor

@@ -17,14 +17,15 @@ from ampconv.graphs import all_graphs
 from ampconv import runtime_schemas
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
-from ampconv.validate import emulate as emulation
+from ampconv.numerics import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import bodies, comparison, decode, floor, localize, modelio, runners
+from ampconv.numerics import bodies, modelio, runners
+from ampconv.validate import comparison, decode, floor, localize
 from ampconv.validate.natures import output_natures, selects
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
 from ampconv.validate import criteria as judging
-from ampconv.data import ownerror
+from ampconv.numerics import ownerror
 from ampconv.prepare import NameNodesPass
 
 CPU_NATIVE_NOTE = (
@@ -513,7 +514,7 @@ def _expose_widened(model: ir.Model, names, inner=()) -> dict[str, str]:
     Exposed first, widened second: ``expose`` finds tensors by their names,
     which the wrapper hands to its Casts.
     """
-    localize.expose(model, names)
+    modelio.expose(model, names)
     routed = bodies.expose_body_values(model, inner)
     before = [v.name for v in model.graph.outputs]
     emulation.widen_bfloat16_io(model)
@@ -626,7 +627,7 @@ def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | N
     """The LOW node whose own rounding causes the drift (``localize.name_cause``), measured on ``sample``.
 
     Each LOW node of the converted model is computed again beside the
-    reference from the reference's exact inputs (``ampconv.data.ownerror``):
+    reference from the reference's exact inputs (``ampconv.numerics.ownerror``):
     unlike the first diverging node, this names where precision is lost, not
     where the loss becomes visible.
     """

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from ampconv.validate.metrics import Metrics
+    from ampconv.numerics.metrics import Metrics
     from ampconv.validate.natures import Nature
 
 DEFAULT, STRICT = "default", "strict"
@@ -309,7 +309,7 @@ def judge(
     """
     import numpy as np  # here, not at the top: ``import ampconv`` imports this module
 
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     user_keys = {key for name, key, _ in criteria.limits if name == output}  # the user's demand: never excused
     criteria = criteria.for_output(output)
@@ -351,7 +351,7 @@ def decisions_changed(ref, conv, floor, scale: float) -> tuple[int, int, int] | 
 
     None when the output is not class-like (``metrics.is_class_like``) or no row leads by ``DECISION_LEAD``.
     """
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     agreement, rows = metrics.label_agreement(ref, conv, DECISION_LEAD / 2, scale)
     if agreement is None:
@@ -402,7 +402,7 @@ def _added_against_floor(verdict: Metrics, added: Criterion, ref, conv, floor, d
 
 def _measure(ref, conv, criteria: Criteria, nature, output: str | None = None):
     """(every statistic, the failing checks, the deciding check, words saying the scale) of one float output."""
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     base = metrics.compare(ref, conv, criteria.rtol, criteria.atol)
     floor, judged_on = _floor(criteria, nature)

@@ -30,8 +30,8 @@ import onnx_ir as ir
 from ampconv.dimexpr import evaluate_dim, symbols_of
 from ampconv.domains import is_default
 from ampconv.errors import UsageError, named
-from ampconv.validate.modelio import InputSpec
-from ampconv.validate.options import split_axis
+from ampconv.numerics.modelio import InputSpec
+from ampconv.shapespec import split_axis
 
 Sample = Mapping[str, np.ndarray]
 # Integer inputs are usually indices or token ids: keep random values small.

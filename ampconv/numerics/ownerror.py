@@ -31,13 +31,13 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.data.collect import run_copy
+from ampconv.numerics.collect import run_copy
 from ampconv.lowtypes import LowType
-from ampconv.validate import modelio
-from ampconv.validate.metrics import relative_rms_error
-from ampconv.validate.emulate import NameMaker, round_trip
+from ampconv.numerics import modelio
+from ampconv.numerics.metrics import relative_rms_error
+from ampconv.numerics.emulate import NameMaker, round_trip
 from ampconv.graphs import all_graphs
-from ampconv.plan.data import AMPLIFIERS, feeds_amplifier
+from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier
 
 FLOAT = ir.DataType.FLOAT
 _TWIN = "__ampconv_own"
