@@ -44,7 +44,7 @@ UNIT_LAYERS = (
     ("policy", ("policy",)),
     ("foundation", (
         "option_groups", "shapespec", "report", "writer", "outputs", "repair", "prepare", "shapes", "load",
-        "sidecar", "loadcheck", "verdict", "schema", "runtime_schemas", "constants", "chunks", "fastcast",
+        "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "constants", "chunks", "fastcast",
         "graphs", "tensorsize", "dimexpr", "heavy_ops", "lowtypes", "domains", "precision", "errors",
         "deferred_imports",
     )),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet
 
+from ampconv import runtime_facts
 from ampconv.schema import default_domain_ops
 
 WHITE, BLACK, GRAY, UNLISTED = "WHITE", "BLACK", "GRAY", "UNLISTED"
@@ -110,7 +111,7 @@ FLOAT32_FUNCTION_BODY = frozenset({"MeanVarianceNormalization"})
 # loads, but its CPU provider fails at run time when the reduction attribute
 # is set ("MLFloat16 data type is not supported with ScatterND opset 18 when
 # reduction is 'max'"). A load check cannot see it, so they stay float32.
-REDUCTION_NEEDS_FLOAT32 = frozenset({"ScatterND", "ScatterElements"})
+REDUCTION_NEEDS_FLOAT32 = runtime_facts.REDUCTION_NEEDS_FLOAT32  # the runtime's fact, kept there
 # Ops whose numeric range needs float32 no matter the level (not editable).
 NOT_ORDINARY = QUANTIZATION | STRUCTURAL
 

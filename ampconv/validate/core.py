@@ -14,7 +14,7 @@ import onnx_ir as ir
 from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
 from ampconv.graphs import all_graphs
-from ampconv import runtime_schemas
+from ampconv import runtime_facts
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import low_type
 from ampconv.numerics import emulate as emulation
@@ -252,7 +252,7 @@ def _runtime_only_ops_note(conv: "_Loaded") -> list:
     """A note when the model holds onnxruntime's own ops in the default domain: onnx.checker leaves them to
     onnxruntime (``loadcheck.checker_error``), and runtimes without them will refuse the model."""
     nodes = (node for graph in all_graphs(conv.model) for node in graph)
-    found = sorted(runtime_schemas.default_domain_ops_among(nodes))
+    found = sorted(runtime_facts.active().own_default_domain_ops_among(nodes))
     if not found:
         return []
     return [f"{conv.path}: onnx.checker refuses it (No Op registered for {', '.join(found)}: onnxruntime's own ops "
