@@ -16,7 +16,7 @@ import onnx
 
 from ampconv import runtime_facts
 from ampconv.errors import ConversionError
-from ampconv.verdict import unregistered_default_op
+from ampconv.verdict import ACCEPT, judge, unregistered_default_op
 
 
 def first_line(exc: BaseException) -> str:
@@ -213,6 +213,32 @@ def check_with_checker(
         )
     timings["checker_seconds"] = round(time.perf_counter() - start, 3)
     return note
+
+
+def check_whole_file(model, path: Path, source: Path, dtype: str) -> List[str]:
+    """Both judges on the whole written model ``path`` (written from the onnx_ir ``model``), no probe.
+
+    onnx.checker first (``check_with_checker``, held to what ``source`` passes),
+    then an onnxruntime CPU session when onnxruntime is installed. A refusal is
+    read by ``verdict.judge`` for the LOW type ``dtype``: one it accepts (a
+    provider without a LOW kernel) becomes a note; any other raises the
+    judge's ``ConversionError``. Returns the notes. Validation judges a model
+    this way; the converter's ``checks.check_staged`` adds the probe and the
+    pins that plan again.
+    """
+    notes: List[str] = []
+    try:
+        note = check_with_checker(path, source=source)
+        notes += [note] if note else []
+        if not runtime_available():
+            return notes + ["onnxruntime not installed: load check skipped"]
+        check_with_runtime(path)
+    except ConversionError as exc:
+        verdict = judge(exc, model, dtype)
+        if verdict.kind != ACCEPT:
+            raise
+        notes += [verdict.note] if verdict.note else []
+    return notes
 
 
 def check_with_runtime(path: Path, *, timings: Optional[dict] = None, key: str = "runtime_seconds") -> None:

@@ -29,11 +29,13 @@ def test_every_unit_has_a_layer():
 
 def test_the_named_directions_hold():
     """The joins issue 28 cut: numerics under both calibration and validation; the planner under its inputs'
-    builders; config's option groups under the planner; validation does not reach calibration."""
+    builders; config's option groups under the planner; validation reaches neither calibration nor the
+    converter's checks (it asks the judges of a file, ``loadcheck``)."""
     edges = code_shape.measure_units()["edges"]
     for lower, upper in [("numerics", "data"), ("numerics", "validate"), ("numerics", "plan"), ("plan", "data"),
                          ("plan", "config"), ("option_groups", "plan"), ("option_groups", "validate"),
-                         ("validate", "data"), ("shapespec", "validate"), ("option_groups", "config")]:
+                         ("validate", "data"), ("shapespec", "validate"), ("option_groups", "config"),
+                         ("validate", "checks")]:
         assert upper not in edges.get(lower, {}), (lower, upper, edges[lower][upper])
 
 

@@ -11,11 +11,10 @@ import time
 
 import onnx_ir as ir
 
-from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
 from ampconv.graphs import all_graphs
 from ampconv import runtime_facts
-from ampconv.loadcheck import first_line
+from ampconv.loadcheck import check_whole_file, first_line
 from ampconv.lowtypes import low_type
 from ampconv.numerics import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
@@ -27,6 +26,7 @@ from ampconv.validate.result import Localization, ValidationResult
 from ampconv.validate import criteria as judging
 from ampconv.numerics import ownerror
 from ampconv.prepare import NameNodesPass
+from ampconv.repair import input_refusal
 
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
@@ -223,7 +223,8 @@ def _weak_check_notes(spans: dict, natures: dict) -> list:
 
 
 def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
-    """The converted model's load check, as ``convert`` runs it; raises when it fails, else its notes.
+    """The converted model's load check (``loadcheck.check_whole_file``: the judges ``convert`` asks, on the
+    whole model); raises when it fails, else its notes.
 
     A model that onnxruntime's graph resolution refuses is refused under
     every backend: emulation would otherwise retype it into a model that
@@ -235,17 +236,16 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
     builder writes them) is validated, with a note naming who will refuse it.
     """
     try:
-        # The model as read (no inference of its own): untyped values leave the probe out and the
-        # whole model is loaded, which is what validation pays for its sessions anyway.
-        outcome = check_staged(
-            conv.model, Path(conv.path), Path(reference), CheckSettings(runtime=True, dtype=dtype, plan_again=False),
-            known_pins={}, timings={},
-        )
+        # The whole model is loaded (no probe): validation pays for its sessions anyway.
+        notes = check_whole_file(conv.model, Path(conv.path), Path(reference), dtype)
     except ConversionError as exc:
+        refusal = input_refusal(Path(reference)) if exc.tool == ConversionError.RUNTIME else None
+        if refusal is not None:
+            raise ModelLoadError(f"{reference}: the input model is invalid for onnxruntime: {refusal}") from None
         if exc.tool != ConversionError.CHECKER:
             raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
         return [_checker_only_note(conv.path, exc)]
-    return [note for note in outcome.notes if "onnxruntime" in note] + _runtime_only_ops_note(conv)
+    return [note for note in notes if "onnxruntime" in note] + _runtime_only_ops_note(conv)
 
 
 def _runtime_only_ops_note(conv: "_Loaded") -> list:
