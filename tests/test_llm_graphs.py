@@ -238,7 +238,7 @@ def test_dimension_expressions(dim, sizes, expected):
 
 
 def test_random_inputs_agree_on_derived_dimensions(tmp_path):
-    from ampconv.validate.inputs import resolve_shape
+    from ampconv.shapespec import resolve_shape
     from ampconv.numerics.modelio import InputSpec
 
     spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
