@@ -90,7 +90,6 @@ DTYPE_ATTRIBUTE = {
 QUANTIZATION = frozenset(
     """DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger""".split()
 )
-QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 # onnxruntime's quantized contrib ops, blocked for the same reason. Not among them: the weight-only
 # quantized ops its genai builder writes (MatMulNBits, GatherBlockQuantized), whose float slots are the
 # activations and the scales that dequantize the weight; their fp16 form is the builder's own, so they

@@ -47,15 +47,6 @@ class Samples:
     notes: tuple[str, ...] = ()
 
 
-def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
-    """Read every sample from ``paths`` (files or folders, rules 1-3) and check it."""
-    samples, sources = [], []
-    for source, sample in iter_samples(paths, specs):
-        samples.append(sample)
-        sources.append(source)
-    return Samples(tuple(samples), tuple(sources), random=False)
-
-
 def iter_samples(paths: Sequence[str], specs: Sequence[InputSpec]):
     """Yield ``(source, sample)`` from ``paths`` one at a time, each checked (rules 1-3).
 
