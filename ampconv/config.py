@@ -108,7 +108,7 @@ class Config:
         synthetic_run: without ``calibration_data``, run a small model (a few
             seconds on the CPU) once in float32 on one seeded random sample and
             keep float32 the nodes whose values overflow the LOW type there
-            (``ampconv.data.synthetic``); False: the magnitude analysis alone.
+            (``ampconv.calibration.synthetic``); False: the magnitude analysis alone.
         tune: after the data guards, validate on the calibration samples and
             keep float32 the fewest nodes that make the check pass.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the

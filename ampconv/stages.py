@@ -33,8 +33,8 @@ from ampconv.option_groups import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
 from ampconv.plan.kvcache import cache_summary
 from ampconv.plan.search_pins import SearchPins
-from ampconv.numerics.calibration import Calibration
-from ampconv.data.tune import TuneResult
+from ampconv.numerics.activations import Calibration
+from ampconv.calibration.tune import TuneResult
 from ampconv.graphs import all_graphs
 from ampconv.load import external_data_files, weights_and_casts
 from ampconv.lowtypes import low_type

@@ -35,7 +35,7 @@ LAZY_MODULES = frozenset({
 UNIT_LAYERS = (
     ("interface", ("ampconv", "__main__", "config", "converter", "inmemory")),
     ("pipeline", ("stages", "conversion_figures", "htmlreport")),
-    ("calibration", ("data",)),
+    ("calibration", ("calibration",)),
     ("verdict", ("validate",)),
     ("checks", ("checks", "probe", "opset_upgrade")),
     ("rewrite", ("passes",)),
@@ -44,7 +44,7 @@ UNIT_LAYERS = (
     ("policy", ("policy",)),
     ("foundation", (
         "option_groups", "shapespec", "report", "writer", "outputs", "repair", "prepare", "shapes", "load",
-        "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "constants", "chunks", "fastcast",
+        "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "low_range", "chunks", "fastcast",
         "graphs", "tensorsize", "dimexpr", "heavy_ops", "lowtypes", "domains", "precision", "errors",
         "deferred_imports",
     )),

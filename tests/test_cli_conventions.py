@@ -274,7 +274,7 @@ def test_calibration_samples_use_the_ranges(ranged):
     import onnx_ir as ir
 
     from ampconv.config import Config
-    from ampconv.data.samples import calibration_samples
+    from ampconv.calibration.samples import calibration_samples
 
     config = Config(calibration_data="random", calibration_samples=3, input_ranges={"pixels": (100, 200)})
     stream = calibration_samples(ir.load(str(ranged)), config.data_options)

@@ -32,10 +32,10 @@ def test_the_named_directions_hold():
     builders; config's option groups under the planner; validation reaches neither calibration nor the
     converter's checks (it asks the judges of a file, ``loadcheck``); the figures read no validation."""
     edges = code_shape.measure_units()["edges"]
-    never = [("numerics", "data"), ("numerics", "validate"), ("numerics", "plan"), ("plan", "data"),
-             ("plan", "config"), ("option_groups", "plan"), ("option_groups", "validate"), ("validate", "data"),
+    never = [("numerics", "calibration"), ("numerics", "validate"), ("numerics", "plan"), ("plan", "calibration"),
+             ("plan", "config"), ("option_groups", "plan"), ("option_groups", "validate"), ("validate", "calibration"),
              ("shapespec", "validate"), ("option_groups", "config"), ("validate", "checks"),
-             ("conversion_figures", "validate"), ("data", "config")]
+             ("conversion_figures", "validate"), ("calibration", "config")]
     for importer, imported in never:
         assert imported not in edges.get(importer, {}), (importer, imported, edges[importer][imported])
 

@@ -11,7 +11,7 @@ import pytest
 
 from ampconv.config import Config
 from ampconv.errors import spell_parameters
-from ampconv.plan import Decision, data, evidence, gray, guards, hard, levels, phase, user
+from ampconv.plan import Decision, data_guards as data, evidence, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.facts import node_facts
 from ampconv.plan.rules import ORDER, RULES

@@ -35,7 +35,7 @@ def write_page(report: os.PathLike | str, page: os.PathLike | str | None = None,
     Nothing is written when the report cannot be read or is not an ampconv
     report (``ampconv.errors.AmpconvError`` with a one-line message).
     """
-    from ampconv.htmlreport.data import page_data
+    from ampconv.htmlreport.columns import page_data
     from ampconv.htmlreport.page import render_page
     from ampconv.htmlreport.read import read_report_file
 

@@ -3,7 +3,7 @@
 A copy of the float32 model exposes every float32 tensor its main graph
 computes as an extra output; onnxruntime runs it on the CPU provider with graph
 optimizations off (so no tensor is fused away), one sample at a time. Each
-sample's values are folded into fixed-size accumulators (``stats``) and
+sample's values are folded into fixed-size accumulators (``activations``) and
 dropped, so memory depends on one sample's activations, never on how many
 samples there are. The copy is saved with external data when the model has it
 or is large, so models over 2 GB work.
@@ -26,7 +26,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.numerics.calibration import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
+from ampconv.numerics.activations import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
 from ampconv.errors import AmpconvError

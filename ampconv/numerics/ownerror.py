@@ -15,7 +15,7 @@ The own error of a node is the worst, over its LOW outputs and samples, of the
 twin's error relative to the output's own scale (RMS of the difference over RMS
 of the reference), infinite when the twin turns a finite value non-finite. When
 the output reaches an error amplifier (Log, a divisor, Sqrt, ...: see
-``ampconv.plan.data.AMPLIFIERS``), the RMS of each element's relative error
+``ampconv.plan.data_guards.AMPLIFIERS``), the RMS of each element's relative error
 counts too: the amplifier makes small values' errors as large as big ones'.
 Twins exist only for main-graph nodes without subgraphs: onnxruntime cannot
 expose tensors inside If/Loop/Scan bodies.

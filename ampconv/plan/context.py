@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 from ampconv.option_groups import PlanOptions
 from ampconv.plan.search_pins import SearchPins
-from ampconv.numerics.calibration import Calibration, Thresholds
+from ampconv.numerics.activations import Calibration, Thresholds
 from ampconv.graphs import all_graphs
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.facts import OpFacts

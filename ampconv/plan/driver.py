@@ -27,7 +27,7 @@ from ampconv.domains import is_default
 from ampconv.errors import named
 from ampconv.option_groups import PlanOptions
 from ampconv.plan.search_pins import SearchPins
-from ampconv.numerics.calibration import Calibration
+from ampconv.numerics.activations import Calibration
 from ampconv.plan import gray, interface
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext

@@ -31,7 +31,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.constants import RangeStats
+from ampconv.low_range import RangeStats
 from ampconv.domains import is_default
 from ampconv.numerics.amplifiers import feeds_amplifier
 from ampconv.plan.context import PlanContext

@@ -1,7 +1,7 @@
-"""What the accuracy search (``ampconv.data.tune``) tells the planner: a plan input the planner owns.
+"""What the accuracy search (``ampconv.calibration.tune``) tells the planner: a plan input the planner owns.
 
 ``data.margin`` builds it; the ``data-tune`` rule and the overflow guard
-(``plan/data.py``) read it.
+(``plan/data_guards.py``) read it.
 """
 
 from __future__ import annotations

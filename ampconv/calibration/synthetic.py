@@ -23,8 +23,8 @@ import onnx_ir as ir
 from ampconv import tensorsize
 from ampconv.option_groups import DataOptions
 from ampconv.numerics.collect import collect
-from ampconv.data.samples import calibration_samples
-from ampconv.numerics.calibration import Calibration
+from ampconv.calibration.samples import calibration_samples
+from ampconv.numerics.activations import Calibration
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import LowType
 from ampconv.graphs import all_graphs

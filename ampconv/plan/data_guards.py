@@ -38,7 +38,7 @@ from typing import FrozenSet, Optional
 import onnx_ir as ir
 
 from ampconv.graphs import bounded_sources
-from ampconv.numerics.calibration import REDUCTIONS, fmt
+from ampconv.numerics.activations import REDUCTIONS, fmt
 from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision

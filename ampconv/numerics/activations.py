@@ -18,7 +18,7 @@ from ampconv.lowtypes import LowType
 REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare"})
 PRODUCTS = frozenset({"MatMul", "Gemm"})
 # The default overflow guard is this share of the LOW type's largest value: a margin for inputs a little
-# beyond the calibration set (``ampconv.data.margin`` says what --tune may do across it).
+# beyond the calibration set (``ampconv.calibration.margin`` says what --tune may do across it).
 MARGIN = 0.5
 
 

@@ -22,7 +22,7 @@ left after the range guards:
    node is needed; with one culprit it costs one more evaluation.
 
 Nodes the ``data-overflow`` guard keeps float32 only by its margin (values
-over half the LOW max but within it, ``ampconv.data.margin``) count among the
+over half the LOW max but within it, ``ampconv.calibration.margin``) count among the
 N candidates: every candidate, the first included, has them LOW unless the
 search keeps them, so they are lowered again exactly when validation passes
 without them. Real overflow, accumulation and a user's ``--data-max`` are
@@ -46,7 +46,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.precision import Precision
-from ampconv.data import margin
+from ampconv.calibration import margin
 from ampconv.numerics import ownerror
 from ampconv.numerics.ownerror import OwnError
 from ampconv.lowtypes import low_type
@@ -396,7 +396,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
     ``plan`` the search reads. ``calibration`` is the statistics pass's
     ``Calibration``. Nodes kept only by the margin are candidates of the
     search like the LOW nodes: every candidate starts with them LOW, and one
-    the search keeps stays under its ``data-overflow`` rule (``ampconv.data.margin``).
+    the search keeps stays under its ``data-overflow`` rule (``ampconv.calibration.margin``).
     """
     low = low_type(request.plan_options.dtype)
     notes: List[str] = []
