@@ -43,7 +43,7 @@ def _rms_reader(limit):
     def reader(judged):
         m = judged.m
         failed = not m.rmse <= limit
-        return criteria_mod._Check("rms", failed, m.rmse / limit, f"rms {m.rmse:.3g} {'>' if failed else '<='} {limit:g}")
+        return criteria_mod.Check("rms", failed, m.rmse / limit, f"rms {m.rmse:.3g} {'>' if failed else '<='} {limit:g}")
     return reader
 
 

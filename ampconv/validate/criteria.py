@@ -147,7 +147,7 @@ class Criterion:
             the floor model's figure beside it.
         reader: for a criterion read from the statistics every output gets
             (``metrics.Metrics``) rather than from a ``figure`` of its own:
-            ``reader(judged) -> check | None`` (``_Judged``: the statistics,
+            ``reader(judged) -> Check | None`` (``Judged``: the statistics,
             the ``Criteria`` with this output's thresholds, the cosine
             threshold in force); None: it does not apply to this output.
         modes: the criteria modes it judges in (``DEFAULT``, ``STRICT``).
@@ -181,14 +181,14 @@ class Criterion:
         """The threshold for ``dtype`` (None: not judged for that type)."""
         return self.default.get(dtype or "")
 
-    def check(self, value: float, limit: float) -> _Check:
+    def check(self, value: float, limit: float) -> Check:
         """The verdict of ``value`` against ``limit``, in words ("psnr 31.2 >= 30")."""
         if self.reads == AT_MOST:
             return _upper_bound(self.key, value, limit, f"{self.key} {value:.3g} {{op}} {limit:g}")
         failed = not value >= limit
         severity = limit / value if value > 0 else math.inf
         words = f"{self.key} {value:.3g} {'<' if failed else '>='} {limit:g}"
-        return _Check(self.key, failed, severity, words)
+        return Check(self.key, failed, severity, words)
 
     def to_dict(self, dtype: str | None = None) -> dict:
         """JSON-able description: key, what it measures, how it reads, its threshold(s) and outputs."""
@@ -626,7 +626,9 @@ def _floor(criteria: Criteria, nature: Nature | None) -> tuple[float, str | None
 
 
 @dataclasses.dataclass(frozen=True)
-class _Check:
+class Check:
+    """One criterion's verdict on one output: failed or not, how far towards its threshold, in words."""
+
     key: str
     failed: bool
     severity: float  # the figure's way towards its threshold; above 1 fails
@@ -634,7 +636,7 @@ class _Check:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Judged:
+class Judged:
     """What a built-in criterion's ``reader`` reads: one output's statistics and the thresholds in force."""
 
     m: Metrics
@@ -642,23 +644,23 @@ class _Judged:
     cosine: float | None  # the smallest cosine allowed for this output (None: not judged)
 
 
-def _checks(m: Metrics, criteria: Criteria, cosine: float | None = -1.0) -> list[_Check]:
+def _checks(m: Metrics, criteria: Criteria, cosine: float | None = -1.0) -> list[Check]:
     """Every criterion of ``VERDICT_CHAIN`` that applies to ``m``, in the order failures are named.
 
     ``cosine``: the smallest cosine allowed (-1: ``criteria.min_cosine``; None:
     not judged). The max criterion reads the 99.9th percentile on outputs of
     at least ``TAIL_MIN_SIZE`` elements (below, it is the max).
     """
-    judged = _Judged(m, criteria, criteria.min_cosine if cosine == -1.0 else cosine)
+    judged = Judged(m, criteria, criteria.min_cosine if cosine == -1.0 else cosine)
     found = (c.reader(judged) for c in VERDICT_CHAIN if criteria.mode in c.modes)
     return [check for check in found if check is not None]
 
 
-def _nonfinite_check(j: _Judged) -> _Check | None:
-    return _Check("nonfinite", True, math.inf, _nonfinite_words(j.m)) if j.m.unmatched_nonfinite else None
+def _nonfinite_check(j: Judged) -> Check | None:
+    return Check("nonfinite", True, math.inf, _nonfinite_words(j.m)) if j.m.unmatched_nonfinite else None
 
 
-def _label_check(j: _Judged) -> _Check | None:
+def _label_check(j: Judged) -> Check | None:
     m, limit = j.m, j.criteria.min_label_agreement
     if limit is None or m.label_agreement is None:
         return None
@@ -666,25 +668,25 @@ def _label_check(j: _Judged) -> _Check | None:
                         f"label agreement {m.label_agreement:.2f} {{op}} {limit:g} on {m.clear_rows} clear row(s)")
 
 
-def _cosine_check(j: _Judged) -> _Check | None:
+def _cosine_check(j: Judged) -> Check | None:
     m, cosine = j.m, j.cosine
     if cosine is None or m.finite_size < j.criteria.cosine_min_size or m.unmatched_nonfinite:
         return None
     return _lower_bound("cosine", m.cosine, cosine, f"cosine {m.cosine:.6f} {{op}} {cosine:g}")
 
 
-def _p99_check(j: _Judged) -> _Check | None:
+def _p99_check(j: Judged) -> Check | None:
     m, limit = j.m, j.criteria.p99_error
     if limit is None:
         return None
     return _upper_bound("p99", m.scaled_p99_error, limit, f"scaled p99 error {m.scaled_p99_error:.2g} {{op}} {limit:g}")
 
 
-def _max_check(j: _Judged) -> _Check | None:
+def _max_check(j: Judged) -> Check | None:
     return None if j.criteria.max_error is None else _tail_check(j.m, j.criteria.max_error)
 
 
-def _tail_check(m: Metrics, limit: float) -> _Check:
+def _tail_check(m: Metrics, limit: float) -> Check:
     """The max criterion: the max of a small output, the 99.9th percentile of a large one (the max is quoted)."""
     tail = m.scaled_p999_error if m.scaled_p999_error is not None else m.scaled_max_error
     if m.finite_size < TAIL_MIN_SIZE:
@@ -700,22 +702,22 @@ def _nonfinite_words(m: Metrics) -> str:
     return f"unmatched non-finite: {m.unmatched_nonfinite} of {m.size} value(s) NaN/Inf in one model only"
 
 
-def _elementwise(m: Metrics, criteria: Criteria) -> _Check:
+def _elementwise(m: Metrics, criteria: Criteria) -> Check:
     rule = f"elementwise rtol={criteria.rtol:g} atol={criteria.atol:g}"
     if m.mismatched:
-        return _Check("elementwise", True, 1.0 + m.mismatched / max(m.size, 1),
+        return Check("elementwise", True, 1.0 + m.mismatched / max(m.size, 1),
                       f"{rule}: {m.mismatched} of {m.size} element(s) outside")
-    return _Check("elementwise", False, 0.0, f"{rule}: all {m.size} element(s) within")
+    return Check("elementwise", False, 0.0, f"{rule}: all {m.size} element(s) within")
 
 
-def _upper_bound(key: str, value: float, limit: float, words: str) -> _Check:
+def _upper_bound(key: str, value: float, limit: float, words: str) -> Check:
     failed = not value <= limit  # a NaN figure fails
     severity = value / limit if limit > 0 else (0.0 if value == 0 else math.inf)
-    return _Check(key, failed, severity, words.format(op=">" if failed else "<="))
+    return Check(key, failed, severity, words.format(op=">" if failed else "<="))
 
 
-def _lower_bound(key: str, value: float, limit: float, words: str) -> _Check:
+def _lower_bound(key: str, value: float, limit: float, words: str) -> Check:
     # cosine and agreement approach 1 from below: headroom is measured on 1 - value.
     failed = not value >= limit
     severity = (1.0 - value) / (1.0 - limit) if limit < 1 else (0.0 if value >= 1 else math.inf)
-    return _Check(key, failed, severity, words.format(op="<" if failed else ">="))
+    return Check(key, failed, severity, words.format(op="<" if failed else ">="))
