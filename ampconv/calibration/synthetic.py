@@ -4,7 +4,7 @@ Without ``--calibration-data``, a model small enough to run in a few seconds
 on the CPU is run once in float32 on one seeded random sample (shapes from
 ``--shape`` or the model, symbolic axes at 1, integer inputs inside the
 tables they index), and every activation's range is recorded exactly as
-``--calibration-data random`` records it (``data.collect``). The planner then
+``--calibration-data random`` records it (``numerics.collect``). The planner then
 keeps float32 the nodes whose values overflow the LOW type on that sample
 (``data-overflow``; random data says nothing trustworthy about underflow, so
 only overflow is read). The magnitude analysis (``plan.magnitude``) speaks

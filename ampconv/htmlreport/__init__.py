@@ -1,6 +1,6 @@
 """The report page: one self-contained HTML file built from a ``--report`` JSON file.
 
-``read.read_report_file`` loads and checks the JSON, ``data.page_data``
+``read.read_report_file`` loads and checks the JSON, ``columns.page_data``
 shapes it into the compact form the page embeds, ``page.render_page`` writes
 the HTML (its CSS and script are the strings in ``style`` and ``script``),
 and ``write_page`` does all of it behind the output-path guards of

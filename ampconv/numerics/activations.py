@@ -132,7 +132,7 @@ class Calibration:
     accumulations: Dict[str, Accumulation]
     seconds: float = 0.0
     notes: tuple = ()
-    # The default synthetic run (``data.synthetic``), not data the user gave: only overflow is read from it.
+    # The default synthetic run (``calibration.synthetic``), not data the user gave: only overflow is read from it.
     synthetic: bool = False
 
     def tensor(self, name: Optional[str]) -> Optional[TensorStats]:

@@ -51,7 +51,7 @@ def exposable_tensors(model: ir.Model) -> Dict[str, ir.Value]:
 def collect(source: str, samples: Iterable, low: LowType, *, random: bool = False) -> Calibration:
     """Run the float32 model ``source`` over ``samples`` (``(label, {input: array})`` pairs).
 
-    Values inside If/Loop/Scan bodies are observed too (``validate.bodies``);
+    Values inside If/Loop/Scan bodies are observed too (``numerics.bodies``);
     when onnxruntime refuses the copy that routes them out, the pass runs
     again on the main graph alone and a note says what was not observed.
     Raises ``AmpconvError`` when onnxruntime cannot load or run the model on a

@@ -1,6 +1,6 @@
 """What the accuracy search (``ampconv.calibration.tune``) tells the planner: a plan input the planner owns.
 
-``data.margin`` builds it; the ``data-tune`` rule and the overflow guard
+``calibration.margin`` builds it; the ``data-tune`` rule and the overflow guard
 (``plan/data_guards.py``) read it.
 """
 
