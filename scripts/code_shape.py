@@ -36,7 +36,7 @@ UNIT_LAYERS = (
     ("interface", ("ampconv", "__main__", "config", "converter", "inmemory")),
     ("pipeline", ("stages", "conversion_figures", "htmlreport")),
     ("calibration", ("calibration",)),
-    ("verdict", ("validate",)),
+    ("validation", ("validate",)),
     ("checks", ("checks", "probe", "opset_upgrade")),
     ("rewrite", ("passes",)),
     ("planner", ("plan", "upgrade_hints")),
