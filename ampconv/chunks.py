@@ -27,7 +27,7 @@ SOURCE_META_KEY = "ampconv.source"
 # Elements per step of read_chunks/convert_chunked: 1 MiB of float32, small
 # enough that a chunk and its temporaries stay in the CPU cache (measured on the
 # 1.35 GB GPT: the range scan takes 0.35 s with 1 MiB chunks, 0.58 s with 16 MiB).
-# The one chunk size of the package: ``ampconv.constants.range_stats`` imports it
+# The one chunk size of the package: ``ampconv.low_range.range_stats`` imports it
 # to size its reused scan buffer, which every chunk ``read_chunks`` yields must
 # fit (a larger chunk than the buffer raises there), so the two cannot drift.
 CHUNK_ELEMENTS = 1 << 18

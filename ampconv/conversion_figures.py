@@ -29,8 +29,8 @@ from ampconv.tensorsize import tensor_bytes
 from ampconv.graphs import all_graphs
 from ampconv.schema import normalize_domain
 from ampconv.shapes import inferred_shapes
-from ampconv.validate.inputs import resolve_shape
-from ampconv.validate.modelio import declared_inputs
+from ampconv.shapespec import resolve_shape
+from ampconv.numerics.modelio import declared_inputs
 
 _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 _LOW = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})

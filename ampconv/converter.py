@@ -19,10 +19,10 @@ import onnx.defs
 import onnx_ir as ir
 
 from ampconv.config import Config
-from ampconv.data import synthetic
-from ampconv.data.collect import collect
-from ampconv.data.samples import calibration_samples
-from ampconv.data.tune import tune_model
+from ampconv.calibration import synthetic
+from ampconv.numerics.collect import collect
+from ampconv.calibration.samples import calibration_samples
+from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
 from ampconv.load import load_model
 from ampconv.lowtypes import low_type

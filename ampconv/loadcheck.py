@@ -14,9 +14,9 @@ from typing import Callable, List, Optional, Sequence
 
 import onnx
 
-from ampconv import runtime_schemas
+from ampconv import runtime_facts
 from ampconv.errors import ConversionError
-from ampconv.verdict import unregistered_default_op
+from ampconv.verdict import ACCEPT, judge, unregistered_default_op
 
 
 def first_line(exc: BaseException) -> str:
@@ -47,7 +47,7 @@ def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Op
     refuses the whole model. When it refuses for that reason alone, the
     checker judges a copy whose such nodes sit in a custom domain instead
     (which it does not judge): everything else is still checked, and those
-    nodes are left to onnxruntime's load check (``runtime_schemas.default_domain_ops``
+    nodes are left to onnxruntime's load check (``runtime_facts.RuntimeFacts.own_default_domain_ops``
     names them). Copies sit beside ``path``, so external data resolves, and
     are removed before this returns.
     """
@@ -57,7 +57,7 @@ def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Op
         if rankless:
             target = _edited_copy(Path(path), copies, lambda proto: _give_placeholder_shapes(proto, set(rankless)))
         error = _run_checker(target, full)
-        if error is not None and unregistered_default_op(str(error)) in runtime_schemas.default_domain_ops():
+        if error is not None and unregistered_default_op(str(error)) in runtime_facts.active().own_default_domain_ops():
             target = _edited_copy(target, copies, _move_runtime_only_ops)
             error = _run_checker(target, full)
         return error
@@ -93,7 +93,7 @@ def _give_placeholder_shapes(proto: onnx.ModelProto, names: set) -> None:
 
 def _move_runtime_only_ops(proto: onnx.ModelProto) -> None:
     """Move every default-domain node whose op only onnxruntime defines into ``RUNTIME_ONLY_DOMAIN``."""
-    ops = runtime_schemas.default_domain_ops()
+    ops = runtime_facts.active().own_default_domain_ops()
     moved = False
     for node in _all_proto_nodes(proto.graph):
         if node.domain in ("", "ai.onnx") and node.op_type in ops:
@@ -213,6 +213,32 @@ def check_with_checker(
         )
     timings["checker_seconds"] = round(time.perf_counter() - start, 3)
     return note
+
+
+def check_whole_file(model, path: Path, source: Path, dtype: str) -> List[str]:
+    """Both judges on the whole written model ``path`` (written from the onnx_ir ``model``), no probe.
+
+    onnx.checker first (``check_with_checker``, held to what ``source`` passes),
+    then an onnxruntime CPU session when onnxruntime is installed. A refusal is
+    read by ``verdict.judge`` for the LOW type ``dtype``: one it accepts (a
+    provider without a LOW kernel) becomes a note; any other raises the
+    judge's ``ConversionError``. Returns the notes. Validation judges a model
+    this way; the converter's ``checks.check_staged`` adds the probe and the
+    pins that plan again.
+    """
+    notes: List[str] = []
+    try:
+        note = check_with_checker(path, source=source)
+        notes += [note] if note else []
+        if not runtime_available():
+            return notes + ["onnxruntime not installed: load check skipped"]
+        check_with_runtime(path)
+    except ConversionError as exc:
+        verdict = judge(exc, model, dtype)
+        if verdict.kind != ACCEPT:
+            raise
+        notes += [verdict.note] if verdict.note else []
+    return notes
 
 
 def check_with_runtime(path: Path, *, timings: Optional[dict] = None, key: str = "runtime_seconds") -> None:

@@ -28,7 +28,7 @@ from typing import Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence,
 import onnx
 import onnx.defs
 
-from ampconv import runtime_schemas
+from ampconv import runtime_facts, runtime_schemas
 from ampconv.domains import normalize_domain
 from ampconv.lowtypes import low_type
 
@@ -125,7 +125,7 @@ def _schema(domain: str, op_type: str, opset: int):
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
     except onnx.defs.SchemaError:
-        return runtime_schemas.lookup(domain, op_type, opset)
+        return runtime_facts.active().schema(domain, op_type, opset)
 
 
 # ------------------------------------------------------------------ type ties
@@ -461,7 +461,12 @@ def is_known_op(domain: str, op_type: str) -> bool:
         onnx.defs.get_schema(op_type, domain=domain)
         return True
     except onnx.defs.SchemaError:
-        return runtime_schemas.known(domain, op_type)
+        return runtime_facts.active().knows(domain, op_type)
+
+
+# What is cached above was derived from the runtime's facts too: a change of runtime starts afresh.
+runtime_facts.on_change(op_info.cache_clear, _schema.cache_clear, type_ties.cache_clear,
+                        first_opset_allowing.cache_clear, is_known_op.cache_clear)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,12 +29,12 @@ import onnx_ir as ir
 from ampconv.precision import Precision
 from ampconv.domains import op_label
 from ampconv.checks import CheckOutcome, CheckSettings, check_staged
-from ampconv.config import DataOptions, PlanOptions, WriteOptions
+from ampconv.option_groups import DataOptions, PlanOptions, WriteOptions
 from ampconv.conversion_figures import conversion_figures
 from ampconv.plan.kvcache import cache_summary
-from ampconv.data.margin import SearchPins
-from ampconv.data.stats import Calibration
-from ampconv.data.tune import TuneResult
+from ampconv.plan.search_pins import SearchPins
+from ampconv.numerics.activations import Calibration
+from ampconv.calibration.tune import TuneResult
 from ampconv.graphs import all_graphs
 from ampconv.load import external_data_files, weights_and_casts
 from ampconv.lowtypes import low_type

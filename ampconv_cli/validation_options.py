@@ -24,7 +24,8 @@ from ampconv_cli.errors import flag_of
 from ampconv_cli.options import OptionGroup
 from ampconv.validate import ValidateOptions, parse_shape, validate
 from ampconv.validate.nature_kinds import NATURE_OVERRIDES
-from ampconv.validate.options import parse_input_range, parse_limit, parse_nature
+from ampconv.shapespec import parse_input_range
+from ampconv.validate.options import parse_limit, parse_nature
 from ampconv.validate.render import render
 from ampconv.validate.reportfile import merge_into_report
 

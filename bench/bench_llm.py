@@ -26,7 +26,7 @@ cast traffic per step, heavy nodes LOW, weight bytes), the KV cache bytes
 read (past inputs) and written (present outputs) per step in the output's
 declared types, and an emulated greedy decode: ``DECODE_STEPS`` steps from the
 prefill cache, the float32 source and the output's fp16 emulation
-(``ampconv.validate.emulate``) each feeding its own present cache back as its
+(``ampconv.numerics.emulate``) each feeding its own present cache back as its
 next past, both given the float32 model's token (teacher forcing, so one flip
 does not change every later input). A step agrees when the argmax matches; a
 step whose float32 top-two gap is under ``TIE_FRACTION`` of the logits' std
@@ -232,7 +232,7 @@ def emulated_session(path: pathlib.Path, work: pathlib.Path):
     """An onnxruntime CPU session of the float32 emulation of a LOW model (optimizations off)."""
     import onnx_ir as ir
 
-    from ampconv.validate.emulate import emulate
+    from ampconv.numerics.emulate import emulate
 
     model = ir.load(str(path))
     emulate(model)

@@ -267,7 +267,7 @@ def _emulated_run(model, input_feed, output_names=None, sess_options=None):
     import onnx
     import onnxruntime as ort
 
-    from ampconv.validate import emulate, modelio
+    from ampconv.numerics import emulate, modelio
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "candidate.onnx")

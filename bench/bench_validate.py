@@ -77,7 +77,8 @@ def measure(work: pathlib.Path, batch: int = 8, repeats: int = 50) -> dict:
     import onnx
 
     import ampconv
-    from ampconv.validate import ValidateOptions, emulate, modelio, validate
+    from ampconv.validate import ValidateOptions, validate
+    from ampconv.numerics import emulate, modelio
 
     src = _samples(work / "samples")["transformer"]
     dst = work / "transformer.fp16.onnx"

@@ -234,7 +234,7 @@ def captured_runs() -> Iterator[dict[str, list[dict]]]:
 
     The arrays ground truth reads are then exactly those the verdict read.
     """
-    from ampconv.validate import runners
+    from ampconv.numerics import runners
 
     original = runners.Runner.run
     record: dict[str, list[dict]] = {}

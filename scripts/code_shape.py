@@ -9,7 +9,12 @@ holds them to the limits (docs/architecture.md, "Code shape"):
   functions (a cycle an in-function import hides is still a cycle);
 - imports of ampconv modules inside functions only in ``LAZY_MODULES``: the
   modules ``import ampconv`` and the CLI load at start-up, which defer what
-  would load numpy, onnx or onnx-ir.
+  would load numpy, onnx or onnx-ir;
+- units depend one way (``tests/test_layers.py``): a unit is a subpackage of
+  ampconv or a top-level module; ``UNIT_LAYERS`` lists them from the top
+  down, and every import (in-function ones counted) goes to a unit of the same
+  layer or a lower one, with no cycle between units (docs/architecture.md,
+  "Units and the one direction between them", draws the same table).
 """
 
 from __future__ import annotations
@@ -22,9 +27,58 @@ from collections import defaultdict
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_PARAMS = 80, 7
 LAZY_MODULES = frozenset({
-    "ampconv", "ampconv.config", "ampconv.outputs", "ampconv.report", "ampconv.validate",
+    "ampconv", "ampconv.config", "ampconv.option_groups", "ampconv.outputs", "ampconv.report", "ampconv.validate",
     "ampconv.validate.criteria", "ampconv.htmlreport",
 })
+
+# The units of ``ampconv``, from the top layer down: a unit imports only units of its own layer or below.
+UNIT_LAYERS = (
+    ("interface", ("ampconv", "__main__", "config", "converter", "inmemory")),
+    ("pipeline", ("stages", "conversion_figures", "htmlreport")),
+    ("calibration", ("calibration",)),
+    ("validation", ("validate",)),
+    ("checks", ("checks", "probe", "opset_upgrade")),
+    ("rewrite", ("passes",)),
+    ("planner", ("plan", "upgrade_hints")),
+    ("numerics", ("numerics",)),
+    ("policy", ("policy",)),
+    ("foundation", (
+        "option_groups", "shapespec", "report", "writer", "outputs", "repair", "prepare", "shapes", "load",
+        "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "low_range", "chunks", "fastcast",
+        "graphs", "tensorsize", "dimexpr", "heavy_ops", "lowtypes", "domains", "precision", "errors",
+        "deferred_imports",
+    )),
+)
+
+
+def unit_of(module: str) -> str:
+    """The unit of a module: its subpackage under ampconv, its own name for a top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def unit_edges(package: str = "ampconv") -> dict:
+    """``{unit: {imported unit: [where, ...]}}`` over every import of ``package``, in-function ones counted."""
+    edges: dict = defaultdict(lambda: defaultdict(list))
+    for path in sorted((ROOT / package).rglob("*.py")):
+        module = _module(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            for target in _targets(node, module):
+                if unit_of(target) != unit_of(module):
+                    edges[unit_of(module)][unit_of(target)].append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return edges
+
+
+def measure_units(package: str = "ampconv", layers=UNIT_LAYERS) -> dict:
+    """Cycles between units, imports that go up the layers, and units no layer names."""
+    rank = {unit: index for index, (_, units) in enumerate(layers) for unit in units}
+    edges = unit_edges(package)
+    found = {path.stem if path.stem != "__init__" else package for path in (ROOT / package).glob("*.py")}
+    found |= {path.parent.name for path in (ROOT / package).glob("*/__init__.py")}
+    upward = [(a, b, wheres[0]) for a, targets in sorted(edges.items()) for b, wheres in sorted(targets.items())
+              if a in rank and b in rank and rank[b] < rank[a]]
+    return {"cycles": _cycles({a: set(targets) for a, targets in edges.items()}), "upward": upward,
+            "unplaced": sorted(found - set(rank)), "edges": edges}
 
 
 def _module(path: pathlib.Path) -> str:
@@ -114,3 +168,9 @@ if __name__ == "__main__":
     for key in ("long_functions", "many_params", "cycles"):
         for entry in figures[key]:
             print(f"  {key}: {entry}")
+    units = measure_units()
+    print(f"unit cycles: {len(units['cycles'])}, imports up the layers: {len(units['upward'])}, "
+          f"units without a layer: {len(units['unplaced'])}")
+    for key in ("cycles", "upward", "unplaced"):
+        for entry in units[key]:
+            print(f"  unit {key}: {entry}")

@@ -20,7 +20,7 @@ For each case, and each (level, dtype) combination:
    *resolve* (session creation fails only with NOT_IMPLEMENTED, and the report
    says so in a note) and its float32 emulation must run.
 4. Accurate: the emulated converted model (every LOW tensor rounded to the
-   LOW type, ``ampconv.validate.emulate``) agrees with the float32 reference
+   LOW type, ``ampconv.numerics.emulate``) agrees with the float32 reference
    within the dtype's default tolerance (``DEFAULT_TOLERANCES``); non-float
    outputs must be equal.
 5. Explained: not accurate, but ``ampconv.validate`` localizes the drift to a
@@ -439,7 +439,7 @@ def _elem_types(type_proto) -> str:
 def _emulated_run(dst: str, feeds: Dict[str, object], tmp: str) -> Dict[str, object]:
     import onnx_ir as ir
 
-    from ampconv.validate.emulate import emulate
+    from ampconv.numerics.emulate import emulate
 
     model = ir.load(dst)
     emulate(model)
@@ -450,7 +450,7 @@ def _emulated_run(dst: str, feeds: Dict[str, object], tmp: str) -> Dict[str, obj
 
 def _compare(reference: Dict[str, object], converted: Dict[str, object], dtype: str) -> Optional[str]:
     """None when every output agrees; otherwise a one-line description of the first drift."""
-    from ampconv.validate.metrics import compare
+    from ampconv.numerics.metrics import compare
     from ampconv.validate.options import DEFAULT_TOLERANCES
 
     rtol, atol = DEFAULT_TOLERANCES[dtype]

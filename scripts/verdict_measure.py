@@ -579,7 +579,7 @@ def _labels_shifted(model: onnx.ModelProto) -> None:
 
 def _captured(src: str, dst: str, seed: int, options: dict, floor: bool) -> tuple:
     """(result, reference outputs, converted outputs) of one seeded validation."""
-    from ampconv.validate import runners
+    from ampconv.numerics import runners
 
     seen, original = {}, runners.Runner.run
 

@@ -199,7 +199,7 @@ def ranged(tmp_path):
 def _specs(path):
     import onnx_ir as ir
 
-    from ampconv.validate import modelio
+    from ampconv.numerics import modelio
 
     return modelio.declared_inputs(ir.load(str(path)))
 
@@ -218,7 +218,7 @@ def test_random_inputs_fall_in_the_given_ranges(ranged):
 def test_equal_range_ends_make_a_constant_input(ranged):
     """``sr:16000,16000``: a sample rate or flag input held at one value, float and integer alike."""
     from ampconv.validate.inputs import random_samples
-    from ampconv.validate.options import parse_input_range
+    from ampconv.shapespec import parse_input_range
 
     assert parse_input_range("sr:16000,16000") == ("sr", (16000.0, 16000.0))
     drawn = random_samples(_specs(ranged), {}, 3, 0, ranges={"audio": (16000, 16000), "pixels": (7, 7)})
@@ -274,7 +274,7 @@ def test_calibration_samples_use_the_ranges(ranged):
     import onnx_ir as ir
 
     from ampconv.config import Config
-    from ampconv.data.samples import calibration_samples
+    from ampconv.calibration.samples import calibration_samples
 
     config = Config(calibration_data="random", calibration_samples=3, input_ranges={"pixels": (100, 200)})
     stream = calibration_samples(ir.load(str(ranged)), config.data_options)

@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 import ampconv
-from ampconv.data.collect import collect
-from ampconv.data.stats import TensorStats, Thresholds
+from ampconv.numerics.collect import collect
+from ampconv.numerics.activations import TensorStats, Thresholds
 from ampconv.lowtypes import low_type
 from ampconv.validate.inputs import RandomDraw, SampleStream
-from ampconv.validate.modelio import declared_inputs, load
+from ampconv.numerics.modelio import declared_inputs, load
 from ampconv_cli.main import cli
 from helpers import decisions, model_from_text, save
 
@@ -252,7 +252,7 @@ def _tune(tmp_path, text, arrays, **config):
 
 
 def test_calibration_summary_lists_tensors_over_the_guard_but_in_range():
-    from ampconv.data.stats import Calibration
+    from ampconv.numerics.activations import Calibration
 
     stats = {name: TensorStats(name) for name in ("in_range", "margin", "over")}
     for name, peak in (("in_range", 3e4), ("margin", 4e4), ("over", 1e5)):
@@ -306,8 +306,8 @@ def test_tune_respects_an_explicit_data_max(tmp_path):
 
 
 def _planner_context(text, peak, pins, **config):
-    from ampconv.data.margin import SearchPins
-    from ampconv.data.stats import Calibration
+    from ampconv.plan.search_pins import SearchPins
+    from ampconv.numerics.activations import Calibration
     from ampconv.plan.context import PlanContext
     from ampconv.policy import load_policy
 
@@ -330,7 +330,7 @@ def _planner_context(text, peak, pins, **config):
     (4e4, {"data_max": 32752.0}, False),  # the user's threshold: not obeyed either
 ])
 def test_the_planner_checks_a_release_pin_again(peak, config, released):
-    from ampconv.plan import data
+    from ampconv.plan import data_guards as data
     from ampconv.plan.facts import node_facts
 
     ctx, node = _planner_context(MARGIN_SCALE, peak, ["s"], **config)

@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 from ampconv import fastcast
-from ampconv.constants import to_low
+from ampconv.low_range import to_low
 from ampconv.chunks import CHUNK_ELEMENTS, CastTensor
 
 

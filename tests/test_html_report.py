@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ampconv import outputs
-from ampconv.htmlreport.data import page_data, scope_of
+from ampconv.htmlreport.columns import page_data, scope_of
 from ampconv.htmlreport.page import DATA_ID
 from ampconv_cli.main import cli
 
@@ -464,7 +464,7 @@ def test_the_node_table_opens_on_what_matters():
                                           ("Sub", "LOW")])]
     report = {"nodes": nodes, "validation": {"passed": False, "localization": {"node": "n6", "cause": None}},
               "tune": {"kept": [{"node": "n1"}]}}
-    from ampconv.htmlreport.data import order_by_importance
+    from ampconv.htmlreport.columns import order_by_importance
 
     # The failing node, the node the search kept, float32 heavy, other float32, LOW heavy, ..., no float data last.
     assert order_by_importance(report) == [6, 1, 4, 3, 2, 0, 5]

@@ -238,8 +238,8 @@ def test_dimension_expressions(dim, sizes, expected):
 
 
 def test_random_inputs_agree_on_derived_dimensions(tmp_path):
-    from ampconv.validate.inputs import resolve_shape
-    from ampconv.validate.modelio import InputSpec
+    from ampconv.shapespec import resolve_shape
+    from ampconv.numerics.modelio import InputSpec
 
     spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
     assert resolve_shape(spec, {"past_sequence_length": (8,)}) == (1, 9)
@@ -418,8 +418,8 @@ def test_validate_of_a_model_without_a_cache_decodes_nothing(tmp_path):
 
 def test_an_unset_derived_dimension_is_noted_by_the_symbol_to_set():
     """A mask of ``past_sequence_length + 1`` beside a cache of ``past_sequence_length``: one note, one flag that works."""
-    from ampconv.validate.inputs import _resolve_all
-    from ampconv.validate.modelio import InputSpec
+    from ampconv.numerics.modelio import InputSpec
+    from ampconv.shapespec import resolve_all as _resolve_all
 
     specs = [InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1")),
              InputSpec("past", ir.DataType.FLOAT, (1, 2, "past_sequence_length", 8))]

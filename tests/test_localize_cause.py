@@ -39,7 +39,7 @@ def test_cause_from_rounded_inputs_brings_its_low_producer_into_the_fix(tmp_path
 
 
 def test_no_cause_when_no_single_node_stands_out():
-    from ampconv.data.ownerror import OwnError
+    from ampconv.numerics.ownerror import OwnError
     from ampconv.validate.localize import name_cause
     import onnx_ir as ir
 
@@ -52,7 +52,7 @@ def test_no_cause_when_no_single_node_stands_out():
 
 @pytest.mark.parametrize("dtype, roundoffs", [("fp16", 2.0**-11), ("bf16", 2.0**-8)])
 def test_cause_threshold_follows_the_low_type(dtype, roundoffs):
-    from ampconv.data.ownerror import OwnError
+    from ampconv.numerics.ownerror import OwnError
     from ampconv.validate.localize import CAUSE_ROUNDOFFS, name_cause
     import onnx_ir as ir
 

@@ -15,7 +15,7 @@ import pytest
 
 import ampconv
 import hazard_models as hm
-from ampconv.data import synthetic
+from ampconv.calibration import synthetic
 from ampconv.plan.magnitude import MagnitudeAnalysis, Scale, threshold
 from ampconv.plan.ranges import RangeReader
 from ampconv.validate.options import ValidateOptions

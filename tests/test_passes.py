@@ -175,7 +175,7 @@ def test_small_initializers_cast_together_have_the_bits_of_one_by_one_casts(tmp_
     from onnx import helper, numpy_helper
 
     import ampconv
-    from ampconv.constants import to_low
+    from ampconv.low_range import to_low
 
     rng = np.random.default_rng(3)
     weights = {f"w{i}": (rng.standard_normal(shape) * 10).astype(np.float32)

@@ -22,7 +22,7 @@ from onnx import numpy_helper as nh
 import ampconv
 from ampconv import chunks
 from ampconv.chunks import CHUNK_ELEMENTS
-from ampconv.constants import clamp_values, range_stats, to_low
+from ampconv.low_range import clamp_values, range_stats, to_low
 from ampconv.errors import UsageError
 from ampconv.lowtypes import range_limits
 from ampconv_cli.main import cli

@@ -8,11 +8,11 @@ import pytest
 
 import ampconv
 import data_models
-from ampconv.data import ownerror
-from ampconv.data.tune import Evaluation, budget, search
+from ampconv.numerics import ownerror
+from ampconv.calibration.tune import Evaluation, budget, search
 from ampconv.lowtypes import low_type
 from ampconv.validate import ValidateOptions
-from ampconv.validate.modelio import load
+from ampconv.numerics.modelio import load
 from helpers import model_from_text, save
 
 
@@ -160,7 +160,7 @@ def test_tune_on_the_cancellation_model_keeps_only_the_node_that_fixes_it(tmp_pa
 
 
 def test_margin_release_lowers_every_margin_node_the_search_did_not_keep():
-    from ampconv.data.margin import MarginNode, SearchPins, release
+    from ampconv.calibration.margin import MarginNode, SearchPins, release
 
     fp16 = low_type("fp16")
     margins = {name: MarginNode(name, "MatMul", 4e4, f"{name}_out", fp16, 32752.0) for name in ("a", "b")}
@@ -227,7 +227,7 @@ def test_tune_pins_nothing_for_a_model_the_verdict_passes(tmp_path):
 
 
 def _tune_record(kept: int, low: int, details, passed=True):
-    from ampconv.data.tune import Evaluation, TuneResult
+    from ampconv.calibration.tune import Evaluation, TuneResult
 
     result = TuneResult(passed=passed, low_nodes=low, budget=20)
     result.evaluations = [Evaluation(("n",) * i, False, d) for i, d in enumerate(details)]
@@ -238,7 +238,7 @@ def _tune_record(kept: int, low: int, details, passed=True):
 
 
 def test_tune_says_why_it_keeps_most_of_a_decoder_float32():
-    from ampconv.data.tune import why_so_much
+    from ampconv.calibration.tune import why_so_much
     from ampconv.validate.criteria import NEAR_TIE_WORDS
 
     tie = f"output 'tokens' on sample 0: token sequences: 0 of 1 row(s) equal; ... {NEAR_TIE_WORDS}, after which"
@@ -253,7 +253,7 @@ def test_tune_says_why_it_keeps_most_of_a_decoder_float32():
 
 def test_tune_says_nothing_extra_when_it_kept_little():
     """Negative: 2 of 8 nodes kept, or the planned conversion passed: no explanation is owed."""
-    from ampconv.data.tune import why_so_much
+    from ampconv.calibration.tune import why_so_much
 
     assert why_so_much(_tune_record(2, 8, ["output 'y' on sample 0: cosine 0.9 < 0.9999"]), "fp16") == []
     assert why_so_much(_tune_record(0, 8, []), "fp16") == []

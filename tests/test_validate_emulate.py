@@ -8,8 +8,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from ampconv.validate import ValidateOptions, modelio, runners, validate
-from ampconv.validate import emulate as emulation
+from ampconv.validate import ValidateOptions, validate
+from ampconv.numerics import modelio, runners
+from ampconv.numerics import emulate as emulation
 
 
 @pytest.fixture()
@@ -253,8 +254,8 @@ def test_emulation_rounds_the_outputs_of_onnxruntime_contrib_ops(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
 
     import ampconv
-    from ampconv.validate import emulate as emulation
-    from ampconv.validate import modelio
+    from ampconv.numerics import emulate as emulation
+    from ampconv.numerics import modelio
 
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "w")
     bias = numpy_helper.from_array(np.zeros(8, np.float32), "bias")

@@ -6,7 +6,9 @@ import validate_models as vm
 from onnx import numpy_helper
 
 from ampconv.errors import ModelLoadError, UsageError
-from ampconv.validate import ValidateOptions, modelio, parse_shape, validate
+from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv import shapespec
+from ampconv.numerics import modelio
 from ampconv.validate import inputs as inputs_mod
 
 
@@ -82,12 +84,12 @@ def test_random_values_per_kind(tmp_path, multi):
 
 def test_whole_input_shape_and_symbol_forms():
     spec = modelio.InputSpec("x", modelio.ir.DataType.FLOAT, ("batch", 3))
-    assert inputs_mod.resolve_shape(spec, {"x": (2, 3)}) == (2, 3)
-    assert inputs_mod.resolve_shape(spec, {"batch": (6,)}) == (6, 3)
+    assert shapespec.resolve_shape(spec, {"x": (2, 3)}) == (2, 3)
+    assert shapespec.resolve_shape(spec, {"batch": (6,)}) == (6, 3)
     with pytest.raises(UsageError, match="axis 1 is 4, the model fixes it to 3"):
-        inputs_mod.resolve_shape(spec, {"x": (2, 4)})
+        shapespec.resolve_shape(spec, {"x": (2, 4)})
     with pytest.raises(UsageError, match="rank 3 given"):
-        inputs_mod.resolve_shape(spec, {"x": (2, 3, 1)})
+        shapespec.resolve_shape(spec, {"x": (2, 3, 1)})
 
 
 def test_an_unset_symbolic_dimension_is_one_with_a_note_per_symbol(multi):

@@ -15,7 +15,8 @@ import onnx_ir as ir
 import pytest
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, modelio, validate
+from ampconv.validate import ValidateOptions, validate
+from ampconv.numerics import modelio
 
 
 @pytest.fixture

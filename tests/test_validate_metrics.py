@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from ampconv.validate import metrics
-from ampconv.validate.metrics import compare
+from ampconv.numerics import metrics
+from ampconv.numerics.metrics import compare
 
 
 def test_hand_computed_errors():
@@ -129,7 +129,7 @@ def test_to_dict_is_json_safe():
 
 
 def test_relative_rms_error_is_one_formula_for_localization_and_own_error():
-    from ampconv.data import ownerror
+    from ampconv.numerics import ownerror
 
     ref = np.array([3.0, 4.0, np.nan])
     conv = np.array([3.0, 4.5, 7.0])  # the NaN reference element is left out

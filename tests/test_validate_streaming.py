@@ -8,7 +8,8 @@ import weakref
 import numpy as np
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, comparison, metrics, validate
+from ampconv.validate import ValidateOptions, comparison, validate
+from ampconv.numerics import metrics
 from ampconv.validate.criteria import default_criteria
 
 

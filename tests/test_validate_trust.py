@@ -17,7 +17,8 @@ import validate_models as vm
 from ampconv_cli.main import cli
 
 from ampconv.errors import UsageError
-from ampconv.validate import ValidateOptions, metrics, parse_shape, validate
+from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.numerics import metrics
 from ampconv.validate.render import render
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, metrics, validate
+from ampconv.validate import ValidateOptions, validate
+from ampconv.numerics import metrics
 from ampconv.validate.criteria import Criteria, default_criteria, judge, strict_criteria
 from ampconv.validate.render import render
 

@@ -173,7 +173,7 @@ def _task(ref: dict, conv: dict, packed: bool, cut: float) -> bool:
 
 
 def _verdicts(src, dst, packed, cut):
-    from ampconv.validate import runners
+    from ampconv.numerics import runners
 
     rows, seen, original = [], {}, runners.Runner.run
 

@@ -161,7 +161,7 @@ def _class_task(ref: np.ndarray, conv: np.ndarray) -> bool:
 
 def _verdicts(src: str, dst: str, task, **options) -> list[tuple[bool, bool, str]]:
     """(verdict, task metric, deciding words) per seed; the task metric reads the very arrays validation compared."""
-    from ampconv.validate import runners
+    from ampconv.numerics import runners
 
     rows = []
     original = runners.Runner.run

@@ -13,9 +13,9 @@ import onnx
 import pytest
 
 import ampconv
-from ampconv.data import tune as tuning
-from ampconv.data.ownerror import OwnError
-from ampconv.data.tune import Evaluation, search
+from ampconv.calibration import tune as tuning
+from ampconv.numerics.ownerror import OwnError
+from ampconv.calibration.tune import Evaluation, search
 from ampconv.lowtypes import low_type
 from ampconv.validate.criteria import FLOOR_FACTOR
 

@@ -1,6 +1,6 @@
 """The report page: one self-contained HTML file built from a ``--report`` JSON file.
 
-``read.read_report_file`` loads and checks the JSON, ``data.page_data``
+``read.read_report_file`` loads and checks the JSON, ``columns.page_data``
 shapes it into the compact form the page embeds, ``page.render_page`` writes
 the HTML (its CSS and script are the strings in ``style`` and ``script``),
 and ``write_page`` does all of it behind the output-path guards of
@@ -35,7 +35,7 @@ def write_page(report: os.PathLike | str, page: os.PathLike | str | None = None,
     Nothing is written when the report cannot be read or is not an ampconv
     report (``ampconv.errors.AmpconvError`` with a one-line message).
     """
-    from ampconv.htmlreport.data import page_data
+    from ampconv.htmlreport.columns import page_data
     from ampconv.htmlreport.page import render_page
     from ampconv.htmlreport.read import read_report_file
 

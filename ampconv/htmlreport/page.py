@@ -83,7 +83,7 @@ def _finite(value):
 
 
 def render_page(data: Dict[str, Any]) -> str:
-    """The whole page for ``data`` (``ampconv.htmlreport.data.page_data``'s result)."""
+    """The whole page for ``data`` (``ampconv.htmlreport.columns.page_data``'s result)."""
     source = data["summary"].get("source") or "report"
     return "\n".join((
         "<!DOCTYPE html>",

@@ -35,7 +35,7 @@ from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.domains import is_default
 from ampconv.chunks import CastTensor
-from ampconv.constants import to_low
+from ampconv.low_range import to_low
 from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW

@@ -8,9 +8,9 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.config import PlanOptions
-from ampconv.data.margin import SearchPins
-from ampconv.data.stats import Calibration, Thresholds
+from ampconv.option_groups import PlanOptions
+from ampconv.plan.search_pins import SearchPins
+from ampconv.numerics.activations import Calibration, Thresholds
 from ampconv.graphs import all_graphs
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.facts import OpFacts

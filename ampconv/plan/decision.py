@@ -8,7 +8,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import onnx_ir as ir
 
 from ampconv.precision import Precision
-from ampconv.constants import RangeStats
+from ampconv.low_range import RangeStats
 from ampconv.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.interface import InterfaceDecision
 from ampconv.plan.kvcache import CachePair

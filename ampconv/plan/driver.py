@@ -25,9 +25,9 @@ import onnx_ir as ir
 
 from ampconv.domains import is_default
 from ampconv.errors import named
-from ampconv.config import PlanOptions
-from ampconv.data.margin import SearchPins
-from ampconv.data.stats import Calibration
+from ampconv.option_groups import PlanOptions
+from ampconv.plan.search_pins import SearchPins
+from ampconv.numerics.activations import Calibration
 from ampconv.plan import gray, interface
 from ampconv.plan import attributes
 from ampconv.plan.attributes import attribute_decisions

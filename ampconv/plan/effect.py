@@ -31,9 +31,9 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.constants import RangeStats
+from ampconv.low_range import RangeStats
 from ampconv.domains import is_default
-from ampconv.plan.amplifiers import feeds_amplifier
+from ampconv.numerics.amplifiers import feeds_amplifier
 from ampconv.plan.context import PlanContext
 
 # (op, input slot) whose values are added to every output they reach.

@@ -28,7 +28,7 @@ from typing import Dict, Optional
 
 import onnx_ir as ir
 
-from ampconv.constants import RangeStats, range_stats
+from ampconv.low_range import RangeStats, range_stats
 from ampconv.domains import is_default
 from ampconv.graphs import bounded_uses
 from ampconv.lowtypes import low_type

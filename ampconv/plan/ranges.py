@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 from ampconv import tensorsize
 from ampconv.chunks import read_chunks, release_mapped
-from ampconv.constants import SMALL_ELEMENTS, RangeStats, batch_in_range, range_stats
+from ampconv.low_range import SMALL_ELEMENTS, RangeStats, batch_in_range, range_stats
 from ampconv.lowtypes import RangeLimits, range_limits
 from ampconv.plan.values import constant_array
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet
 
+from ampconv import runtime_facts
 from ampconv.schema import default_domain_ops
 
 WHITE, BLACK, GRAY, UNLISTED = "WHITE", "BLACK", "GRAY", "UNLISTED"
@@ -89,7 +90,6 @@ DTYPE_ATTRIBUTE = {
 QUANTIZATION = frozenset(
     """DynamicQuantizeLinear QLinearConv QLinearMatMul ConvInteger MatMulInteger""".split()
 )
-QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 # onnxruntime's quantized contrib ops, blocked for the same reason. Not among them: the weight-only
 # quantized ops its genai builder writes (MatMulNBits, GatherBlockQuantized), whose float slots are the
 # activations and the scales that dequantize the weight; their fp16 form is the builder's own, so they
@@ -110,7 +110,7 @@ FLOAT32_FUNCTION_BODY = frozenset({"MeanVarianceNormalization"})
 # loads, but its CPU provider fails at run time when the reduction attribute
 # is set ("MLFloat16 data type is not supported with ScatterND opset 18 when
 # reduction is 'max'"). A load check cannot see it, so they stay float32.
-REDUCTION_NEEDS_FLOAT32 = frozenset({"ScatterND", "ScatterElements"})
+REDUCTION_NEEDS_FLOAT32 = runtime_facts.REDUCTION_NEEDS_FLOAT32  # the runtime's fact, kept there
 # Ops whose numeric range needs float32 no matter the level (not editable).
 NOT_ORDINARY = QUANTIZATION | STRUCTURAL
 

@@ -17,7 +17,8 @@ first use.
 
 from __future__ import annotations
 
-from ampconv.validate.options import DEFAULT_TOLERANCES, ValidateOptions, parse_shape
+from ampconv.shapespec import parse_shape
+from ampconv.validate.options import DEFAULT_TOLERANCES, ValidateOptions
 
 __all__ = [
     "DEFAULT_TOLERANCES",

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ampconv.validate import criteria as judge_rules
-from ampconv.validate import detections, metrics
+from ampconv.validate import detections
+from ampconv.numerics import metrics
 from ampconv.validate.result import OutputResult
 
 # Per-sample metrics and sample sources the result lists (the verdict folds every sample).

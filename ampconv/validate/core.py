@@ -11,21 +11,22 @@ import time
 
 import onnx_ir as ir
 
-from ampconv.checks import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
 from ampconv.graphs import all_graphs
-from ampconv import runtime_schemas
-from ampconv.loadcheck import first_line
+from ampconv import runtime_facts
+from ampconv.loadcheck import check_whole_file, first_line
 from ampconv.lowtypes import low_type
-from ampconv.validate import emulate as emulation
+from ampconv.numerics import emulate as emulation
 from ampconv.validate import inputs as inputs_mod
-from ampconv.validate import bodies, comparison, decode, floor, localize, modelio, runners
+from ampconv.numerics import bodies, modelio, runners
+from ampconv.validate import comparison, decode, floor, localize
 from ampconv.validate.natures import output_natures, selects
 from ampconv.validate.options import ValidateOptions
 from ampconv.validate.result import Localization, ValidationResult
 from ampconv.validate import criteria as judging
-from ampconv.data import ownerror
+from ampconv.numerics import ownerror
 from ampconv.prepare import NameNodesPass
+from ampconv.repair import input_refusal
 
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
@@ -222,7 +223,8 @@ def _weak_check_notes(spans: dict, natures: dict) -> list:
 
 
 def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
-    """The converted model's load check, as ``convert`` runs it; raises when it fails, else its notes.
+    """The converted model's load check (``loadcheck.check_whole_file``: the judges ``convert`` asks, on the
+    whole model); raises when it fails, else its notes.
 
     A model that onnxruntime's graph resolution refuses is refused under
     every backend: emulation would otherwise retype it into a model that
@@ -234,24 +236,23 @@ def _loads(conv: "_Loaded", reference: str, dtype: str) -> list:
     builder writes them) is validated, with a note naming who will refuse it.
     """
     try:
-        # The model as read (no inference of its own): untyped values leave the probe out and the
-        # whole model is loaded, which is what validation pays for its sessions anyway.
-        outcome = check_staged(
-            conv.model, Path(conv.path), Path(reference), CheckSettings(runtime=True, dtype=dtype, plan_again=False),
-            known_pins={}, timings={},
-        )
+        # The whole model is loaded (no probe): validation pays for its sessions anyway.
+        notes = check_whole_file(conv.model, Path(conv.path), Path(reference), dtype)
     except ConversionError as exc:
+        refusal = input_refusal(Path(reference)) if exc.tool == ConversionError.RUNTIME else None
+        if refusal is not None:
+            raise ModelLoadError(f"{reference}: the input model is invalid for onnxruntime: {refusal}") from None
         if exc.tool != ConversionError.CHECKER:
             raise ConversionError(f"{conv.path}: {exc}", exc.detail, exc.tool) from None
         return [_checker_only_note(conv.path, exc)]
-    return [note for note in outcome.notes if "onnxruntime" in note] + _runtime_only_ops_note(conv)
+    return [note for note in notes if "onnxruntime" in note] + _runtime_only_ops_note(conv)
 
 
 def _runtime_only_ops_note(conv: "_Loaded") -> list:
     """A note when the model holds onnxruntime's own ops in the default domain: onnx.checker leaves them to
     onnxruntime (``loadcheck.checker_error``), and runtimes without them will refuse the model."""
     nodes = (node for graph in all_graphs(conv.model) for node in graph)
-    found = sorted(runtime_schemas.default_domain_ops_among(nodes))
+    found = sorted(runtime_facts.active().own_default_domain_ops_among(nodes))
     if not found:
         return []
     return [f"{conv.path}: onnx.checker refuses it (No Op registered for {', '.join(found)}: onnxruntime's own ops "
@@ -513,7 +514,7 @@ def _expose_widened(model: ir.Model, names, inner=()) -> dict[str, str]:
     Exposed first, widened second: ``expose`` finds tensors by their names,
     which the wrapper hands to its Casts.
     """
-    localize.expose(model, names)
+    modelio.expose(model, names)
     routed = bodies.expose_body_values(model, inner)
     before = [v.name for v in model.graph.outputs]
     emulation.widen_bfloat16_io(model)
@@ -626,7 +627,7 @@ def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | N
     """The LOW node whose own rounding causes the drift (``localize.name_cause``), measured on ``sample``.
 
     Each LOW node of the converted model is computed again beside the
-    reference from the reference's exact inputs (``ampconv.data.ownerror``):
+    reference from the reference's exact inputs (``ampconv.numerics.ownerror``):
     unlike the first diverging node, this names where precision is lost, not
     where the loss becomes visible.
     """

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from ampconv.validate.metrics import Metrics
+    from ampconv.numerics.metrics import Metrics
     from ampconv.validate.natures import Nature
 
 DEFAULT, STRICT = "default", "strict"
@@ -145,10 +145,18 @@ class Criterion:
             excuse a failure (``_added_against_floor``). Off by default: a
             criterion a user adds is their task's demand, and the words quote
             the floor model's figure beside it.
+        reader: for a criterion read from the statistics every output gets
+            (``metrics.Metrics``) rather than from a ``figure`` of its own:
+            ``reader(judged) -> Check | None`` (``Judged``: the statistics,
+            the ``Criteria`` with this output's thresholds, the cosine
+            threshold in force); None: it does not apply to this output.
+        modes: the criteria modes it judges in (``DEFAULT``, ``STRICT``).
 
     Built in (``BUILTIN``), in the order failures are named: ``nonfinite``,
-    ``label``, ``cosine``, ``p99``, ``max``; an added criterion is checked
-    after them.
+    ``label``, ``cosine``, ``p99``, ``max``; strict mode reads ``nonfinite``
+    and ``ELEMENTWISE``. The verdict runs the list ``VERDICT_CHAIN`` (adding a
+    built-in criterion is one entry there); an added criterion
+    (``Criteria.extra``) is checked after them.
     """
 
     key: str
@@ -158,6 +166,8 @@ class Criterion:
     figure: Callable | None = None
     outputs: tuple = ()
     floor_explains: bool = False
+    reader: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
+    modes: tuple = (DEFAULT,)
 
     def __post_init__(self) -> None:
         if self.reads not in (AT_MOST, AT_LEAST):
@@ -171,14 +181,14 @@ class Criterion:
         """The threshold for ``dtype`` (None: not judged for that type)."""
         return self.default.get(dtype or "")
 
-    def check(self, value: float, limit: float) -> _Check:
+    def check(self, value: float, limit: float) -> Check:
         """The verdict of ``value`` against ``limit``, in words ("psnr 31.2 >= 30")."""
         if self.reads == AT_MOST:
             return _upper_bound(self.key, value, limit, f"{self.key} {value:.3g} {{op}} {limit:g}")
         failed = not value >= limit
         severity = limit / value if value > 0 else math.inf
         words = f"{self.key} {value:.3g} {'<' if failed else '>='} {limit:g}"
-        return _Check(self.key, failed, severity, words)
+        return Check(self.key, failed, severity, words)
 
     def to_dict(self, dtype: str | None = None) -> dict:
         """JSON-able description: key, what it measures, how it reads, its threshold(s) and outputs."""
@@ -208,21 +218,30 @@ _DEFAULTS: Mapping[str, Mapping[str, float]] = {
     "fp16": {"p99_error": 3e-2, "max_error": 1e-1, "min_cosine": 0.9999},
     "bf16": {"p99_error": 1e-1, "max_error": 3e-1, "min_cosine": 0.999},
 }
-# The built-in criteria, described as ``Criterion`` objects (their figures are read by ``_checks`` from
-# ``Metrics``; thresholds from ``default_criteria``): what each measures and how it reads, for a user who
-# adds their own (docs/validation.md, "Criteria a user adds").
+# The built-in criteria, each one ``Criterion``: what it measures, how it reads, its thresholds (the
+# ``Criteria`` fields ``default_criteria`` fills from ``_DEFAULTS``; per output from ``limits``) and its
+# ``reader`` of the statistics ``metrics`` measured (docs/validation.md, "Criteria a user adds").
 BUILTIN = (
     Criterion("nonfinite", "elements NaN/Inf in the converted output where the reference is finite", AT_MOST,
-              {"fp16": 0, "bf16": 0}, floor_explains=False),
+              {"fp16": 0, "bf16": 0}, floor_explains=False, reader=lambda j: _nonfinite_check(j),
+              modes=(DEFAULT, STRICT)),
     Criterion("label", "share of clear rows (top-1 leads top-2 by more than both may move) keeping their argmax",
-              AT_LEAST, {"fp16": 0.99, "bf16": 0.99}, floor_explains=False),
+              AT_LEAST, {"fp16": 0.99, "bf16": 0.99}, floor_explains=False, reader=lambda j: _label_check(j)),
     Criterion("cosine", "cosine similarity of the flattened output with the reference's", AT_LEAST,
-              {k: v["min_cosine"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+              {k: v["min_cosine"] for k, v in _DEFAULTS.items()}, floor_explains=True,
+              reader=lambda j: _cosine_check(j)),
     Criterion("p99", "99th percentile of |conv - ref| / max(scale, |ref|)", AT_MOST,
-              {k: v["p99_error"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+              {k: v["p99_error"] for k, v in _DEFAULTS.items()}, floor_explains=True,
+              reader=lambda j: _p99_check(j)),
     Criterion("max", "max (99.9th percentile from 1000 elements) of the same scaled error", AT_MOST,
-              {k: v["max_error"] for k, v in _DEFAULTS.items()}, floor_explains=True),
+              {k: v["max_error"] for k, v in _DEFAULTS.items()}, floor_explains=True,
+              reader=lambda j: _max_check(j)),
 )
+# Strict mode's rule: every element within ``atol + rtol * |ref|`` (its thresholds are the user's).
+ELEMENTWISE = Criterion("elementwise", "elements outside |conv - ref| <= atol + rtol * |ref|", AT_MOST, {},
+                        reader=lambda j: _elementwise(j.m, j.criteria), modes=(STRICT,))
+# Every built-in criterion the verdict reads, in the order failures are named.
+VERDICT_CHAIN = BUILTIN + (ELEMENTWISE,)
 
 # A bounded output is judged on its range, which says nothing of its shape near zero: there its cosine
 # decides, at bf16's threshold for both types. In a sigmoid's or softmax's tail the relative error of
@@ -309,7 +328,7 @@ def judge(
     """
     import numpy as np  # here, not at the top: ``import ampconv`` imports this module
 
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     user_keys = {key for name, key, _ in criteria.limits if name == output}  # the user's demand: never excused
     criteria = criteria.for_output(output)
@@ -351,7 +370,7 @@ def decisions_changed(ref, conv, floor, scale: float) -> tuple[int, int, int] | 
 
     None when the output is not class-like (``metrics.is_class_like``) or no row leads by ``DECISION_LEAD``.
     """
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     agreement, rows = metrics.label_agreement(ref, conv, DECISION_LEAD / 2, scale)
     if agreement is None:
@@ -402,7 +421,7 @@ def _added_against_floor(verdict: Metrics, added: Criterion, ref, conv, floor, d
 
 def _measure(ref, conv, criteria: Criteria, nature, output: str | None = None):
     """(every statistic, the failing checks, the deciding check, words saying the scale) of one float output."""
-    from ampconv.validate import metrics
+    from ampconv.numerics import metrics
 
     base = metrics.compare(ref, conv, criteria.rtol, criteria.atol)
     floor, judged_on = _floor(criteria, nature)
@@ -607,48 +626,67 @@ def _floor(criteria: Criteria, nature: Nature | None) -> tuple[float, str | None
 
 
 @dataclasses.dataclass(frozen=True)
-class _Check:
+class Check:
+    """One criterion's verdict on one output: failed or not, how far towards its threshold, in words."""
+
     key: str
     failed: bool
     severity: float  # the figure's way towards its threshold; above 1 fails
     words: str
 
 
-def _checks(m: Metrics, criteria: Criteria, cosine: float | None = -1.0) -> list[_Check]:
-    """Every criterion that applies to ``m``, in the order failures are named.
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """What a built-in criterion's ``reader`` reads: one output's statistics and the thresholds in force."""
+
+    m: Metrics
+    criteria: Criteria
+    cosine: float | None  # the smallest cosine allowed for this output (None: not judged)
+
+
+def _checks(m: Metrics, criteria: Criteria, cosine: float | None = -1.0) -> list[Check]:
+    """Every criterion of ``VERDICT_CHAIN`` that applies to ``m``, in the order failures are named.
 
     ``cosine``: the smallest cosine allowed (-1: ``criteria.min_cosine``; None:
     not judged). The max criterion reads the 99.9th percentile on outputs of
     at least ``TAIL_MIN_SIZE`` elements (below, it is the max).
     """
-    if cosine == -1.0:
-        cosine = criteria.min_cosine
-    checks = []
-    if m.unmatched_nonfinite:
-        checks.append(_Check("nonfinite", True, math.inf, _nonfinite_words(m)))
-    if criteria.mode == STRICT:
-        checks.append(_elementwise(m, criteria))
-        return checks
-    if criteria.min_label_agreement is not None and m.label_agreement is not None:
-        checks.append(_lower_bound(
-            "label", m.label_agreement, criteria.min_label_agreement,
-            f"label agreement {m.label_agreement:.2f} {{op}} {criteria.min_label_agreement:g} "
-            f"on {m.clear_rows} clear row(s)",
-        ))
-    judge_cosine = m.finite_size >= criteria.cosine_min_size and not m.unmatched_nonfinite
-    if cosine is not None and judge_cosine:
-        checks.append(_lower_bound("cosine", m.cosine, cosine, f"cosine {m.cosine:.6f} {{op}} {cosine:g}"))
-    if criteria.p99_error is not None:
-        checks.append(_upper_bound(
-            "p99", m.scaled_p99_error, criteria.p99_error,
-            f"scaled p99 error {m.scaled_p99_error:.2g} {{op}} {criteria.p99_error:g}",
-        ))
-    if criteria.max_error is not None:
-        checks.append(_tail_check(m, criteria.max_error))
-    return checks
+    judged = Judged(m, criteria, criteria.min_cosine if cosine == -1.0 else cosine)
+    found = (c.reader(judged) for c in VERDICT_CHAIN if criteria.mode in c.modes)
+    return [check for check in found if check is not None]
 
 
-def _tail_check(m: Metrics, limit: float) -> _Check:
+def _nonfinite_check(j: Judged) -> Check | None:
+    return Check("nonfinite", True, math.inf, _nonfinite_words(j.m)) if j.m.unmatched_nonfinite else None
+
+
+def _label_check(j: Judged) -> Check | None:
+    m, limit = j.m, j.criteria.min_label_agreement
+    if limit is None or m.label_agreement is None:
+        return None
+    return _lower_bound("label", m.label_agreement, limit,
+                        f"label agreement {m.label_agreement:.2f} {{op}} {limit:g} on {m.clear_rows} clear row(s)")
+
+
+def _cosine_check(j: Judged) -> Check | None:
+    m, cosine = j.m, j.cosine
+    if cosine is None or m.finite_size < j.criteria.cosine_min_size or m.unmatched_nonfinite:
+        return None
+    return _lower_bound("cosine", m.cosine, cosine, f"cosine {m.cosine:.6f} {{op}} {cosine:g}")
+
+
+def _p99_check(j: Judged) -> Check | None:
+    m, limit = j.m, j.criteria.p99_error
+    if limit is None:
+        return None
+    return _upper_bound("p99", m.scaled_p99_error, limit, f"scaled p99 error {m.scaled_p99_error:.2g} {{op}} {limit:g}")
+
+
+def _max_check(j: Judged) -> Check | None:
+    return None if j.criteria.max_error is None else _tail_check(j.m, j.criteria.max_error)
+
+
+def _tail_check(m: Metrics, limit: float) -> Check:
     """The max criterion: the max of a small output, the 99.9th percentile of a large one (the max is quoted)."""
     tail = m.scaled_p999_error if m.scaled_p999_error is not None else m.scaled_max_error
     if m.finite_size < TAIL_MIN_SIZE:
@@ -664,22 +702,22 @@ def _nonfinite_words(m: Metrics) -> str:
     return f"unmatched non-finite: {m.unmatched_nonfinite} of {m.size} value(s) NaN/Inf in one model only"
 
 
-def _elementwise(m: Metrics, criteria: Criteria) -> _Check:
+def _elementwise(m: Metrics, criteria: Criteria) -> Check:
     rule = f"elementwise rtol={criteria.rtol:g} atol={criteria.atol:g}"
     if m.mismatched:
-        return _Check("elementwise", True, 1.0 + m.mismatched / max(m.size, 1),
+        return Check("elementwise", True, 1.0 + m.mismatched / max(m.size, 1),
                       f"{rule}: {m.mismatched} of {m.size} element(s) outside")
-    return _Check("elementwise", False, 0.0, f"{rule}: all {m.size} element(s) within")
+    return Check("elementwise", False, 0.0, f"{rule}: all {m.size} element(s) within")
 
 
-def _upper_bound(key: str, value: float, limit: float, words: str) -> _Check:
+def _upper_bound(key: str, value: float, limit: float, words: str) -> Check:
     failed = not value <= limit  # a NaN figure fails
     severity = value / limit if limit > 0 else (0.0 if value == 0 else math.inf)
-    return _Check(key, failed, severity, words.format(op=">" if failed else "<="))
+    return Check(key, failed, severity, words.format(op=">" if failed else "<="))
 
 
-def _lower_bound(key: str, value: float, limit: float, words: str) -> _Check:
+def _lower_bound(key: str, value: float, limit: float, words: str) -> Check:
     # cosine and agreement approach 1 from below: headroom is measured on 1 - value.
     failed = not value >= limit
     severity = (1.0 - value) / (1.0 - limit) if limit < 1 else (0.0 if value >= 1 else math.inf)
-    return _Check(key, failed, severity, words.format(op="<" if failed else ">="))
+    return Check(key, failed, severity, words.format(op="<" if failed else ">="))

@@ -34,8 +34,8 @@ import onnx_ir as ir
 
 from ampconv.errors import UsageError
 from ampconv.plan.kvcache import LAYOUT_OPS, find_cache_pairs
-from ampconv.validate import emulate as emulation
-from ampconv.validate import modelio, runners
+from ampconv.numerics import emulate as emulation
+from ampconv.numerics import modelio, runners
 
 # The largest logit error, relative to the logits' RMS, that still reads as rounding (validate's
 # default bound on the scaled max error).

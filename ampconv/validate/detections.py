@@ -36,7 +36,7 @@ import numpy as np
 
 from ampconv.lowtypes import LOW_TYPES
 from ampconv.validate import criteria as rules
-from ampconv.validate.metrics import Metrics
+from ampconv.numerics.metrics import Metrics
 
 # A converted detection is the reference's when its label is the same and its box overlaps at IoU >= this.
 MATCH_IOU = 0.5

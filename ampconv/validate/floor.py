@@ -44,7 +44,7 @@ from ampconv.domains import is_default
 from ampconv.graphs import all_graphs
 from ampconv.lowtypes import LowType
 from ampconv.validate.criteria import FLOOR_WORDS
-from ampconv.validate.emulate import NameMaker, round_trip
+from ampconv.numerics.emulate import NameMaker, round_trip
 
 FLOAT = ir.DataType.FLOAT
 

@@ -27,11 +27,10 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.dimexpr import evaluate_dim, symbols_of, unset_symbols
 from ampconv.domains import is_default
 from ampconv.errors import UsageError, named
-from ampconv.validate.modelio import InputSpec
-from ampconv.validate.options import split_axis
+from ampconv.numerics.modelio import InputSpec
+from ampconv.shapespec import dims_text, is_fixed, resolve_all
 
 Sample = Mapping[str, np.ndarray]
 # Integer inputs are usually indices or token ids: keep random values small.
@@ -46,20 +45,6 @@ class Samples:
     sources: tuple[str, ...]
     random: bool
     notes: tuple[str, ...] = ()
-
-
-
-def _shape_entry(entry: str) -> str:
-    """An entry of the ``shapes`` parameter as an error names it (``--shape ENTRY`` at the command line)."""
-    return named("shapes", entry=entry, words="shapes entry")
-
-def load_samples(paths: Sequence[str], specs: Sequence[InputSpec]) -> Samples:
-    """Read every sample from ``paths`` (files or folders, rules 1-3) and check it."""
-    samples, sources = [], []
-    for source, sample in iter_samples(paths, specs):
-        samples.append(sample)
-        sources.append(source)
-    return Samples(tuple(samples), tuple(sources), random=False)
 
 
 def iter_samples(paths: Sequence[str], specs: Sequence[InputSpec]):
@@ -100,7 +85,7 @@ class SampleStream:
         self.notes: tuple[str, ...] = ()
         self._draw = draw or RandomDraw()
         if draw is not None:
-            self._resolved, self.notes = _resolve_all(self.specs, dict(draw.shapes))
+            self._resolved, self.notes = resolve_all(self.specs, dict(draw.shapes))
             check_ranges(self.specs, dict(draw.ranges), dict(draw.int_bounds))
         self.count = self._draw.count if self.random else sum(1 for _ in self._sources())
 
@@ -238,153 +223,14 @@ def check_sample(sample: Sample, specs: Sequence[InputSpec], source: str) -> Non
         if array.ndim != len(spec.dims):
             raise UsageError(
                 f"{source}: input {spec.name!r} has rank {array.ndim} (shape {list(array.shape)}), "
-                f"the model declares rank {len(spec.dims)} ({_dims_text(spec.dims)})"
+                f"the model declares rank {len(spec.dims)} ({dims_text(spec.dims)})"
             )
         for axis, (want_dim, got_dim) in enumerate(zip(spec.dims, array.shape)):
-            if _is_fixed(want_dim) and want_dim != got_dim:
+            if is_fixed(want_dim) and want_dim != got_dim:
                 raise UsageError(
                     f"{source}: input {spec.name!r} has shape {list(array.shape)}, "
-                    f"the model declares {_dims_text(spec.dims)} (axis {axis})"
+                    f"the model declares {dims_text(spec.dims)} (axis {axis})"
                 )
-
-
-def _is_fixed(dim) -> bool:
-    # A negative dim_value (-1 in Paddle/TF exports) means "any size", like an unnamed dim.
-    return isinstance(dim, int) and dim >= 0
-
-
-def _is_unnamed(dim) -> bool:
-    """-1 (or any negative) dim_value, a dim with neither value nor name, or one named "?" (no --shape name)."""
-    return dim is None or dim == "?" or (isinstance(dim, int) and dim < 0)
-
-
-def _dims_text(dims) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-
-
-def _axis_bindings(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[int, int]:
-    """``--shape NAME[AXIS]:N`` bindings of ``spec`` as ``{axis >= 0: size}``."""
-    bound: dict[int, int] = {}
-    for key, values in shapes.items():
-        split = split_axis(key) if key != spec.name else None
-        if split is None or split[0] != spec.name:
-            continue
-        name, axis = split
-        if spec.dims is None:
-            raise UsageError(
-                f"{_shape_entry(key)}: input {name!r} has no declared shape: pass its whole shape, "
-                f"{_shape_entry(name + ':DIMxDIM...')}"
-            )
-        rank = len(spec.dims)
-        if not -rank <= axis < rank:
-            raise UsageError(f"{_shape_entry(key)}: input {name!r} has rank {rank} ({_dims_text(spec.dims)}), no axis {axis}")
-        values = tuple(values)
-        if len(values) != 1:
-            raise UsageError(f"{_shape_entry(key)}: one axis takes one size, got {len(values)}")
-        bound[axis % rank] = int(values[0])
-    return bound
-
-
-def resolve_shape(spec: InputSpec, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, ...]:
-    """Concrete shape of a random input: declared dims plus ``--shape`` bindings.
-
-    ``shapes[input_name]`` gives the whole shape, ``shapes["input[axis]"]``
-    one axis and ``shapes[symbol]`` every dim of that name; dims left unbound
-    (-1, unnamed or a symbol) are 1.
-    """
-    return _resolve(spec, shapes)[0]
-
-
-def _resolve(spec: InputSpec, shapes) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    axes = _axis_bindings(spec, shapes)
-    if spec.name in shapes:
-        if axes:
-            raise UsageError(
-                f"{_shape_entry(spec.name)}: the whole shape and single axes ({spec.name}[...]) are both given; pass one"
-            )
-        given = tuple(shapes[spec.name])
-        if spec.dims is not None:
-            if len(given) != len(spec.dims):
-                raise UsageError(
-                    f"{_shape_entry(spec.name)}: rank {len(given)} given, the model declares rank {len(spec.dims)} "
-                    f"({_dims_text(spec.dims)})"
-                )
-            for axis, (want, got) in enumerate(zip(spec.dims, given)):
-                if _is_fixed(want) and want != got:
-                    raise UsageError(
-                        f"{_shape_entry(spec.name)}: axis {axis} is {got}, the model fixes it to {want}"
-                    )
-        return given, ()
-    if spec.dims is None:
-        raise UsageError(
-            f"input {spec.name!r} has no declared shape: pass {_shape_entry(spec.name + ':DIMxDIM...')}"
-        )
-    resolved, unbound = [], []
-    for axis, dim in enumerate(spec.dims):
-        if _is_fixed(dim):
-            if axis in axes and axes[axis] != dim:
-                raise UsageError(
-                    f"{_shape_entry(f'{spec.name}[{axis}]')}: {axes[axis]} given, the model fixes axis {axis} to {dim}"
-                )
-            resolved.append(dim)
-        elif axis in axes:
-            # The most specific binding wins over a dimension symbol.
-            resolved.append(axes[axis])
-        elif isinstance(dim, str) and dim in shapes:
-            bound = tuple(shapes[dim])
-            if len(bound) != 1:
-                raise UsageError(f"{_shape_entry(str(dim))}: a dimension symbol takes one value, got {len(bound)}")
-            resolved.append(bound[0])
-        elif isinstance(dim, str) and symbols_of(dim) != {dim}:
-            # An exporter's expression of symbols (``past_sequence_length + 1``): evaluated from the
-            # bound ones, so the inputs of one step agree; a symbol left unbound counts 1 and is noted.
-            sizes = {name: tuple(shapes[name])[0] for name in symbols_of(dim) if name in shapes}
-            resolved.append(max(evaluate_dim(dim, sizes), 1))
-            if len(sizes) < len(symbols_of(dim)):
-                unbound.append(axis)
-        else:
-            # Unset (-1, unnamed, or a symbol nobody bound): size 1, and a note says so.
-            resolved.append(1)
-            unbound.append(axis)
-    return tuple(resolved), tuple(unbound)
-
-
-def _resolve_all(specs: Sequence[InputSpec], shapes: Mapping[str, tuple[int, ...]]):
-    """The shape of every input for random data, and notes on the axes left at 1."""
-    known = {s.name for s in specs}
-    symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
-    for name in shapes:
-        split = split_axis(name)
-        if name in known or name in symbols or (split is not None and split[0] in known):
-            continue
-        raise UsageError(
-            f"{_shape_entry(name)}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
-        )
-    resolved, notes, symbols_unset = {}, [], {}
-    for spec in specs:
-        shape, unbound = _resolve(spec, shapes)
-        resolved[spec.name] = shape
-        for axis in unbound:
-            if isinstance(spec.dims[axis], str) and not _is_unnamed(spec.dims[axis]):
-                # a derived dimension (past_sequence_length + 1) is set through the symbols it is made of
-                for symbol in unset_symbols([spec.dims[axis]], shapes) or (spec.dims[axis],):
-                    symbols_unset.setdefault(symbol, []).append(spec.name)
-        unnamed = [axis for axis in unbound if _is_unnamed(spec.dims[axis])]
-        if unnamed:
-            axes = ", ".join(str(a) for a in unnamed)
-            axes = f"axis {axes} is" if len(unnamed) == 1 else f"axes {axes} are"
-            notes.append(
-                f"input {spec.name!r} {_dims_text(spec.dims)}: {axes} -1 or unnamed, random data "
-                f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unnamed[-1]}]:N "
-                f"or the whole shape with --shape {spec.name}:{'x'.join(str(d) for d in shape)}"
-            )
-    for symbol, names in symbols_unset.items():
-        where = ", ".join(dict.fromkeys(names))
-        notes.append(
-            f"dimension {symbol!r} (input {where}) is not set: random data uses size 1 there; "
-            f"pass --shape {symbol}:N for the size the model will see"
-        )
-    return resolved, tuple(notes)
 
 
 def random_samples(

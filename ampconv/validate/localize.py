@@ -35,7 +35,7 @@ import onnx_ir as ir
 from ampconv.precision import Precision
 from ampconv.domains import op_label
 from ampconv.graphs import subgraphs_of
-from ampconv.validate import bodies, metrics
+from ampconv.numerics import bodies, metrics
 from ampconv.lowtypes import KEY_OF_DTYPE, LOW_TYPES
 from ampconv.validate.result import Localization
 
@@ -72,20 +72,6 @@ def parents(model: ir.Model) -> dict[str, str]:
 
     visit(model.graph, None)
     return found
-
-
-def expose(model: ir.Model, names: Sequence[str]) -> int:
-    """Add the main-graph node outputs named in ``names`` as graph outputs; returns how many."""
-    wanted = set(names)
-    present = {v.name for v in model.graph.outputs}
-    added = 0
-    for node in model.graph:
-        for value in node.outputs:
-            if value.name in wanted and value.name not in present:
-                model.graph.outputs.append(value)
-                present.add(value.name)
-                added += 1
-    return added
 
 
 # Drift becomes visible (default criteria) where a tensor's RMS relative error exceeds this many
@@ -281,7 +267,7 @@ def _unit_roundoff(dtype: str) -> float:
 
 
 def name_cause(converted: ir.Model, errors: Mapping, visible: str | None, dtype: str) -> dict | None:
-    """The LOW node whose own error (``ampconv.data.ownerror``) causes the drift, with a fix that changes it.
+    """The LOW node whose own error (``ampconv.numerics.ownerror``) causes the drift, with a fix that changes it.
 
     Among the LOW nodes upstream of ``visible`` (the first diverging node; all
     nodes when unknown) the one with the largest own error, when that error is

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from ampconv.validate.criteria import STRICT, Criteria, strict_criteria
-from ampconv.validate.metrics import Metrics
+from ampconv.numerics.metrics import Metrics
 
 
 @dataclasses.dataclass(frozen=True)

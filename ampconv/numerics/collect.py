@@ -3,13 +3,13 @@
 A copy of the float32 model exposes every float32 tensor its main graph
 computes as an extra output; onnxruntime runs it on the CPU provider with graph
 optimizations off (so no tensor is fused away), one sample at a time. Each
-sample's values are folded into fixed-size accumulators (``stats``) and
+sample's values are folded into fixed-size accumulators (``activations``) and
 dropped, so memory depends on one sample's activations, never on how many
 samples there are. The copy is saved with external data when the model has it
 or is large, so models over 2 GB work.
 
 Tensors inside If/Loop/Scan bodies leave the copy the same way, through the
-outputs ``ampconv.validate.bodies`` adds (a Loop's stacked over its
+outputs ``ampconv.numerics.bodies`` adds (a Loop's stacked over its
 iterations; an If branch that did not run on a sample gives nothing); when
 onnxruntime refuses that copy, the main graph alone is observed and the
 report's calibration section says how many nodes that leaves out.
@@ -26,12 +26,12 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.data.stats import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
+from ampconv.numerics.activations import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
 from ampconv.lowtypes import LowType
 from ampconv.prepare import NameNodesPass
 from ampconv.errors import AmpconvError
 from ampconv.loadcheck import first_line
-from ampconv.validate import bodies, localize, modelio, runners
+from ampconv.numerics import bodies, modelio, runners
 from ampconv.graphs import all_graphs
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
@@ -51,7 +51,7 @@ def exposable_tensors(model: ir.Model) -> Dict[str, ir.Value]:
 def collect(source: str, samples: Iterable, low: LowType, *, random: bool = False) -> Calibration:
     """Run the float32 model ``source`` over ``samples`` (``(label, {input: array})`` pairs).
 
-    Values inside If/Loop/Scan bodies are observed too (``validate.bodies``);
+    Values inside If/Loop/Scan bodies are observed too (``numerics.bodies``);
     when onnxruntime refuses the copy that routes them out, the pass runs
     again on the main graph alone and a note says what was not observed.
     Raises ``AmpconvError`` when onnxruntime cannot load or run the model on a
@@ -87,7 +87,7 @@ def _collect(source: str, samples: Iterable, low: LowType, random: bool, with_bo
     watched = [node for node in model.graph if node.name in accumulations]
     hidden = 0 if with_bodies else sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
     names = list(observed)
-    localize.expose(model, names)
+    modelio.expose(model, names)
     routed = bodies.expose_body_values(model, list(inner))
     sources = []
 

@@ -45,7 +45,7 @@ import onnx_ir as ir
 
 from ampconv.graphs import all_graphs
 from ampconv.lowtypes import KEY_OF_DTYPE
-from ampconv.validate.modelio import ensure_types, untyped_values
+from ampconv.numerics.modelio import ensure_types, untyped_values
 
 FLOAT = ir.DataType.FLOAT
 _DTYPE_ATTRS = ("to", "dtype")

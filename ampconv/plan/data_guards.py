@@ -38,8 +38,8 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.graphs import bounded_sources
-from ampconv.data.stats import REDUCTIONS, fmt
-from ampconv.plan.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
+from ampconv.numerics.activations import REDUCTIONS, fmt
+from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,17 @@ def ensure_types(model: ir.Model) -> None:
 def untyped_values(model: ir.Model) -> int:
     """How many node outputs still have no known element type."""
     return sum(1 for graph in all_graphs(model) for node in graph for v in node.outputs if v.dtype is None and v.type is None)
+
+
+def expose(model: ir.Model, names: Sequence[str]) -> int:
+    """Add the main-graph node outputs named in ``names`` as graph outputs; returns how many."""
+    wanted = set(names)
+    present = {v.name for v in model.graph.outputs}
+    added = 0
+    for node in model.graph:
+        for value in node.outputs:
+            if value.name in wanted and value.name not in present:
+                model.graph.outputs.append(value)
+                present.add(value.name)
+                added += 1
+    return added

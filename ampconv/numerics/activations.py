@@ -18,7 +18,7 @@ from ampconv.lowtypes import LowType
 REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare"})
 PRODUCTS = frozenset({"MatMul", "Gemm"})
 # The default overflow guard is this share of the LOW type's largest value: a margin for inputs a little
-# beyond the calibration set (``ampconv.data.margin`` says what --tune may do across it).
+# beyond the calibration set (``ampconv.calibration.margin`` says what --tune may do across it).
 MARGIN = 0.5
 
 
@@ -132,7 +132,7 @@ class Calibration:
     accumulations: Dict[str, Accumulation]
     seconds: float = 0.0
     notes: tuple = ()
-    # The default synthetic run (``data.synthetic``), not data the user gave: only overflow is read from it.
+    # The default synthetic run (``calibration.synthetic``), not data the user gave: only overflow is read from it.
     synthetic: bool = False
 
     def tensor(self, name: Optional[str]) -> Optional[TensorStats]:

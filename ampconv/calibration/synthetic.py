@@ -4,7 +4,7 @@ Without ``--calibration-data``, a model small enough to run in a few seconds
 on the CPU is run once in float32 on one seeded random sample (shapes from
 ``--shape`` or the model, symbolic axes at 1, integer inputs inside the
 tables they index), and every activation's range is recorded exactly as
-``--calibration-data random`` records it (``data.collect``). The planner then
+``--calibration-data random`` records it (``numerics.collect``). The planner then
 keeps float32 the nodes whose values overflow the LOW type on that sample
 (``data-overflow``; random data says nothing trustworthy about underflow, so
 only overflow is read). The magnitude analysis (``plan.magnitude``) speaks
@@ -21,10 +21,10 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv import tensorsize
-from ampconv.config import DataOptions
-from ampconv.data.collect import collect
-from ampconv.data.samples import calibration_samples
-from ampconv.data.stats import Calibration
+from ampconv.option_groups import DataOptions
+from ampconv.numerics.collect import collect
+from ampconv.calibration.samples import calibration_samples
+from ampconv.numerics.activations import Calibration
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import LowType
 from ampconv.graphs import all_graphs

@@ -1,7 +1,7 @@
 """The overflow guard's margin, and the nodes ``--tune`` may lower again across it.
 
 By default the ``data-overflow`` guard keeps a node float32 when a value of
-its tensors exceeds half the LOW type's largest value (``stats.MARGIN``):
+its tensors exceeds half the LOW type's largest value (``activations.MARGIN``):
 the margin covers inputs a little beyond the calibration set. A node whose
 values all stay within the LOW type's real maximum is kept only by that
 margin. Under ``--tune`` such a node is a candidate of the accuracy search
@@ -19,7 +19,7 @@ What stays hard, whatever validation says:
 
 The search tells the planner both things in one value, ``SearchPins``: the
 nodes it keeps float32 (rule ``data-tune``) and the nodes the margin no
-longer keeps (``released``; ``ampconv.plan.data`` re-checks that their values
+longer keeps (``released``; ``ampconv.plan.data_guards`` re-checks that their values
 fit the LOW maximum and that the threshold is the default before it obeys).
 """
 
@@ -30,19 +30,9 @@ from typing import Dict, Iterable, Mapping, Optional
 
 import onnx_ir as ir
 
-from ampconv.data.stats import MARGIN, Calibration, fmt
+from ampconv.numerics.activations import MARGIN, Calibration, fmt
 from ampconv.lowtypes import LowType
-
-
-@dataclasses.dataclass(frozen=True)
-class SearchPins:
-    """What the accuracy search tells the planner: nodes kept float32, and nodes the margin no longer keeps."""
-
-    kept: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> why (rule data-tune)
-    released: Mapping[str, str] = dataclasses.field(default_factory=dict)  # node -> the figures: only the margin
-
-    def __bool__(self) -> bool:
-        return bool(self.kept or self.released)
+from ampconv.plan.search_pins import SearchPins
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ The own error of a node is the worst, over its LOW outputs and samples, of the
 twin's error relative to the output's own scale (RMS of the difference over RMS
 of the reference), infinite when the twin turns a finite value non-finite. When
 the output reaches an error amplifier (Log, a divisor, Sqrt, ...: see
-``ampconv.plan.data.AMPLIFIERS``), the RMS of each element's relative error
+``ampconv.plan.data_guards.AMPLIFIERS``), the RMS of each element's relative error
 counts too: the amplifier makes small values' errors as large as big ones'.
 Twins exist only for main-graph nodes without subgraphs: onnxruntime cannot
 expose tensors inside If/Loop/Scan bodies.
@@ -31,13 +31,13 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.domains import is_default
-from ampconv.data.collect import run_copy
+from ampconv.numerics.collect import run_copy
 from ampconv.lowtypes import LowType
-from ampconv.validate import modelio
-from ampconv.validate.metrics import relative_rms_error
-from ampconv.validate.emulate import NameMaker, round_trip
+from ampconv.numerics import modelio
+from ampconv.numerics.metrics import relative_rms_error
+from ampconv.numerics.emulate import NameMaker, round_trip
 from ampconv.graphs import all_graphs
-from ampconv.plan.data import AMPLIFIERS, feeds_amplifier
+from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier
 
 FLOAT = ir.DataType.FLOAT
 _TWIN = "__ampconv_own"

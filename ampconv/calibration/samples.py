@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconv.config import DataOptions
-from ampconv.validate import inputs, modelio
+from ampconv.option_groups import DataOptions
+from ampconv.validate import inputs
+from ampconv.numerics import modelio
 
 RANDOM = "random"
 

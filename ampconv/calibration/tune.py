@@ -2,7 +2,7 @@
 
 The search works on candidates: a candidate is the conversion with a set of
 extra nodes pinned float32 (rule ``data-tune``). Evaluating one means building
-it, emulating its LOW rounding in float32 (``ampconv.validate.emulate``) and
+it, emulating its LOW rounding in float32 (``ampconv.numerics.emulate``) and
 comparing every output with the float32 reference on every calibration sample
 under the validator's criteria. An evaluation is the expensive unit; the
 search spends at most ``2 * ceil(log2 N) + 4`` of them, N being the LOW nodes
@@ -22,7 +22,7 @@ left after the range guards:
    node is needed; with one culprit it costs one more evaluation.
 
 Nodes the ``data-overflow`` guard keeps float32 only by its margin (values
-over half the LOW max but within it, ``ampconv.data.margin``) count among the
+over half the LOW max but within it, ``ampconv.calibration.margin``) count among the
 N candidates: every candidate, the first included, has them LOW unless the
 search keeps them, so they are lowered again exactly when validation passes
 without them. Real overflow, accumulation and a user's ``--data-max`` are
@@ -46,13 +46,14 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconv.precision import Precision
-from ampconv.data import margin, ownerror
-from ampconv.data.ownerror import OwnError
+from ampconv.calibration import margin
+from ampconv.numerics import ownerror
+from ampconv.numerics.ownerror import OwnError
 from ampconv.lowtypes import low_type
 from ampconv.passes.pipeline import run_passes
 from ampconv.prepare import InferTypesPass, NameNodesPass
-from ampconv.validate import emulate as emulation
-from ampconv.validate import modelio, runners
+from ampconv.numerics import emulate as emulation
+from ampconv.numerics import modelio, runners
 from ampconv.validate.comparison import Judging, judge_output
 from ampconv.errors import AmpconvError
 from ampconv.validate import floor
@@ -395,7 +396,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
     ``plan`` the search reads. ``calibration`` is the statistics pass's
     ``Calibration``. Nodes kept only by the margin are candidates of the
     search like the LOW nodes: every candidate starts with them LOW, and one
-    the search keeps stays under its ``data-overflow`` rule (``ampconv.data.margin``).
+    the search keeps stays under its ``data-overflow`` rule (``ampconv.calibration.margin``).
     """
     low = low_type(request.plan_options.dtype)
     notes: List[str] = []
