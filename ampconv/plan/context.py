@@ -39,7 +39,7 @@ class PlanContext:
     calibration: Optional[Calibration]  # activation statistics from --calibration-data (None: no data)
     thresholds: Thresholds  # when the data guards keep a node float32
     # What the accuracy search decided: nodes it keeps float32, and nodes the overflow
-    # guard kept only by its margin that it lowers again (``data.margin.SearchPins``).
+    # guard kept only by its margin that it lowers again (``plan.search_pins.SearchPins``).
     tune_pins: SearchPins
     shapes: ShapeSource  # real shapes of values, inferred once when first asked (range guards)
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far

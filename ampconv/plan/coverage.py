@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping
 
 import onnx_ir as ir
 
-from ampconv import runtime_schemas
+from ampconv import runtime_facts
 from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.plan.decision import NodePlan
 from ampconv.policy import HIGH, LOW
@@ -55,7 +55,7 @@ def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
 
 def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
     """A note when the model holds onnxruntime's own ops in the default domain (its output loads there only)."""
-    found = runtime_schemas.default_domain_ops_among(nodes)
+    found = runtime_facts.active().own_default_domain_ops_among(nodes)
     if not found:
         return []
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in found.most_common(4))
@@ -66,7 +66,7 @@ def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
 
 def _remedy(domain: str) -> str:
     """What would let ampconv decide the nodes of ``domain``."""
-    if domain in RUNTIME_DOMAINS and not runtime_schemas.available():
+    if domain in RUNTIME_DOMAINS and not runtime_facts.active().schemas_available():
         return "install onnxruntime (pip install 'ampconv[cpu]'), whose contrib operator schemas decide them"
     if domain in RUNTIME_DOMAINS:
         return "the installed onnxruntime does not define these ops; a newer onnxruntime may"

@@ -11,7 +11,7 @@ in this order:
    the fill as the LOW type's mask value (``guards``, case 1), so the masked
    scores stay finite and softmax still gives 0 there.
    Under ``--tune`` a node over the default guard but within the LOW maximum
-   (the guard's margin, ``ampconv.data.margin``) is left to the later rules
+   (the guard's margin, ``ampconv.calibration.margin``) is left to the later rules
    when the accuracy search lowered it again (``SearchPins.released``).
 3. ``data-accumulation``: a reduction's running sum exceeds the LOW type's
    largest value (a runtime that accumulates in the LOW type overflows even
@@ -25,7 +25,7 @@ in this order:
 Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
 
-The default synthetic run (``data.synthetic``: one seeded random sample through
+The default synthetic run (``calibration.synthetic``: one seeded random sample through
 a small model when no data is given) feeds rule 2 only (with the same guard),
 never for a black op or for a magnitude a constant input of the node accounts
 for: random inputs show when values overflow, not how real data underflows.

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 
 import onnx_ir as ir
 
+from ampconv import runtime_facts
 from ampconv.domains import is_default, op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
@@ -21,7 +22,6 @@ from ampconv.policy.lists import (
     CONTRIB_QUANTIZATION,
     FLOAT32_FUNCTION_BODY,
     QUANTIZATION,
-    REDUCTION_NEEDS_FLOAT32,
 )
 from ampconv.upgrade_hints import CONVERTS_LATER, stays_high
 from ampconv.schema import first_opset_allowing, normalize_domain
@@ -99,17 +99,10 @@ def function_body(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional
 
 
 def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """Scatter reductions: onnxruntime's CPU provider loads them in LOW, then fails at run time."""
-    if not is_default(node) or node.op_type not in REDUCTION_NEEDS_FLOAT32:
-        return None
-    reduction = node.attributes.get("reduction")
-    if reduction is None or reduction.value in ("none", b"none"):
-        return None
-    return Decision(
-        HIGH,
-        "hard-runtime-kernel",
-        f"hard: onnxruntime's CPU provider runs {node.op_type} with a reduction only in float32",
-    )
+    """A LOW kernel the runtime's CPU provider lacks although the model loads (``runtime_facts``: the scatter
+    reductions of onnxruntime, which load in LOW and then fail at run time)."""
+    why = runtime_facts.active().missing_low_kernel(node, runtime_facts.CPU)
+    return Decision(HIGH, "hard-runtime-kernel", f"hard: {why}") if why is not None else None
 
 
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -144,6 +137,12 @@ def _default_op_in(ops) -> Callable[[PlanContext, OpFacts], bool]:
     return lambda ctx, op: op.domain == "" and op.op_type in ops
 
 
+def _has_kernel_gap(ctx: PlanContext, op: OpFacts) -> bool:
+    """``applies``: a default-domain op the runtime's CPU provider has a LOW kernel gap for (some forms of it)."""
+    gaps = runtime_facts.active().kernel_gaps(runtime_facts.CPU)
+    return op.domain == "" and any(op.op_type in gap.op_types for gap in gaps)
+
+
 def _quantization_op(ctx: PlanContext, op: OpFacts) -> bool:
     quantized = op.op_type in QUANTIZATION if op.domain == "" else op.label in CONTRIB_QUANTIZATION
     return quantized or op.domain == "ai.onnx.preview.training"
@@ -165,7 +164,7 @@ RULES = tuple(builtin(rule) for rule in (
     Rule("hard-function-body", HARD, "the op's ONNX function body only type-checks in float32",
          decide=function_body, applies=_default_op_in(FLOAT32_FUNCTION_BODY)),
     Rule("hard-runtime-kernel", HARD, "onnxruntime's CPU provider runs this form of the op only in float32",
-         decide=runtime_kernel, applies=_default_op_in(REDUCTION_NEEDS_FLOAT32)),
+         decide=runtime_kernel, applies=_has_kernel_gap),
     Rule("hard-quantization", HARD, "quantization and training ops stay float32",
          decide=quantization, applies=_quantization_op),
     Rule("hard-schema", HARD, "the op's schema at the model's opset does not accept the LOW type",

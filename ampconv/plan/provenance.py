@@ -1,6 +1,6 @@
 """Which values the scale of the user's float data sets: what a synthetic run's numbers cannot speak for.
 
-The default synthetic run (``data.synthetic``) feeds random float inputs of
+The default synthetic run (``calibration.synthetic``) feeds random float inputs of
 modest magnitude. Where a value depends on such an input, the run measured the
 value at the random input's scale, not at the scale of the data the model
 will see (raw pixels, audio samples, unnormalized features): its figures say
