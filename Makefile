@@ -61,7 +61,7 @@ test-browser: install-test
 	    if [ "$$(id -u)" != 0 ]; then echo "test-browser: chromium is not installed; run 'sudo apt-get install -y chromium' (or make test-browser as root)"; exit 1; fi; \
 	    apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
 	fi
-	AMPCONV_SCREENSHOTS=$(SCREENSHOTS) $(PY) -m pytest -q tests/test_html_report.py
+	AMPCONV_SCREENSHOTS=$(SCREENSHOTS) $(PY) -m pytest -q tests/report/test_html_report.py
 	@echo "screenshots: $(SCREENSHOTS)/report_page_pass.png, $(SCREENSHOTS)/report_page_fail.png"
 
 # The same suite against the newest releases of every dependency of the tests (no constraints).

@@ -16,7 +16,7 @@ load at once.)
 
 A module already imported, or not found, is left alone: should a later
 onnx_ir use sympy at import time, sympy simply loads then (slower, still
-correct); ``tests/test_deferred_imports.py`` would notice.
+correct); ``tests/project/test_deferred_imports.py`` would notice.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ conversion instructions: 12-20 GB/s on the same chunks. Both round to nearest
 even; on a sample of 44 million float32 bit patterns (every 97th) they agree
 bit for bit on every non-NaN value, and differ only in the payload bits of
 NaNs. So a chunk holding a NaN is cast again with numpy, and the result is
-always exactly numpy's (``tests/test_fastcast.py`` checks every 1009th bit
+always exactly numpy's (``tests/write/test_fastcast.py`` checks every 1009th bit
 pattern, NaNs included, through both paths).
 
 The plain cast of a chunk (``chunks``) and the cast after ``--clamp``

@@ -16,7 +16,7 @@ ampconv reads two kinds of fact from the runtime a converted model will run on:
 onnxruntime (its schemas read through ``ampconv.runtime_schemas``), the first
 runtime and the one in force unless ``use`` says otherwise. Another runtime is
 one subclass: ``with runtime_facts.use(MyRuntimeFacts()): ampconv.convert(...)``
-(``tests/test_runtime_facts.py``). Modules that cache what they derived from
+(``tests/plan/test_runtime_facts.py``). Modules that cache what they derived from
 these facts register a reset with ``on_change``.
 """
 

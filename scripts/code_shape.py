@@ -1,6 +1,6 @@
 """The shape of the code under ``ampconv/``: long functions, long parameter lists, import cycles, lazy imports.
 
-``python scripts/code_shape.py`` prints the figures; ``tests/test_code_shape.py``
+``python scripts/code_shape.py`` prints the figures; ``tests/project/test_code_shape.py``
 holds them to the limits (docs/architecture.md, "Code shape"):
 
 - no function over ``MAX_LINES`` lines or ``MAX_PARAMS`` parameters (``self``
@@ -10,7 +10,7 @@ holds them to the limits (docs/architecture.md, "Code shape"):
 - imports of ampconv modules inside functions only in ``LAZY_MODULES``: the
   modules ``import ampconv`` and the CLI load at start-up, which defer what
   would load numpy, onnx or onnx-ir;
-- units depend one way (``tests/test_layers.py``): a unit is a subpackage of
+- units depend one way (``tests/project/test_layers.py``): a unit is a subpackage of
   ampconv or a top-level module; ``UNIT_LAYERS`` lists them from the top
   down, and every import (in-function ones counted) goes to a unit of the same
   layer or a lower one, with no cycle between units (docs/architecture.md,

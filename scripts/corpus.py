@@ -33,7 +33,7 @@ Usage::
     python scripts/corpus.py --sample 60 --seed 0 --levels O1,O2 --dtypes fp16
 
 Importable: ``collect_cases``, ``sample_cases``, ``run_case``, ``run_corpus``,
-``summarize`` and ``render_markdown`` are what tests/test_corpus.py uses.
+``summarize`` and ``render_markdown`` are what tests/end_to_end/test_corpus.py uses.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ inputs as ``inputs.npz``.)
 
 Importable: ``make_case``, ``run_case``, ``run_fuzz`` and ``render_summary``
 (malformed), ``run_valid_case``, ``run_valid_fuzz``, ``render_valid_summary``,
-``convert_and_check`` and ``run_in_child`` (valid) are what tests/test_fuzz.py uses.
+``convert_and_check`` and ``run_in_child`` (valid) are what tests/end_to_end/test_fuzz.py uses.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ the builder and its ``calibration_samples(n, seed)`` generator (dicts of
 float32 arrays keyed by input name) and ``write_calibration(folder, n, seed)``
 (``sample_000.npz``, ...). ``FIXES[name]`` lists the node names that, kept
 float32 (``Config(keep_fp32=...)``), make the O2 fp16 model pass validation
-under emulation at ``TOLERANCE``; tests/test_data_models.py checks all of it.
+under emulation at ``TOLERANCE``; tests/calibration/test_data_models.py checks all of it.
 """
 
 from __future__ import annotations

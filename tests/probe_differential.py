@@ -13,7 +13,7 @@ The converter's decision must equal the whole model's (``agree``). The raw
 probe may refuse a model the whole session accepts (a false rejection: the
 confirmation overrules it, at the cost of one whole session), but must never
 accept one the whole session refuses (``false_accept``): nothing would catch it.
-Used by tests/test_probe_differential.py (a sample in ``make test``, the whole
+Used by tests/checks/test_probe_differential.py (a sample in ``make test``, the whole
 corpus under the ``corpus`` marker).
 """
 

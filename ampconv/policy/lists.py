@@ -104,7 +104,7 @@ CONTRIB_QUANTIZATION = frozenset(
 # Constants into arithmetic on its T-typed input, with no CastLike. The onnx
 # checker and runtimes without a native kernel expand that body, so a LOW node
 # is an invalid model. Found by scanning every schema's body;
-# tests/test_runtime_gaps.py re-runs the scan so the list stays complete.
+# tests/plan/test_runtime_gaps.py re-runs the scan so the list stays complete.
 FLOAT32_FUNCTION_BODY = frozenset({"MeanVarianceNormalization"})
 # onnxruntime registers float16/bfloat16 kernels for these ops, so a model
 # loads, but its CPU provider fails at run time when the reduction attribute
