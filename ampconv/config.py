@@ -24,6 +24,9 @@ from ampconv.errors import UsageError, named
 
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
+# What a node whose values do not fit the LOW type runs in (issue 32): float32 (the default), or bf16.
+FALLBACK_DTYPES = ("float32", "bf16")
+FALLBACK_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "bf16": "bf16", "bfloat16": "bf16"}
 KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
 TARGETS = ("cuda", "cpu")
 # Other spellings of the dtype keys: the ONNX names of the types, any case.
@@ -65,8 +68,10 @@ class PlanOptions:
     underflow_fraction: Optional[float] = None
     kv_cache: str = "keep"
     rules: Tuple[object, ...] = ()
+    fallback_dtype: str = "float32"
 
     def __post_init__(self) -> None:
+        _check_fallback(self.dtype, self.fallback_dtype)
         if self.rules:
             from ampconv.plan.rules import register  # the rule registry: only when the user brings rules
 
@@ -173,6 +178,12 @@ class Config:
             float32 overrides and the range and data guards, before
             ``force_low`` and the level table (docs/precision.md, "Rules of
             your own"); each decision names its rule in the report.
+        fallback_dtype: what a node runs in when a guard finds its values do
+            not fit float16 (constants, calibration data, the synthetic run,
+            the range analysis): ``float32`` (the default) or ``bf16``
+            (bfloat16 where its schema at the model's opset admits it, else
+            float32); everything else stays fp16 (docs/precision.md, "The
+            fallback type"). ``bf16`` needs ``dtype="fp16"``.
         kv_cache: ``keep`` (the default) leaves a decoder's KV cache inputs and
             outputs to ``keep_io_types``; ``low`` puts every past/present pair
             found (``ampconv.plan.kvcache``) in the LOW type, so the cache is
@@ -241,6 +252,7 @@ class Config:
     keep_io_types: Union[bool, Tuple[str, ...]] = True
     kv_cache: str = "keep"
     rules: Tuple[object, ...] = ()
+    fallback_dtype: str = "float32"
     keep_fp32: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()
@@ -284,6 +296,8 @@ class Config:
             object.__setattr__(self, "keep_io_types", (self.keep_io_types,))
         object.__setattr__(self, "level", _LEVEL_NAMES.get(str(self.level).lower(), self.level))
         object.__setattr__(self, "dtype", DTYPE_ALIASES.get(str(self.dtype).lower(), self.dtype))
+        fallback = FALLBACK_ALIASES.get(str(self.fallback_dtype).lower(), self.fallback_dtype)
+        object.__setattr__(self, "fallback_dtype", fallback)
         # Each group checks its own fields as it is made; shapes and ranges come back normalized.
         for attribute, group in _GROUPS:
             made = group(**{f.name: getattr(self, f.name) for f in dataclasses.fields(group)})
@@ -310,6 +324,15 @@ class Config:
     def data_options(self) -> DataOptions:
         """The options of calibration data and the accuracy search."""
         return self._data
+
+
+def _check_fallback(dtype: str, fallback_dtype: str) -> None:
+    """Refuse a fallback type that is unknown, or that cannot change anything under ``dtype``."""
+    if fallback_dtype not in FALLBACK_DTYPES:
+        raise UsageError(f"unknown {named('fallback_dtype')} {fallback_dtype!r}: choose float32 or bf16")
+    if fallback_dtype == "bf16" and dtype == "bf16":
+        raise UsageError(f"{named('fallback_dtype', 'bf16')} with {named('dtype', 'bf16')} does nothing: bf16 "
+                         "already has float32's range; use it with dtype fp16")
 
 
 def _check_regex(pattern: str) -> None:

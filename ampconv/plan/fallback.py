@@ -1,0 +1,101 @@
+"""The fallback type: bfloat16 where float16 cannot hold a node's values (``fallback_dtype="bf16"``, issue 32).
+
+The planner decides LOW and float32 by the same rules as ever. A float32
+decision whose only complaint is *range* (the values do not fit float16, and
+float32's exponent holds them) becomes ``FALLBACK`` (bfloat16: float16's
+speed on the GPU, float32's range) when the node's schema at the model's
+opset admits bfloat16 in its main type; everything else keeps its decision.
+The range rules (docs/precision.md, "The fallback type"):
+
+- ``hard-constant``: a constant input beyond float16's range (1e6, an
+  epsilon that flushes to 0), when every such constant fits bfloat16;
+- ``range-statistics``, ``range-reduction``: the statistics of a decomposed
+  normalization, sums and magnitudes that overflow float16;
+- ``data-overflow``, ``data-accumulation``, ``data-underflow``: what a float32
+  run (calibration data or the default synthetic run) saw beyond float16's
+  range, or below its normal range.
+
+Rules about precision (``range-phase``, ``data-tune``), the level table, the
+user's overrides and the runtime's pins stay float32: bfloat16 has fewer bits
+than float16, so it is no answer to them. The gray rule and the backward pass
+carry the fallback type to their neighbours as they carry LOW (``plan.gray``),
+so an island grows without casts where the gray rule allows; a cast between
+the two LOW types is one direct Cast (``passes.apply``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import onnx_ir as ir
+
+from ampconv.lowtypes import low_type
+from ampconv.plan.context import PlanContext
+from ampconv.plan.decision import Decision
+from ampconv.plan.facts import NodeFacts
+from ampconv.plan.values import is_constant
+from ampconv.policy import HIGH
+from ampconv.precision import Precision
+
+FALLBACK = Precision.FALLBACK
+# The rules whose float32 decision means "the values do not fit float16's range".
+RANGE_RULES = frozenset({
+    "hard-constant", "range-statistics", "range-reduction", "data-overflow", "data-accumulation", "data-underflow",
+})
+
+
+def active(ctx: PlanContext) -> bool:
+    """Whether a fallback type is in use (``fallback_dtype="bf16"`` under ``dtype="fp16"``)."""
+    return ctx.options.fallback_dtype != "float32"
+
+
+def admits(ctx: PlanContext, facts: Optional[NodeFacts]) -> bool:
+    """Whether the node's schema at the model's opset takes the fallback type in its main type variable."""
+    if facts is None or not active(ctx):
+        return False
+    info = facts.info
+    return low_type(ctx.options.fallback_dtype).type_string in info.allowed(info.main_type())
+
+
+def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision) -> Decision:
+    """``decision``, or its fallback form when it keeps ``node`` float32 for range alone and the schema admits it."""
+    if decision.precision != HIGH or decision.rule not in RANGE_RULES or not active(ctx):
+        return decision
+    if not admits(ctx, facts):
+        return decision
+    if decision.rule == "hard-constant" and not _constants_fit(ctx, node, facts):
+        return decision
+    underflow = decision.rule == "data-underflow" or (decision.rule == "hard-constant" and "0" in decision.reason
+                                                      and "exceeds" not in decision.reason)
+    return Decision(FALLBACK, decision.rule, f"{decision.reason}; {because(ctx, underflow)}",
+                    follows=decision.follows)
+
+
+def because(ctx: PlanContext, underflow: bool = False) -> str:
+    """What a fallback decision's reason adds: the type, and why it holds the values."""
+    record = low_type(ctx.options.fallback_dtype)
+    fails = "flushes them" if underflow else "overflows"
+    return f"runs {record.name} ({ctx.low_name} {fails}; {record.name} has float32's range)"
+
+
+def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> bool:
+    """Whether every constant input of ``node``'s main type, and the fill it reads, fits the fallback type."""
+    top = low_type(ctx.options.fallback_dtype).max
+    for i in facts.main_in:
+        value = node.inputs[i]
+        if value is None or not is_constant(value):
+            continue
+        stats = ctx.ranges.stats(value)
+        if stats is None or not stats.max_abs <= top:
+            return False
+    for source in [node] + [v.producer() for v in node.inputs if v is not None]:
+        if source is not None and source.op_type == "ConstantOfShape":
+            attribute = source.attributes.get("value")
+            if attribute is not None and attribute.value is not None:
+                array = attribute.value.numpy()
+                if array.size and not float(abs(array.astype("float64")).max()) <= top:
+                    return False
+    return True
+
+
+__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "widen"]
