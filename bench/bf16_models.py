@@ -6,8 +6,8 @@ in use. The tests (``tests/test_bf16_fallback.py``) and the benchmark
 (``bench/bench_bf16.py``) read the same models.
 
 - ``mel_frontend``: frames -> Hann window -> DFT as two MatMuls with a cos/sin
-  basis -> power spectrum (re^2 + im^2, ~1e9 on a loud tone) -> mel MatMul ->
-  Log (+ floor) -> dB and a per-utterance normalization;
+  basis -> power spectrum (re^2 + im^2, ~1e9 on voiced frames) -> mel MatMul ->
+  Log (+ floor) -> Whisper's log10, dynamic-range clamp and scaling;
 - ``square_sum_layer_norm``: a dense layer, then a layer norm written
   ``Mul(h, h) -> ReduceSum`` (the sum of squares ~2e5) and the centring, eps,
   Sqrt, Reciprocal, gain and bias, then a dense layer;
@@ -58,7 +58,12 @@ def _mel_bank(bins: int, mels: int) -> np.ndarray:
 
 
 def mel_frontend(frames: int = 16, length: int = 512, mels: int = 40, seed: int = 41) -> Tuple[onnx.ModelProto, Samples]:
-    """A log-mel front end; its calibration samples hold a loud tone (power spectrum ~1e9) over noise."""
+    """A Whisper-style log-mel front end; its calibration samples are voiced frames (power spectrum ~1e9).
+
+    ``frames * hann -> MatMul cos / MatMul sin -> re^2 + im^2 -> MatMul mel -> Max(floor) -> Log -> / ln 10
+    -> Max(x, max(x) - 8) -> (x + 4) / 4``. The samples: harmonics of a pitch with a falling spectral tilt
+    over noise, at PCM-like amplitude (hundreds), so the power spectrum reaches ~1e9.
+    """
     bins = length // 2 + 1
     n = np.arange(length)
     k = np.arange(bins)
@@ -66,8 +71,8 @@ def mel_frontend(frames: int = 16, length: int = 512, mels: int = 40, seed: int 
     weights = [
         _init("window", 0.5 - 0.5 * np.cos(2 * np.pi * n / length)),
         _init("cos_basis", np.cos(angle)), _init("sin_basis", -np.sin(angle)),
-        _init("mel_bank", _mel_bank(bins, mels)), _init("floor", 1e-6),
-        _init("db", 10.0 / np.log(10.0)), _init("axes", [1], np.int64), _init("eps_std", 1e-5),
+        _init("mel_bank", _mel_bank(bins, mels)), _init("floor", 1e-10), _init("inv_ln10", 1.0 / np.log(10.0)),
+        _init("eight", 8.0), _init("four", 4.0),
     ]
     nodes = [
         helper.make_node("Mul", ["frames", "window"], ["windowed"], name="window"),
@@ -78,23 +83,23 @@ def mel_frontend(frames: int = 16, length: int = 512, mels: int = 40, seed: int 
         helper.make_node("Add", ["re2", "im2"], ["power"], name="power"),
         helper.make_node("MatMul", ["power", "mel_bank"], ["mel"], name="mel"),
         helper.make_node("Max", ["mel", "floor"], ["mel_floor"], name="mel_floor"),
-        helper.make_node("Log", ["mel_floor"], ["log_mel"], name="log"),
-        helper.make_node("Mul", ["log_mel", "db"], ["mel_db"], name="to_db"),
-        helper.make_node("ReduceMean", ["mel_db", "axes"], ["mean"], keepdims=1, name="mean"),
-        helper.make_node("Sub", ["mel_db", "mean"], ["centred"], name="centre"),
-        helper.make_node("Mul", ["centred", "centred"], ["sq"], name="square"),
-        helper.make_node("ReduceMean", ["sq", "axes"], ["var"], keepdims=1, name="variance"),
-        helper.make_node("Add", ["var", "eps_std"], ["var_eps"], name="add_eps"),
-        helper.make_node("Sqrt", ["var_eps"], ["std"], name="std"),
-        helper.make_node("Div", ["centred", "std"], ["features"], name="normalize"),
+        helper.make_node("Log", ["mel_floor"], ["ln_mel"], name="log"),
+        helper.make_node("Mul", ["ln_mel", "inv_ln10"], ["log_mel"], name="log10"),
+        helper.make_node("ReduceMax", ["log_mel"], ["peak"], keepdims=1, name="peak"),
+        helper.make_node("Sub", ["peak", "eight"], ["lowest"], name="peak_minus_8"),
+        helper.make_node("Max", ["log_mel", "lowest"], ["clamped"], name="dynamic_range"),
+        helper.make_node("Add", ["clamped", "four"], ["shifted"], name="shift"),
+        helper.make_node("Div", ["shifted", "four"], ["features"], name="scale"),
     ]
     made = _model(nodes, [_vi("frames", [1, frames, length])], [_vi("features", [1, frames, mels])], weights,
                   opset=18)
     rng = np.random.default_rng(seed)
     samples = []
+    time = n[None, :] + length * np.arange(frames)[:, None]
     for s in range(4):
-        tone = 250.0 * (1 + s) / 2 * np.sin(2 * np.pi * (20 + 7 * s) * (n[None, :] + length * np.arange(frames)[:, None]) / length)
-        audio = tone + 30.0 * rng.standard_normal((frames, length))
+        pitch = 110.0 + 40.0 * s  # Hz at 16 kHz
+        voiced = sum(300.0 / h * np.sin(2 * np.pi * pitch * h * time / 16000.0 + h) for h in range(1, 30))
+        audio = voiced + 20.0 * rng.standard_normal((frames, length))
         samples.append({"frames": audio[None].astype(np.float32)})
     return made, samples
 
