@@ -1,0 +1,208 @@
+"""``fallback_dtype="bf16"`` (issue 32): bf16 where a guard finds the values do not fit fp16, fp16 elsewhere.
+
+Models: ``bench/bf16_models.py`` (a mel front end, a Square -> ReduceSum layer
+norm, a Gemma-style RMSNorm, each with calibration samples) and a few of the
+hazard builders.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import ampconv
+from ampconv.errors import UsageError
+from ampconv.validate import ValidateOptions, validate
+from bench import bf16_models
+import hazard_models
+
+FALLBACK = "FALLBACK"
+
+
+def _convert(tmp_path, name, data=True, dry_run=False, **config):
+    src, folder = bf16_models.write(name, tmp_path)
+    dst = tmp_path / f"{name}_{'_'.join(f'{k}{v}' for k, v in sorted(config.items()))}.onnx"
+    extra = {"calibration_data": (folder,)} if data else {}
+    report = ampconv.convert(src, dst, ampconv.Config(overwrite=True, **extra, **config), dry_run=dry_run)
+    return src, folder, dst, report
+
+
+def _decisions(report):
+    return {n["name"]: (str(n["precision"]), n["rule"], n["reason"]) for n in report.to_dict()["nodes"]}
+
+
+def _float_nodes(report):
+    return [d for d in _decisions(report).values() if d[0] != "NONE"]
+
+
+def _typed(path) -> ir.Model:
+    """The written model with every value's type inferred (the writer declares no value_info)."""
+    return ir.from_proto(onnx.shape_inference.infer_shapes(onnx.load(str(path))))
+
+
+def _passes_emulation(src, dst, folder) -> bool:
+    result = validate(src, str(dst), ValidateOptions(inputs=(folder,), backend="emulate"))
+    return result.passed
+
+
+# ------------------------------------------------------------------ default: today's plans exactly
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_fallback_float32_keeps_todays_plans(tmp_path, dtype):
+    """``fallback_dtype="float32"`` (the default) plans exactly as without the option: same precision, rule, reason.
+
+    (Checked once against the commit before this feature on 19 models x 2 dtypes: 972 decisions identical.)
+    """
+    models = {style: hazard_models.spelled_layer_norm(style) for style in ("jax2tf", "keras", "hand")}
+    models.update({name: getattr(hazard_models, name)() for name in (
+        "decomposed_layernorm", "edge_constants", "control_flow", "dtype_ops", "shared_initializer", "black_chain")})
+    models["attention"] = hazard_models.attention(-1e9)
+    models.update({name: build()[0] for name, build in bf16_models.BUILDERS.items()})
+    for name, model in models.items():
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, path)
+        plain = ampconv.convert(path, tmp_path / "a.onnx", ampconv.Config(dtype=dtype, overwrite=True), dry_run=True)
+        default = ampconv.convert(path, tmp_path / "b.onnx", ampconv.Config(dtype=dtype, fallback_dtype="float32",
+                                                                             overwrite=True), dry_run=True)
+        assert _decisions(plain) == _decisions(default), name
+        assert all(d[0] != FALLBACK for d in _decisions(default).values())
+
+
+def test_fallback_changes_nothing_where_every_value_fits(tmp_path):
+    """A model whose values fit fp16 converts the same with and without the fallback (negative case)."""
+    model = hazard_models.spelled_layer_norm("jax2tf", gain=0.5)
+    path = tmp_path / "small.onnx"
+    onnx.save(model, path)
+    plain = ampconv.convert(path, tmp_path / "a.onnx", ampconv.Config(overwrite=True), dry_run=True)
+    fallback = ampconv.convert(path, tmp_path / "b.onnx", ampconv.Config(fallback_dtype="bf16", overwrite=True),
+                               dry_run=True)
+    kept = [d for d in _decisions(plain).values() if d[0] == "HIGH" and d[1] not in ("range-statistics",)]
+    assert not any(d[0] == FALLBACK for d in _decisions(fallback).values() if d[1] not in ("range-statistics",
+                                                                                           "gray-follow",
+                                                                                           "gray-promote",
+                                                                                           "free-low"))
+    assert len(kept) == len([d for d in _decisions(fallback).values() if d[0] == "HIGH" and d[1] not in
+                             ("range-statistics",)])
+
+
+# ------------------------------------------------------------------ the three models of the issue
+def test_mel_frontend_runs_low_and_passes_emulation(tmp_path):
+    """Power spectrum ~1e9: fp16 alone keeps almost every node float32; with the bf16 fallback >= 80% run LOW."""
+    src, folder, dst, report = _convert(tmp_path, "mel_frontend", fallback_dtype="bf16")
+    floats = _float_nodes(report)
+    low = [d for d in floats if d[0] in ("LOW", FALLBACK)]
+    assert len(low) / len(floats) >= 0.8, floats
+    assert any(d[0] == FALLBACK for d in floats)
+    assert _passes_emulation(src, dst, folder)
+    _, _, _, plain = _convert(tmp_path, "mel_frontend")
+    plain_low = [d for d in _float_nodes(plain) if d[0] == "LOW"]
+    assert len(plain_low) < len(low)
+
+
+@pytest.mark.parametrize("name,statistics", [
+    ("square_sum_layer_norm", ("sum_sq", "mean_sq", "variance", "add_eps", "std", "inv_std")),
+    ("gemma_rms_norm", ("norm/pow", "norm/mean", "norm/add_eps", "norm/sqrt", "norm/div")),
+])
+def test_norm_statistics_run_bf16_not_float32(tmp_path, name, statistics):
+    """The statistics that overflow fp16 run bf16 (rule and reason kept, the type named), and pass emulation."""
+    src, folder, dst, report = _convert(tmp_path, name, fallback_dtype="bf16")
+    decisions = _decisions(report)
+    for node in statistics:
+        assert decisions[node][0] == FALLBACK, (node, decisions[node])
+    assert not [n for n, d in decisions.items() if d[0] == "HIGH"], decisions
+    assert any("bfloat16 has float32's range" in d[2] for d in decisions.values())
+    _, _, _, plain = _convert(tmp_path, name)
+    assert all(_decisions(plain)[node][0] == "HIGH" for node in statistics)  # today: float32
+    assert _passes_emulation(src, dst, folder)
+    written = _typed(dst)
+    types = {v.dtype for node in written.graph for v in node.outputs}
+    assert ir.DataType.BFLOAT16 in types and ir.DataType.FLOAT16 in types
+
+
+def test_synthetic_run_finds_the_rms_norm_overflow(tmp_path):
+    """Without calibration data the default synthetic float32 run is the evidence: the same statistics run bf16."""
+    _, _, _, report = _convert(tmp_path, "gemma_rms_norm", data=False, dry_run=True, fallback_dtype="bf16")
+    decisions = _decisions(report)
+    assert decisions["norm/mean"][0] == FALLBACK and decisions["norm/mean"][1] in ("data-overflow", "range-statistics")
+
+
+def test_casts_between_fp16_and_bf16_are_direct(tmp_path):
+    """One Cast from fp16 to bf16 (and back), never through float32."""
+    _, _, dst, _ = _convert(tmp_path, "gemma_rms_norm", fallback_dtype="bf16")
+    model = _typed(dst)
+    casts = [n for n in model.graph if n.op_type == "Cast"]
+    direct = [(n.inputs[0].dtype, ir.DataType(n.attributes["to"].value)) for n in casts]
+    assert (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) in direct
+    assert (ir.DataType.BFLOAT16, ir.DataType.FLOAT16) in direct
+    for node in casts:  # no fp16 -> float32 -> bf16 chain
+        producer = node.inputs[0].producer()
+        assert not (producer is not None and producer.op_type == "Cast"
+                    and ir.DataType(node.attributes["to"].value) in (ir.DataType.BFLOAT16, ir.DataType.FLOAT16))
+
+
+def test_schema_without_bf16_keeps_float32(tmp_path):
+    """At an opset whose schema does not take bf16 (Add-7, Pow-12), the guarded nodes stay float32 (negative)."""
+    model, _ = bf16_models.gemma_rms_norm()
+    model.opset_import[0].version = 12
+    model.graph.node[4].ClearField("input")
+    model.graph.node[4].input.extend(["sq"])  # ReduceMean-11 takes its axes as an attribute
+    model.graph.node[4].attribute.extend([onnx.helper.make_attribute("axes", [-1])])
+    path = tmp_path / "op12.onnx"
+    onnx.save(model, path)
+    report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(fallback_dtype="bf16", keep_opset=True,
+                                                                       overwrite=True), dry_run=True)
+    decisions = _decisions(report)
+    assert decisions["norm/add_eps"][0] == "HIGH"
+    assert decisions["norm/pow"][0] == "HIGH"
+
+
+def test_precision_rules_stay_float32(tmp_path):
+    """A user's keep_fp32 is a precision choice, not range: it stays float32 under the fallback (negative)."""
+    _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16",
+                               keep_fp32=("norm/mean",))
+    decisions = _decisions(report)
+    assert decisions["norm/mean"][:2] == ("HIGH", "user-keep-fp32")
+    assert decisions["norm/pow"][0] == FALLBACK
+
+
+def test_emulation_rounds_each_tensor_to_its_own_type(tmp_path):
+    """The emulated copy of a mixed model rounds bf16 tensors through bf16 and fp16 tensors through fp16."""
+    from ampconv.validate.emulate import emulate
+
+    _, _, dst, _ = _convert(tmp_path, "gemma_rms_norm", fallback_dtype="bf16")
+    model = ir.load(str(dst))
+    emulate(model)
+    targets = {ir.DataType(n.attributes["to"].value) for n in model.graph if n.op_type == "Cast"}
+    assert {ir.DataType.BFLOAT16, ir.DataType.FLOAT16, ir.DataType.FLOAT} <= targets
+
+
+# ------------------------------------------------------------------ options
+def test_config_refuses_pointless_or_unknown_fallback():
+    with pytest.raises(UsageError, match="fallback_dtype"):
+        ampconv.Config(dtype="bf16", fallback_dtype="bf16")
+    with pytest.raises(UsageError, match="fallback_dtype"):
+        ampconv.Config(fallback_dtype="fp8")
+    assert ampconv.Config(fallback_dtype="bfloat16").fallback_dtype == "bf16"
+    assert ampconv.Config(fallback_dtype="fp32").fallback_dtype == "float32"
+
+
+def test_cli_flag_and_its_one_line_error(tmp_path):
+    src, folder = bf16_models.write("gemma_rms_norm", tmp_path)
+    cli = [sys.executable, "-m", "ampconv"]
+    bad = subprocess.run(cli + ["convert", src, "-o", str(tmp_path / "x.onnx"), "--dtype", "bf16",
+                                "--fallback-dtype", "bf16"], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "--fallback-dtype" in bad.stderr and not (tmp_path / "x.onnx").exists()
+    good = subprocess.run(cli + ["convert", src, "-o", str(tmp_path / "y.onnx"), "--fallback-dtype", "bf16",
+                                 "--calibration-data", folder], capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    assert "bf16" in good.stdout + good.stderr
+    assert np.isfinite(np.load(pathlib.Path(folder) / "sample_0.npz")["x"]).all()
