@@ -206,3 +206,22 @@ def test_cli_flag_and_its_one_line_error(tmp_path):
     assert good.returncode == 0, good.stderr
     assert "bf16" in good.stdout + good.stderr
     assert np.isfinite(np.load(pathlib.Path(folder) / "sample_0.npz")["x"]).all()
+
+
+def test_report_and_page_show_three_classes(tmp_path):
+    """The summary line, the op table, the JSON summary and the page count fp16, bf16 and float32 apart."""
+    from ampconv.htmlreport.data import page_data
+
+    _, _, _, report = _convert(tmp_path, "gemma_rms_norm", fallback_dtype="bf16")
+    text = report.summary()
+    assert "4 LOW, 7 bf16 (fallback where fp16 overflows), 0 HIGH" in text
+    assert "LOW  bf16  HIGH" in text
+    data = report.to_dict()
+    assert data["summary"]["nodes_fallback"] == 7 and data["fallback_dtype"] == "bf16"
+    page = page_data(data)
+    assert page["summary"]["counts"]["FALLBACK"] == 7
+    assert "7 in bf16" in page["verdict"]["detail"]
+    assert {row["op"]: row["FALLBACK"] for row in page["ops"]}["ReduceMean"] == 1
+    _, _, _, plain = _convert(tmp_path, "gemma_rms_norm")
+    assert "fallback_dtype" not in plain.to_dict() and "nodes_fallback" not in plain.to_dict()["summary"]
+    assert "FALLBACK" not in page_data(plain.to_dict())["summary"]["counts"]
