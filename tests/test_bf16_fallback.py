@@ -8,6 +8,7 @@ hazard builders.
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -161,7 +162,12 @@ def test_schema_without_bf16_keeps_float32(tmp_path):
                                                                        overwrite=True), dry_run=True)
     decisions = _decisions(report)
     assert decisions["norm/add_eps"][0] == "HIGH"
-    assert decisions["norm/pow"][0] == "HIGH"
+    assert decisions["norm/pow"][0] == "HIGH" and "only from opset" in decisions["norm/pow"][2]
+    warning = next(w for w in report.warning_texts() if "run float32, not bfloat16" in w)
+    target = int(re.search(r"opset=(\d+)", warning).group(1))
+    upgraded = ampconv.convert(path, tmp_path / "u.onnx", ampconv.Config(fallback_dtype="bf16", opset=target,
+                                                                         overwrite=True), dry_run=True)
+    assert _decisions(upgraded)["norm/pow"][0] == FALLBACK  # the opset the warning names converts it
 
 
 def test_precision_rules_stay_float32(tmp_path):

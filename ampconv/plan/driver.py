@@ -32,7 +32,7 @@ from ampconv.plan import gray, interface
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
-from ampconv.plan.fallback import FALLBACK
+from ampconv.plan.fallback import FALLBACK, refused_warning as fallback_refused
 from ampconv.plan.facts import NodeFacts, node_facts
 from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.plan.ranges import misfit
@@ -108,6 +108,9 @@ class Planner:
             made_of[v].precision if v in made_of else None for v in graph.outputs
         )
         self._finalize()
+        refused = fallback_refused(self.ctx)  # nodes a later opset would run in the fallback type
+        if refused:
+            self.warnings.append(refused)
         return Plan(
             low=self.ctx.low,
             fallback=None if self.ctx.options.fallback_dtype == "float32" else self.ctx.options.fallback_dtype,

@@ -25,9 +25,13 @@ the two LOW types is one direct Cast (``passes.apply``).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 import onnx_ir as ir
+
+from ampconv.errors import named
+from ampconv.schema import first_opset_allowing, normalize_domain
 
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
@@ -62,13 +66,48 @@ def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision)
     if decision.precision != HIGH or decision.rule not in RANGE_RULES or not active(ctx):
         return decision
     if not admits(ctx, facts):
-        return decision
+        return _refused(ctx, node, decision)
     if decision.rule == "hard-constant" and not _constants_fit(ctx, node, facts):
         return decision
     underflow = decision.rule == "data-underflow" or (decision.rule == "hard-constant" and "0" in decision.reason
                                                       and "exceeds" not in decision.reason)
     return Decision(FALLBACK, decision.rule, f"{decision.reason}; {because(ctx, underflow)}",
                     follows=decision.follows)
+
+
+def _refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
+    """The float32 decision of a node whose schema refuses the fallback type at the model's opset.
+
+    Where a later opset admits it, the reason names that opset and the node is
+    counted for the plan's warning (``refused_warning``): the user upgrades with
+    ``--opset N``, which the converter confirms as every upgrade (it loads).
+    """
+    domain = normalize_domain(node.domain)
+    opset = ctx.opsets.get(domain, 1)
+    later = first_opset_allowing(domain, node.op_type, opset, ctx.options.fallback_dtype)
+    if later is None:
+        return decision
+    ctx.memo.setdefault("fallback_refused", Counter())[(node.op_type, later)] += 1
+    record = low_type(ctx.options.fallback_dtype)
+    return Decision(decision.precision, decision.rule,
+                    f"{decision.reason}; {node.op_type} takes {record.name} only from opset {later}, so it runs "
+                    f"float32 at opset {opset}", follows=decision.follows)
+
+
+def refused_warning(ctx: PlanContext) -> Optional[str]:
+    """One warning for the nodes that would run the fallback type at a later opset; None if none."""
+    refused = ctx.memo.get("fallback_refused")
+    if not refused:
+        return None
+    target = max(opset for _, opset in refused)
+    ops = Counter()
+    for (op, _), count in refused.items():
+        ops[op] += count
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
+    record = low_type(ctx.options.fallback_dtype)
+    return (f"{sum(ops.values())} node(s) ({listed}) whose values do not fit {ctx.low_name} run float32, not "
+            f"{record.name}: opset {ctx.opsets.get('', 1)} does not accept {record.name} for them; convert with "
+            f"{named('opset', target)} to upgrade the model first")
 
 
 def because(ctx: PlanContext, underflow: bool = False) -> str:
@@ -98,4 +137,4 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> bool:
     return True
 
 
-__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "widen"]
+__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused_warning", "widen"]
