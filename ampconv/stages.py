@@ -234,7 +234,10 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
         )
     final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
-        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW))
+        record = constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW)
+        if plan.fallback and note.action in ("pinned", "reported") and final.get(note.consumer) == Precision.FALLBACK:
+            record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+        report.constants.append(record)
 
 
 def _attribute_records(attributes) -> dict:
