@@ -5,9 +5,10 @@
 
 Models: the three of ``bench/bf16_models.py`` (a mel front end whose power
 spectrum reaches ~1e9, a layer norm written ``Square -> ReduceSum`` with a sum
-of squares ~2e5, a Gemma-style RMSNorm whose statistics overflow fp16), each
-converted with its calibration samples, and the seeded sample models
-(``sample_models/build.py``) converted with the default synthetic run.
+of squares ~2e5, a Gemma-style RMSNorm whose statistics overflow fp16) and three
+of ``tests/data_models.py`` (the audio front end, the CQT pitch model, the long
+reduction), each converted with its calibration samples, and two seeded sample
+models (``sample_models/build.py``) converted with the default synthetic run.
 
 Per model and variant: the share of float nodes LOW (fp16 or bf16), the nodes
 in each class, the Casts of the written model, and ``ampconv validate
@@ -34,6 +35,11 @@ from ampconv.validate import ValidateOptions, validate  # noqa: E402
 from bench import bf16_models  # noqa: E402
 from bench.models import build_samples  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+import data_models  # noqa: E402  (tests/data_models.py: models with their calibration samples)
+
+DATA_MODELS = ("audio_frontend", "pitch_model", "long_reduction")
+
 VARIANTS = {"fp16": {"dtype": "fp16"}, "bf16": {"dtype": "bf16"}, "fp16+bf16": {"fallback_dtype": "bf16"}}
 RESULTS = ROOT / "bench" / "results" / "bench_bf16.md"
 
@@ -56,11 +62,14 @@ def measure(name: str, src: str, data, variant: str, work: pathlib.Path) -> dict
     floats = sum(counts.values())
     options = ValidateOptions(inputs=(data,), backend="emulate") if data else ValidateOptions(backend="emulate")
     result = validate(src, str(dst), options)
+    worst = [o.worst for o in result.outputs if o.worst is not None]
+    p99 = max((w.scaled_p99_error or 0.0 for w in worst), default=0.0)
     low_key = "bf16" if variant == "bf16" else "fp16"
     return {"model": name, "variant": variant, "float_nodes": floats,
             "low_share": round((counts["LOW"] + counts["FALLBACK"]) / floats, 3) if floats else 1.0,
             low_key: counts["LOW"], "fallback_bf16": counts["FALLBACK"], "float32": counts["HIGH"],
-            "casts": _casts(dst), "emulation": "PASS" if result.passed else "FAIL"}
+            "casts": _casts(dst), "p99_error": float(f"{p99:.3g}"),
+            "emulation": "PASS" if result.passed else "FAIL"}
 
 
 def _check(check_id: str, description: str, value, target: str, passed: bool) -> dict:
@@ -71,12 +80,13 @@ def checks(rows: list) -> list:
     """The issue's targets, read from the rows."""
     row = {(r["model"], r["variant"]): r for r in rows if "error" not in r}
     found = []
-    mel = row.get(("mel_frontend", "fp16+bf16"))
-    if mel:
-        found.append(_check("bf16_mel_low_share", "mel front end, fp16+bf16 fallback: float nodes LOW",
-                            mel["low_share"], ">= 0.8", mel["low_share"] >= 0.8))
-        found.append(_check("bf16_mel_emulation", "mel front end, fp16+bf16 fallback: emulated validation",
-                            mel["emulation"], "PASS", mel["emulation"] == "PASS"))
+    for name in ("mel_frontend", "audio_frontend"):
+        mel = row.get((name, "fp16+bf16"))
+        if mel:
+            found.append(_check(f"bf16_{name}_low_share", f"{name}, fp16+bf16 fallback: float nodes LOW",
+                                mel["low_share"], ">= 0.8", mel["low_share"] >= 0.8))
+            found.append(_check(f"bf16_{name}_emulation", f"{name}, fp16+bf16 fallback: emulated validation",
+                                mel["emulation"], "PASS", mel["emulation"] == "PASS"))
     for name in ("square_sum_layer_norm", "gemma_rms_norm"):
         r = row.get((name, "fp16+bf16"))
         if r:
@@ -95,17 +105,18 @@ def render(rows: list) -> str:
     """The markdown table of ``bench/results/bench_bf16.md``."""
     lines = ["# bench_bf16: fp16, bf16 and fp16 with the bf16 fallback (issue 32)", "",
              "LOW share = float nodes in fp16 or bf16 / float nodes. Emulation: `ampconv validate --backend emulate` "
-             "(each tensor rounded to its own type) on the calibration samples (random inputs for the sample models).",
-             "", "| model | variant | float nodes | LOW share | fp16 | bf16 | float32 | casts | emulation |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(each tensor rounded to its own type) on the calibration samples (random inputs for the sample models); "
+             "p99 error: the worst output's 99th-percentile error / the output's RMS.",
+             "", "| model | variant | float nodes | LOW share | fp16 | bf16 | float32 | casts | p99 error | emulation |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['variant']} | error: {r['error'][:80]} | | | | | | |")
+            lines.append(f"| {r['model']} | {r['variant']} | error: {r['error'][:80]} | | | | | | | |")
             continue
         fp16 = r.get("fp16", 0)
         bf16 = r.get("bf16", 0) + r["fallback_bf16"]
         lines.append(f"| {r['model']} | {r['variant']} | {r['float_nodes']} | {r['low_share']:.0%} | {fp16} | "
-                     f"{bf16} | {r['float32']} | {r['casts']} | {r['emulation']} |")
+                     f"{bf16} | {r['float32']} | {r['casts']} | {r['p99_error']:.2g} | {r['emulation']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -114,6 +125,15 @@ def main(out_dir) -> dict:
     work = pathlib.Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
     models = [(name, *bf16_models.write(name, work)) for name in bf16_models.BUILDERS]
+    for name in DATA_MODELS:
+        folder = work / name
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        src, calibration = data_models.MODELS[name].save_with_calibration(folder, 8)
+        models.append((name, src, str(calibration)))
     samples = build_samples(work / "samples")
     models += [(name, str(path), None) for name, path in sorted(samples.items())][:2]
     rows, errors = [], []

@@ -231,3 +231,15 @@ def test_report_and_page_show_three_classes(tmp_path):
     _, _, _, plain = _convert(tmp_path, "gemma_rms_norm")
     assert "fallback_dtype" not in plain.to_dict() and "nodes_fallback" not in plain.to_dict()["summary"]
     assert "FALLBACK" not in page_data(plain.to_dict())["summary"]["counts"]
+
+
+def test_repo_audio_frontend_runs_low_with_its_calibration_data(tmp_path):
+    """tests/data_models.audio_frontend (fp16 alone: 6 of 15 LOW) runs >= 80% LOW with the fallback and passes."""
+    import data_models
+
+    src, calibration = data_models.MODELS["audio_frontend"].save_with_calibration(tmp_path, 8)
+    dst = tmp_path / "fb.onnx"
+    report = ampconv.convert(src, dst, ampconv.Config(fallback_dtype="bf16", calibration_data=(str(calibration),)))
+    floats = _float_nodes(report)
+    assert sum(d[0] in ("LOW", FALLBACK) for d in floats) / len(floats) >= 0.8
+    assert _passes_emulation(src, dst, str(calibration))
