@@ -26,7 +26,7 @@ from ampconv.data.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
 from ampconv.load import load_model
 from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import auto_upgrade_target, default_opset, upgraded_copy
+from ampconv.opset_upgrade import auto_upgrade_target, default_opset, fallback_upgrade_target, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
 from ampconv.repair import accept_input, repair
@@ -91,6 +91,15 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
     def fresh() -> ir.Model:
         # A pin was added: plan again from the original.
         return load_model(src, infer_types=infer_at_load)
+
+    later = _fallback_target(request, fresh, data, complaint) if auto_upgrade and target is None else None
+    if later is not None:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
+        try:
+            return _convert_upgraded(src, dst, config, later[0], dry_run=dry_run, why=later[1])
+        except ConversionError as exc:
+            upgrade_failed = (f"not upgraded to opset {later[0]} ({later[1]}): {exc}; converted at the model's "
+                              f"opset {default_opset(model)}")
+            target = later
 
     report = _attempts(request, model, fresh, complaint, data)
     report.notes.extend(data_notes)
@@ -159,6 +168,21 @@ def _convert_upgraded(src: Path, dst, config: Config, opset: int, *, dry_run: bo
                 f"upgrade; {named('keep_opset', True)} writes the model as it is"
             )
     return report
+
+
+def _fallback_target(request: Request, fresh, data: DataFindings, complaint):
+    """``fallback_upgrade_target`` of a plan made in memory (only with a fallback type: one plan more).
+
+    An input the checker refused (repaired before planning) is converted at its opset.
+    """
+    if request.plan_options.fallback_dtype == "float32" or complaint is not None:
+        return None
+    model = fresh()
+    with fixed_graph_list(model):
+        done = rewrite(dataclasses.replace(request, dry_run=True), model, {}, data)
+    if done.plan is None:
+        return None
+    return fallback_upgrade_target(done.plan, request.plan_options.fallback_dtype)
 
 
 def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:

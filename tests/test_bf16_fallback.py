@@ -243,3 +243,38 @@ def test_repo_audio_frontend_runs_low_with_its_calibration_data(tmp_path):
     floats = _float_nodes(report)
     assert sum(d[0] in ("LOW", FALLBACK) for d in floats) / len(floats) >= 0.8
     assert _passes_emulation(src, dst, str(calibration))
+
+
+def _loud_conv(tmp_path):
+    """A Conv at opset 17 whose outputs (~1e5) overflow fp16, with samples; bf16 Conv needs opset 22."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    weights = [numpy_helper.from_array((rng.standard_normal((8, 1, 3, 3)) * 300).astype(np.float32), "w"),
+               numpy_helper.from_array(np.full((1, 8, 1, 1), 1e-5, np.float32), "scale")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "scale"], ["y"], name="rescale")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path, data = tmp_path / "conv.onnx", tmp_path / "conv_data"
+    onnx.save(model, path)
+    data.mkdir()
+    for k in range(3):
+        np.savez(data / f"s{k}.npz", x=(100 * rng.standard_normal((1, 1, 16, 16))).astype(np.float32))
+    return path, data
+
+
+def test_default_upgrade_reaches_the_opset_a_bf16_heavy_op_needs(tmp_path):
+    """The fallback follows the upgrade rule: a Conv that overflows fp16 upgrades 17 -> 22 and runs bf16."""
+    path, data = _loud_conv(tmp_path)
+    report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(fallback_dtype="bf16",
+                                                                       calibration_data=(str(data),)))
+    assert _decisions(report)["conv"][0] == FALLBACK
+    assert any("upgraded from opset 17 to 22" in n for n in report.note_texts())
+    assert onnx.load(tmp_path / "o.onnx").opset_import[0].version == 22
+    kept = ampconv.convert(path, tmp_path / "k.onnx", ampconv.Config(fallback_dtype="bf16", keep_opset=True,
+                                                                     calibration_data=(str(data),)))
+    assert _decisions(kept)["conv"][0] == "HIGH"  # keep_opset: no upgrade, float32, and a warning says why
+    assert any("opset=22" in w for w in kept.warning_texts())

@@ -92,6 +92,9 @@ class Plan:
     # The fallback LOW type's key (``bf16``) where nodes whose values do not fit ``low`` run in it
     # (precision FALLBACK, ``plan.fallback``); None: such nodes run float32.
     fallback: Optional[str] = None
+    # Nodes whose values do not fit ``low`` but whose schema refuses the fallback type at the model's opset:
+    # (op type, first opset that admits it, count) (``plan.fallback``; the default upgrade reads it).
+    fallback_refused: Tuple[Tuple[str, int, int], ...] = ()
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

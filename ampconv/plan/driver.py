@@ -114,6 +114,8 @@ class Planner:
         return Plan(
             low=self.ctx.low,
             fallback=None if self.ctx.options.fallback_dtype == "float32" else self.ctx.options.fallback_dtype,
+            fallback_refused=tuple((op, opset, n) for (op, opset), n in
+                                   sorted(self.ctx.memo.get("fallback_refused", {}).items())),
             level=self.ctx.policy.level,
             nodes=self.nodes,
             values=self.values,
