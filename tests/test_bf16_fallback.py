@@ -278,3 +278,19 @@ def test_default_upgrade_reaches_the_opset_a_bf16_heavy_op_needs(tmp_path):
                                                                      calibration_data=(str(data),)))
     assert _decisions(kept)["conv"][0] == "HIGH"  # keep_opset: no upgrade, float32, and a warning says why
     assert any("opset=22" in w for w in kept.warning_texts())
+
+
+def test_localization_of_a_mixed_model_blames_fp16_overflow_not_bf16(tmp_path):
+    """Loud inputs the synthetic run never saw overflow the fp16 DFT: localization names the fp16 nodes and
+    leaves the bf16 ones (which hold the range) out of its --keep-fp32 fix."""
+    src, _ = bf16_models.write("mel_frontend", tmp_path)
+    dst = tmp_path / "m.onnx"
+    report = ampconv.convert(src, dst, ampconv.Config(fallback_dtype="bf16"))  # synthetic run: quiet inputs
+    fallback_nodes = {n for n, d in _decisions(report).items() if d[0] == FALLBACK}
+    assert fallback_nodes
+    result = validate(src, str(dst), ValidateOptions(backend="emulate", input_ranges={"frames": (-30000, 30000)},
+                                                     localize=True))
+    assert not result.passed
+    cause = result.localization.cause
+    assert cause["node"] == "dft_real" and cause["nodes"]
+    assert not set(cause["nodes"]) & fallback_nodes
