@@ -371,6 +371,8 @@ def _figures_line(report: Report) -> str:
 
     record = LOW_TYPES.get(report.dtype)
     low = record.name if record is not None else report.dtype
+    if report.fallback_dtype in LOW_TYPES:  # heavy ops LOW count both types
+        low = f"{low} or {LOW_TYPES[report.fallback_dtype].name}"
     return (
         f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
         f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"
