@@ -294,3 +294,27 @@ def test_localization_of_a_mixed_model_blames_fp16_overflow_not_bf16(tmp_path):
     cause = result.localization.cause
     assert cause["node"] == "dft_real" and cause["nodes"]
     assert not set(cause["nodes"]) & fallback_nodes
+
+
+def test_constant_guard_under_the_fallback(tmp_path):
+    """A constant beyond fp16 (1e6) or flushed by it (1e-10) runs its consumer bf16; a float32-lowest fill that
+    bf16 cannot hold either keeps it float32 (negative)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def one(value):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="dense"),
+                 helper.make_node("Add", ["h", "c"], ["y"], name="add")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                                  [numpy_helper.from_array(np.eye(4, dtype=np.float32), "w"),
+                                   numpy_helper.from_array(np.array([value, 1, 2, 3], np.float32), "c")])
+        path = tmp_path / f"c{abs(hash(value))}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+        report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(fallback_dtype="bf16", overwrite=True),
+                                 dry_run=True)
+        return _decisions(report)["add"]
+
+    big, tiny, lowest = one(1e6), one(1e-10), one(float(np.finfo(np.float32).min))
+    assert big[:2] == (FALLBACK, "hard-constant") and "float16 overflows" in big[2]
+    assert tiny[:2] == (FALLBACK, "hard-constant") and "float16 flushes them" in tiny[2]
+    assert lowest[:2] == ("HIGH", "hard-constant")

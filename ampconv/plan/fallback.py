@@ -31,8 +31,6 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.errors import named
-from ampconv.schema import first_opset_allowing, normalize_domain
-
 from ampconv.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
@@ -40,6 +38,7 @@ from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 from ampconv.precision import Precision
+from ampconv.schema import first_opset_allowing, normalize_domain
 
 FALLBACK = Precision.FALLBACK
 # The rules whose float32 decision means "the values do not fit float16's range".
@@ -67,10 +66,12 @@ def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision)
         return decision
     if not admits(ctx, facts):
         return _refused(ctx, node, decision)
-    if decision.rule == "hard-constant" and not _constants_fit(ctx, node, facts):
-        return decision
-    underflow = decision.rule == "data-underflow" or (decision.rule == "hard-constant" and "0" in decision.reason
-                                                      and "exceeds" not in decision.reason)
+    underflow = decision.rule == "data-underflow"
+    if decision.rule == "hard-constant":
+        fit = _constants_fit(ctx, node, facts)
+        if fit is None:
+            return decision
+        underflow = fit == "underflow"
     return Decision(FALLBACK, decision.rule, f"{decision.reason}; {because(ctx, underflow)}",
                     follows=decision.follows)
 
@@ -117,24 +118,33 @@ def because(ctx: PlanContext, underflow: bool = False) -> str:
     return f"runs {record.name} ({ctx.low_name} {fails}; {record.name} has float32's range)"
 
 
-def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> bool:
-    """Whether every constant input of ``node``'s main type, and the fill it reads, fits the fallback type."""
+def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[str]:
+    """Whether every constant input of ``node``'s main type, and the fill it reads, fits the fallback type.
+
+    None when one does not (a float32-lowest mask fill, a value beyond bf16's
+    max); else what float16 did to them: ``overflow`` when one overflows it,
+    ``underflow`` when they only flush to 0 there.
+    """
     top = low_type(ctx.options.fallback_dtype).max
+    kind = "underflow"
     for i in facts.main_in:
         value = node.inputs[i]
         if value is None or not is_constant(value):
             continue
         stats = ctx.ranges.stats(value)
         if stats is None or not stats.max_abs <= top:
-            return False
+            return None
+        kind = "overflow" if stats.overflow else kind
     for source in [node] + [v.producer() for v in node.inputs if v is not None]:
         if source is not None and source.op_type == "ConstantOfShape":
             attribute = source.attributes.get("value")
             if attribute is not None and attribute.value is not None:
                 array = attribute.value.numpy()
-                if array.size and not float(abs(array.astype("float64")).max()) <= top:
-                    return False
-    return True
+                peak = float(abs(array.astype("float64")).max()) if array.size else 0.0
+                if not peak <= top:
+                    return None
+                kind = "overflow" if peak > ctx.low_record.max else kind
+    return kind
 
 
 __all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused_warning", "widen"]
