@@ -111,6 +111,32 @@ def refused_warning(ctx: PlanContext) -> Optional[str]:
             f"{named('opset', target)} to upgrade the model first")
 
 
+def seen_within_low(ctx: PlanContext, inputs) -> Optional[tuple]:
+    """``(value, max |x|)`` of the largest FALLBACK activation among ``inputs`` when a float32 run saw every one
+    of them inside the LOW type's range; None when one was not seen, or not inside it.
+
+    Inside: within the data guard's limit (half the LOW max by default) for
+    calibration data; 4x below it for the synthetic run (random inputs
+    understate, as ``evidence.OBSERVED_HEADROOM`` says). A gray node whose
+    LOW and FALLBACK voters disagree then runs LOW, the FALLBACK input cast
+    down: the node keeps float16's precision where its values fit.
+    """
+    calibration = ctx.calibration
+    if calibration is None:
+        return None
+    limit = ctx.thresholds.max_abs / (4.0 if calibration.synthetic else 1.0)
+    worst = None
+    for value in inputs:
+        if value is None or ctx.values.get(value) != FALLBACK or is_constant(value):
+            continue
+        stats = calibration.tensor(value.name)
+        if stats is None or stats.nonfinite or not stats.max_abs <= limit:
+            return None
+        if worst is None or stats.max_abs > worst[1]:
+            worst = (value, stats.max_abs)
+    return worst
+
+
 def because(ctx: PlanContext, underflow: bool = False) -> str:
     """What a fallback decision's reason adds: the type, and why it holds the values."""
     record = low_type(ctx.options.fallback_dtype)
@@ -147,4 +173,4 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     return kind
 
 
-__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused_warning", "widen"]
+__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused_warning", "seen_within_low", "widen"]

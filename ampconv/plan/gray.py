@@ -83,6 +83,14 @@ def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision
             return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
         narrowed.append((value, bound))
     if fallback.FALLBACK in kinds:
+        seen = fallback.seen_within_low(ctx, [node.inputs[i] for i in facts.main_in]) if LOW in kinds else None
+        if seen is not None:  # the run saw the fallback inputs well inside the LOW range: keep LOW's precision
+            value, peak = seen
+            source = origin(low_voter)
+            return Decision(
+                LOW, "gray-narrow",
+                f"gray: follows {source}; {ctx.options.fallback_dtype} input {value.name or '?'} was seen at "
+                f"max |x| = {peak:.3g}, inside {ctx.low_name}'s range: cast down, not promoted", follows=source)
         return _to_fallback(ctx, node, facts, narrowed)
     value, bound = narrowed[0]
     source = origin(low_voter)
