@@ -151,11 +151,18 @@ def unregistered_default_op(message: str) -> Optional[str]:
 
 
 def _blames_bfloat16(message: str, model: ir.Model) -> bool:
-    """Whether the node onnxruntime names in ``message`` has a bfloat16 input or output (a fallback-type node)."""
+    """Whether the node onnxruntime names in ``message`` has a bfloat16 input or output (a fallback-type node).
+
+    A node onnxruntime made by expanding a function (an Attention's body: it
+    names it ``''``) stands for the function node it came from: any bfloat16
+    node whose op has a function body.
+    """
     blamed = set(runtime_pins(message, model))
+    known = {node.name for graph in all_graphs(model) for node in graph}
+    expanded = not blamed or not blamed & known
     return any(
-        node.name in blamed and any(v is not None and v.dtype == ir.DataType.BFLOAT16
-                                    for v in list(node.inputs) + list(node.outputs))
+        (node.name in blamed or (expanded and _is_function_op(node, model)))
+        and any(v is not None and v.dtype == ir.DataType.BFLOAT16 for v in list(node.inputs) + list(node.outputs))
         for graph in all_graphs(model) for node in graph
     )
 
