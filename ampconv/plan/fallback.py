@@ -41,6 +41,8 @@ from ampconv.precision import Precision
 from ampconv.schema import first_opset_allowing, normalize_domain
 
 FALLBACK = Precision.FALLBACK
+# Cast (and every default-domain op) takes bfloat16 from this opset on.
+CAST_BF16_OPSET = 13
 # The rules whose float32 decision means "the values do not fit float16's range".
 RANGE_RULES = frozenset({
     "hard-constant", "range-statistics", "range-reduction", "data-overflow", "data-accumulation", "data-underflow",
@@ -54,8 +56,8 @@ def active(ctx: PlanContext) -> bool:
 
 def admits(ctx: PlanContext, facts: Optional[NodeFacts]) -> bool:
     """Whether the node's schema at the model's opset takes the fallback type in its main type variable."""
-    if facts is None or not active(ctx):
-        return False
+    if facts is None or not active(ctx) or ctx.opsets.get("", 1) < CAST_BF16_OPSET:
+        return False  # the rewrite casts to and from bfloat16: Cast takes it from opset 13
     info = facts.info
     return low_type(ctx.options.fallback_dtype).type_string in info.allowed(info.main_type())
 
@@ -86,6 +88,8 @@ def _refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
     domain = normalize_domain(node.domain)
     opset = ctx.opsets.get(domain, 1)
     later = first_opset_allowing(domain, node.op_type, opset, ctx.options.fallback_dtype)
+    if domain != "" and ctx.opsets.get("", 1) < CAST_BF16_OPSET:
+        later = None  # a contrib op that takes it: the default domain's Cast does not yet
     if later is None:
         return decision
     ctx.memo.setdefault("fallback_refused", Counter())[(node.op_type, later)] += 1
