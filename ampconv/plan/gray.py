@@ -10,8 +10,10 @@ main type (constants never vote; converting them is free).
      costs one rounding like any LOW result, and the node follows LOW.
      With a fallback type (``plan.fallback``): voters LOW and FALLBACK only
      (float16 and bfloat16) -> FALLBACK, which holds both ranges (one direct
-     cast of the float16 input); a node following FALLBACK whose schema does
-     not take it runs float32.
+     cast of the float16 input), unless a float32 run saw every FALLBACK
+     voter inside the LOW range (``fallback.seen_within_low``): then LOW, the
+     bfloat16 input cast down (``gray-narrow``), keeping float16's precision.
+     A node following FALLBACK whose schema does not take it runs float32.
 Backward (``backward``), in reverse order:
   4. a FREE node becomes LOW iff every float consumer is LOW (FALLBACK iff every
      one is FALLBACK and its schema takes it), else float32;
@@ -35,6 +37,7 @@ from ampconv.plan.decision import FREE, Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_constant, origin
 from ampconv.policy import HIGH, LOW
+from ampconv.schema import normalize_domain
 
 
 def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -63,7 +66,7 @@ def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
 def _refused(ctx: PlanContext, node: ir.Node) -> str:
     """Why a node following the fallback type runs float32: its schema does not take that type."""
     return (f"{ctx.options.fallback_dtype}, which {node.op_type} does not take at opset "
-            f"{ctx.opsets.get(node.domain or '', 1)}; float32")
+            f"{ctx.opsets.get(normalize_domain(node.domain), 1)}; float32")
 
 
 def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
