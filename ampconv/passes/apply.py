@@ -43,13 +43,13 @@ from ampconv.constants import to_low
 from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
+from ampconv.policy.lists import DTYPE_ATTRIBUTE
 from ampconv.precision import Precision
+from ampconv import tensorsize
+from ampconv.graphs import all_graphs, subgraphs_of
 
 FALLBACK = Precision.FALLBACK
 _LOWS = (LOW, FALLBACK)  # the precisions stored in a 16-bit type
-from ampconv.policy.lists import DTYPE_ATTRIBUTE
-from ampconv import tensorsize
-from ampconv.graphs import all_graphs, subgraphs_of
 
 
 @dataclasses.dataclass
