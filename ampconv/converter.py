@@ -92,7 +92,10 @@ def _convert(src, dst, config: Config, *, dry_run: bool = False, auto_upgrade: b
         # A pin was added: plan again from the original.
         return load_model(src, infer_types=infer_at_load)
 
-    later = _fallback_target(request, fresh, data, complaint) if auto_upgrade and target is None else None
+    # Heavy ops refusing the fallback type at this opset (cheap to ask): only then plan once to see if they need it.
+    maybe = (auto_upgrade and target is None and config.fallback_dtype != "float32"
+             and auto_upgrade_target(model, config.fallback_dtype, policy) is not None)
+    later = _fallback_target(request, fresh, data, complaint) if maybe else None
     if later is not None:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
         try:
             return _convert_upgraded(src, dst, config, later[0], dry_run=dry_run, why=later[1])
