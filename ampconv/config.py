@@ -332,7 +332,7 @@ def _check_fallback(dtype: str, fallback_dtype: str) -> None:
         raise UsageError(f"unknown {named('fallback_dtype')} {fallback_dtype!r}: choose float32 or bf16")
     if fallback_dtype == "bf16" and dtype == "bf16":
         raise UsageError(f"{named('fallback_dtype', 'bf16')} with {named('dtype', 'bf16')} does nothing: bf16 "
-                         "already has float32's range; use it with dtype fp16")
+                         f"already has float32's range; use it with {named('dtype', 'fp16')}")
 
 
 def _check_regex(pattern: str) -> None:
