@@ -24,6 +24,8 @@ from typing import Callable, Optional, Tuple, Union
 
 from ampconv.option_groups import (  # noqa: F401 - the groups and their words, re-exported: Config's parts
     DTYPES,
+    FALLBACK_ALIASES,
+    FALLBACK_DTYPES,
     KV_CACHE,
     LEVELS,
     TARGETS,
@@ -66,6 +68,12 @@ class Config:
             float32 overrides and the range and data guards, before
             ``force_low`` and the level table (docs/precision.md, "Rules of
             your own"); each decision names its rule in the report.
+        fallback_dtype: what a node runs in when a guard finds its values do
+            not fit float16 (constants, calibration data, the synthetic run,
+            the range analysis): ``float32`` (the default) or ``bf16``
+            (bfloat16 where its schema at the model's opset admits it, else
+            float32); everything else stays fp16 (docs/precision.md, "The
+            fallback type"). ``bf16`` needs ``dtype="fp16"``.
         kv_cache: ``keep`` (the default) leaves a decoder's KV cache inputs and
             outputs to ``keep_io_types``; ``low`` puts every past/present pair
             found (``ampconv.plan.kvcache``) in the LOW type, so the cache is
@@ -134,6 +142,7 @@ class Config:
     keep_io_types: Union[bool, Tuple[str, ...]] = True
     kv_cache: str = "keep"
     rules: Tuple[object, ...] = ()
+    fallback_dtype: str = "float32"
     keep_fp32: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()
@@ -177,6 +186,8 @@ class Config:
             object.__setattr__(self, "keep_io_types", (self.keep_io_types,))
         object.__setattr__(self, "level", _LEVEL_NAMES.get(str(self.level).lower(), self.level))
         object.__setattr__(self, "dtype", DTYPE_ALIASES.get(str(self.dtype).lower(), self.dtype))
+        fallback = FALLBACK_ALIASES.get(str(self.fallback_dtype).lower(), self.fallback_dtype)
+        object.__setattr__(self, "fallback_dtype", fallback)
         if self.rules:
             from ampconv.plan.rules import register  # the rule registry: only when the user brings rules
 

@@ -26,7 +26,7 @@ from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
 from ampconv.load import load_model
 from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import auto_upgrade_target, default_opset, upgraded_copy
+from ampconv.opset_upgrade import auto_upgrade_target, default_opset, fallback_upgrade_target, upgraded_copy
 from ampconv.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
 from ampconv.repair import accept_input, repair
@@ -70,20 +70,30 @@ def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
         return _convert_upgraded(src, dst, config, policy, (config.opset, ""), dry_run)
     target = None if config.keep_opset else auto_upgrade_target(model, config.dtype, policy)
     if target is None:
-        return _pipeline(src, dst, config, policy, model, dry_run)
+        return _pipeline(src, dst, config, policy, model, dry_run, may_upgrade=not config.keep_opset)
     try:
         return _convert_upgraded(src, dst, config, policy, target, dry_run)
     except ConversionError as exc:  # the upgraded copy, or its conversion, failed: convert as it is
-        report = _pipeline(src, dst, config, policy, model, dry_run)
-        report.notes.insert(0, f"not upgraded to opset {target[0]} ({target[1]}): {exc}; converted at the "
-                               f"model's opset {default_opset(model)}")
-        # The opset the upgrade could not reach is no advice: converting there is what failed.
-        report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
-        return report
+        return _not_upgraded(_pipeline(src, dst, config, policy, model, dry_run), target, exc, model)
 
 
-def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Model, dry_run: bool) -> Report:
-    """Accept (or repair) ``model``, read ``src``'s data, and rewrite, write and check until it loads."""
+def _not_upgraded(report: Report, target: Tuple[int, str], exc: ConversionError, model: ir.Model) -> Report:
+    """``report`` of a conversion at the model's opset after the default upgrade to ``target`` failed, saying so."""
+    report.notes.insert(0, f"not upgraded to opset {target[0]} ({target[1]}): {exc}; converted at the "
+                           f"model's opset {default_opset(model)}")
+    # The opset the upgrade could not reach is no advice: converting there is what failed.
+    report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
+    return report
+
+
+def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Model, dry_run: bool,
+              may_upgrade: bool = False) -> Report:
+    """Accept (or repair) ``model``, read ``src``'s data, and rewrite, write and check until it loads.
+
+    ``may_upgrade``: the default upgrade may still happen, for heavy ops the
+    fallback type (``fallback_dtype``) reaches only at a later opset, which a
+    plan shows once the data is read (``_fallback_target``).
+    """
     complaint = accept_input(src, model)  # raises when the input is invalid for onnxruntime too
     # A model the checker refused is repaired before its types are inferred
     # (repair reports what inference must fill): read it again, as it is.
@@ -103,6 +113,14 @@ def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Mo
         # A pin was added: plan again from the original.
         return load_model(src, infer_types=infer_at_load)
 
+    later = _fallback_target(request, model, fresh, data, complaint) if may_upgrade else None
+    if later is not None:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
+        try:
+            return _convert_upgraded(src, dst, config, policy, later, dry_run)
+        except ConversionError as exc:
+            report = _not_upgraded(_attempts(request, model, fresh, complaint, data), later, exc, model)
+            report.notes.extend(data_notes)
+            return report
     report = _attempts(request, model, fresh, complaint, data)
     report.notes.extend(data_notes)
     return report
@@ -168,6 +186,25 @@ def _convert_upgraded(src: Path, dst: Path, config: Config, policy: Policy, targ
                 f"upgrade; {named('keep_opset', True)} writes the model as it is"
             )
     return report
+
+
+def _fallback_target(request: Request, model: ir.Model, fresh, data: DataFindings, complaint):
+    """``fallback_upgrade_target`` of a plan made in memory, or None (only with a fallback type: one plan more).
+
+    Asked only when some heavy op refuses the fallback type at the model's
+    opset (cheap to see); an input the checker refused (repaired before
+    planning) is converted at its opset.
+    """
+    fallback_dtype = request.plan_options.fallback_dtype
+    if fallback_dtype == "float32" or complaint is not None \
+            or auto_upgrade_target(model, fallback_dtype, request.policy) is None:
+        return None
+    candidate = fresh()
+    with fixed_graph_list(candidate):
+        done = rewrite(dataclasses.replace(request, dry_run=True), candidate, {}, data)
+    if done.plan is None:
+        return None
+    return fallback_upgrade_target(done.plan, fallback_dtype)
 
 
 def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:

@@ -130,6 +130,27 @@ def auto_upgrade_target(model: ir.Model, low: str, policy=None) -> Optional[tupl
     return needed, f"{sum(refused.values())} node(s) ({listed}{more}) take {low_type(low).name} from opset {needed}"
 
 
+def fallback_upgrade_target(plan, fallback: str) -> Optional[tuple]:
+    """``(opset, reason)`` to upgrade to by default so the fallback type reaches the nodes the opset refuses it.
+
+    ``plan.fallback_refused`` lists the nodes whose values do not fit the LOW
+    type and whose schema at the model's opset refuses ``fallback`` (bf16),
+    with the first opset that admits it. The rule is ``auto_upgrade_target``'s:
+    the first opset at which every one of them takes it, never past
+    ``runtime_opset_ceiling``, and only when a heavy op is among them.
+    """
+    ceiling = runtime_opset_ceiling()
+    refused = [(op, opset, n) for op, opset, n in plan.fallback_refused if opset <= ceiling]
+    if not any(op in HEAVY_OPS[""] for op, _, _ in refused):
+        return None
+    needed = max(opset for _, opset, _ in refused)
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, _, n in refused[:4])
+    more = f" and {len(refused) - 4} more op types" if len(refused) > 4 else ""
+    count = sum(n for _, _, n in refused)
+    return needed, (f"{count} node(s) ({listed}{more}) whose values do not fit {plan.low} take "
+                    f"{low_type(fallback).name} from opset {needed}")
+
+
 @functools.lru_cache(maxsize=1)
 def runtime_opset_ceiling() -> int:
     """The highest default-domain opset the installed onnx knows and onnxruntime loads (onnx's own without it).
@@ -315,5 +336,5 @@ def _text(dims) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-__all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "runtime_opset_ceiling", "schema_opset_warning",
+__all__ = ["UpgradeError", "auto_upgrade_target", "default_opset", "fallback_upgrade_target", "runtime_opset_ceiling", "schema_opset_warning",
            "upgraded_copy"]

@@ -22,6 +22,9 @@ from ampconv.shapespec import range_pairs, shape_pairs
 
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
+# What a node whose values do not fit the LOW type runs in (issue 32): float32 (the default), or bf16.
+FALLBACK_DTYPES = ("float32", "bf16")
+FALLBACK_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "bf16": "bf16", "bfloat16": "bf16"}
 KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
 TARGETS = ("cuda", "cpu")
 
@@ -60,10 +63,12 @@ class PlanOptions:
     underflow_fraction: Optional[float] = None
     kv_cache: str = "keep"
     rules: Tuple[object, ...] = ()
+    fallback_dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
+        _check_fallback(self.dtype, self.fallback_dtype)
         if self.kv_cache not in KV_CACHE:
             raise UsageError(f"unknown {named('kv_cache')} {self.kv_cache!r}: choose {' or '.join(KV_CACHE)}")
         for pattern in self.keep_fp32 + self.force_low:
@@ -139,6 +144,15 @@ def check_tolerances(rtol: float | None, atol: float | None) -> None:
     for label, value in (("rtol", rtol), ("atol", atol)):
         if value is not None and not value >= 0:
             raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
+
+
+def _check_fallback(dtype: str, fallback_dtype: str) -> None:
+    """Refuse a fallback type that is unknown, or that cannot change anything under ``dtype``."""
+    if fallback_dtype not in FALLBACK_DTYPES:
+        raise UsageError(f"unknown {named('fallback_dtype')} {fallback_dtype!r}: choose float32 or bf16")
+    if fallback_dtype == "bf16" and dtype == "bf16":
+        raise UsageError(f"{named('fallback_dtype', 'bf16')} with {named('dtype', 'bf16')} does nothing: bf16 "
+                         f"already has float32's range; use it with {named('dtype', 'fp16')}")
 
 
 def _check_regex(pattern: str) -> None:

@@ -11,10 +11,12 @@ import enum
 
 class Precision(str, enum.Enum):
     """LOW: float16/bfloat16; HIGH: float32; NONE: no float data to convert; INHERIT: a gray op's policy
-    class (it takes its neighbour's precision; never a node's final decision)."""
+    class (it takes its neighbour's precision; never a node's final decision); FALLBACK: the fallback LOW
+    type (bfloat16 under ``fallback_dtype="bf16"``) where a guard found the values do not fit float16."""
 
     LOW = "LOW"
     HIGH = "HIGH"
+    FALLBACK = "FALLBACK"
     NONE = "NONE"
     INHERIT = "INHERIT"
 

@@ -55,6 +55,9 @@ class Report:
     interface: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     # A decoder's KV cache (ampconv.plan.kvcache.cache_summary): pairs, types, bytes per step; None without one.
     kv_cache: Optional[Dict[str, Any]] = None
+    # The fallback LOW type (``bf16``) of nodes whose values do not fit ``dtype`` (precision FALLBACK);
+    # None: such nodes run float32, and the report reads as it always did (two classes).
+    fallback_dtype: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
@@ -66,6 +69,10 @@ class Report:
             "nodes_without_float": self.count(Precision.NONE),
             "by_op_type": self.op_summary(),
         }
+        if self.fallback_dtype is None:
+            del data["fallback_dtype"]
+        else:
+            data["summary"]["nodes_fallback"] = self.count(Precision.FALLBACK)
         return data
 
     def summary(self, verbose: bool = False) -> str:
@@ -88,8 +95,11 @@ class Report:
         """Per op type: how many nodes are LOW and HIGH."""
         table: Dict[str, Counter] = defaultdict(Counter)
         for n in self.nodes:
-            if n["precision"] in ("LOW", "HIGH"):
+            if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
                 table[n["op_type"]][n["precision"]] += 1
+        if self.fallback_dtype is not None:  # three classes: LOW, FALLBACK, HIGH
+            return {op: {"LOW": c["LOW"], "FALLBACK": c["FALLBACK"], "HIGH": c["HIGH"]}
+                    for op, c in sorted(table.items())}
         return {op: {"LOW": c["LOW"], "HIGH": c["HIGH"]} for op, c in sorted(table.items())}
 
     def decisions_by_node(self) -> Dict[str, Dict[str, str]]:
@@ -206,8 +216,10 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
     lines.append(f"ampconv: {action} {report.source}{target} ({report.dtype}, level {level}, preset {report.preset})")
     if report.unchanged:
         lines.append(f"  nothing to convert: the model is unchanged ({nothing_to_convert_reason(report)})")
+    fallback = report.fallback_dtype
+    three = f"{report.count('FALLBACK')} {fallback} (fallback where {report.dtype} overflows), " if fallback else ""
     lines.append(
-        f"  nodes: {report.count('LOW')} LOW, {report.count('HIGH')} HIGH, "
+        f"  nodes: {report.count('LOW')} LOW, {three}{report.count('HIGH')} HIGH, "
         f"{report.count('NONE')} without float data"
     )
     quantized = _quantized_line(report)
@@ -218,9 +230,10 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
     summary = report.op_summary()
     if summary:
         width = max(len(op) for op in summary)
-        lines.append(f"  {'op type'.ljust(width)}   LOW  HIGH")
+        lines.append(f"  {'op type'.ljust(width)}   LOW{f'  {fallback}' if fallback else ''}  HIGH")
         for op, c in summary.items():
-            lines.append(f"  {op.ljust(width)} {c['LOW']:5d} {c['HIGH']:5d}")
+            middle = f" {c['FALLBACK']:5d}" if fallback else ""
+            lines.append(f"  {op.ljust(width)} {c['LOW']:5d}{middle} {c['HIGH']:5d}")
     lines.append(
         f"  casts: {report.casts_before} before, {report.casts_inserted} inserted, "
         f"{report.casts_removed} removed, {report.casts_after} after"
@@ -243,8 +256,9 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
     lines.extend(_data_lines(report, verbose))
     if verbose:
         for n in report.nodes:
-            if n["precision"] in ("LOW", "HIGH"):
-                lines.append(f"  {n['precision']:4s} {n['name']} ({n['op_type']}): {n['reason']}")
+            if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
+                word = fallback if n["precision"] == "FALLBACK" else n["precision"]
+                lines.append(f"  {word:4s} {n['name']} ({n['op_type']}): {n['reason']}")
     lines.extend(_grouped([(line_kind(note), f"  note: {note}") for note in report.note_texts(spell)], verbose))
     # Warnings are never grouped: each may need its own action.
     for warning in report.warning_texts(spell):
@@ -357,6 +371,8 @@ def _figures_line(report: Report) -> str:
 
     record = LOW_TYPES.get(report.dtype)
     low = record.name if record is not None else report.dtype
+    if report.fallback_dtype in LOW_TYPES:  # heavy ops LOW count both types
+        low = f"{low} or {LOW_TYPES[report.fallback_dtype].name}"
     return (
         f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
         f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"
@@ -395,7 +411,9 @@ def _data_lines(report: Report, verbose: bool = False) -> List[str]:
     kind = "random (seeded)" if cal["random"] else "from files"
     lines = [f"  calibration: {cal['samples']} sample(s) {kind}, {cal['tensors']} tensors observed"]
     lines.extend(_grouped(
-        [(n["rule"], f"  data guard: {n['name']} ({n['op_type']}) kept float32: {n['reason']}")
+        [(n["rule"], f"  data guard: {n['name']} ({n['op_type']}) "
+                     f"{'runs ' + str(report.fallback_dtype) if n['precision'] == 'FALLBACK' else 'kept float32'}: "
+                     f"{n['reason']}")
          for n in report.nodes if n["rule"].startswith("data-") and n["rule"] != "data-tune"],
         verbose,
     ))

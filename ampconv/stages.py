@@ -134,6 +134,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         dry_run=request.dry_run, casts_before=done.casts_before, weight_bytes_before=done.weights_before,
         warnings=list(policy.warnings),
     )
+    if request.plan_options.fallback_dtype != "float32":  # three classes: LOW, FALLBACK (bf16), HIGH
+        report.fallback_dtype = request.plan_options.fallback_dtype
     report.notes.extend(request.repairs)
     if policy.level_note:
         report.notes.append(policy.level_note)
@@ -232,7 +234,10 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
         )
     final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
-        report.constants.append(constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW))
+        record = constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW)
+        if plan.fallback and note.action in ("pinned", "reported") and final.get(note.consumer) == Precision.FALLBACK:
+            record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+        report.constants.append(record)
 
 
 def _attribute_records(attributes) -> dict:

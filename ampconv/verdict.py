@@ -43,9 +43,10 @@ def judge(error: ConversionError, model: ir.Model, dtype: str) -> Verdict:
     if error.tool == ConversionError.CHECKER:
         pins = checker_pins(message, model)
         return Verdict(PIN, pins=pins) if pins else Verdict(FAIL)
-    if dtype == "bf16" and "NOT_IMPLEMENTED" in message:
+    if "NOT_IMPLEMENTED" in message and (dtype == "bf16" or _blames_bfloat16(message, model)):
         # The graph resolved (types are consistent); the CPU provider simply
-        # has no bfloat16 kernels. That is a deployment fact, not a defect.
+        # has no bfloat16 kernels. That is a deployment fact, not a defect. Under
+        # fallback_dtype="bf16" the blamed node is one of the bfloat16 nodes.
         return Verdict(
             ACCEPT,
             note=(
@@ -147,6 +148,23 @@ def unregistered_default_op(message: str) -> Optional[str]:
     """The op onnx.checker found no schema for in the default domain (``No Op registered for X``), else None."""
     match = re.search(r"No Op registered for (\w+) with domain_version", message)
     return match.group(1) if match else None
+
+
+def _blames_bfloat16(message: str, model: ir.Model) -> bool:
+    """Whether the node onnxruntime names in ``message`` has a bfloat16 input or output (a fallback-type node).
+
+    A node onnxruntime made by expanding a function (an Attention's body: it
+    names it ``''``) stands for the function node it came from: any bfloat16
+    node whose op has a function body.
+    """
+    blamed = set(runtime_pins(message, model))
+    known = {node.name for graph in all_graphs(model) for node in graph}
+    expanded = not blamed or not blamed & known
+    return any(
+        (node.name in blamed or (expanded and _is_function_op(node, model)))
+        and any(v is not None and v.dtype == ir.DataType.BFLOAT16 for v in list(node.inputs) + list(node.outputs))
+        for graph in all_graphs(model) for node in graph
+    )
 
 
 def _kernel_name(message: str) -> str:

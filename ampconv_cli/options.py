@@ -116,7 +116,7 @@ def _precision_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, 
     return {
         "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
         "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]),
-        "kv_cache": params["kv_cache"],
+        "kv_cache": params["kv_cache"], "fallback_dtype": params["fallback_dtype"],
     }
 
 
@@ -166,6 +166,11 @@ precision_options = OptionGroup(
         click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
                      default="fp16", show_default=True, callback=_dtype_key, metavar="fp16|bf16",
                      help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
+        click.option("--fallback-dtype", "fallback_dtype", type=click.Choice(("float32", "bf16"),
+                     case_sensitive=False), default="float32", show_default=True,
+                     help="What a node runs in when its values do not fit fp16 (constants, calibration "
+                     "data, the synthetic run, the range analysis): float32, or bf16 where its schema "
+                     "admits it (float32's range at fp16's speed); the rest stays fp16. bf16 needs --dtype fp16."),
         click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
                      metavar="[NAMES]", callback=_keep_io_names,
                      help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),

@@ -19,7 +19,7 @@ from ampconv.heavy_ops import HEAVY_OPS
 from ampconv.lowtypes import LOW_TYPES
 from ampconv.report import float32_causes, unchanged_reason
 
-PRECISIONS = ("LOW", "HIGH", "NONE")
+PRECISIONS = ("LOW", "HIGH", "NONE", "FALLBACK")  # FALLBACK: the fallback type (bf16 where fp16 overflows)
 
 
 class _Table:
@@ -94,7 +94,9 @@ def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
     more = f" {warnings} warning(s) below." if warnings else ""
     nodes = report.get("nodes") or []
     counts = Counter(n.get("precision") for n in nodes)
-    converted = f"{counts['LOW']} node(s) run in {report.get('dtype')}, {counts['HIGH']} stay float32"
+    fallback = report.get("fallback_dtype")
+    middle = f"{counts['FALLBACK']} in {fallback} (where {report.get('dtype')} overflows), " if fallback else ""
+    converted = f"{counts['LOW']} node(s) run in {report.get('dtype')}, {middle}{counts['HIGH']} stay float32"
     source, output = str(report.get("source") or "MODEL.onnx"), str(report.get("output") or "OUT.onnx")
     if report.get("dry_run"):
         return _verdict("plan", "Plan only (dry run): nothing was written", converted + "." + more,
@@ -171,7 +173,7 @@ def order_by_importance(report: Dict[str, Any]) -> List[int]:
         if node["name"] in kept:
             return 1
         heavy = node["op_type"] in _HEAVY
-        return {"HIGH": 3, "LOW": 5}.get(node.get("precision"), 7) - heavy
+        return {"HIGH": 3, "FALLBACK": 5, "LOW": 5}.get(node.get("precision"), 7) - heavy
 
     nodes = report.get("nodes") or []
     return sorted(range(len(nodes)), key=lambda i: (rank(nodes[i]), i))
@@ -182,7 +184,11 @@ def op_table(nodes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     table: Dict[str, Counter] = defaultdict(Counter)
     for node in nodes:
         table[node["op_type"]][node.get("precision")] += 1
-    return [{"op": op, "LOW": c["LOW"], "HIGH": c["HIGH"], "NONE": c["NONE"]} for op, c in sorted(table.items())]
+    rows = [{"op": op, "LOW": c["LOW"], "HIGH": c["HIGH"], "NONE": c["NONE"]} for op, c in sorted(table.items())]
+    if any(node.get("precision") == "FALLBACK" for node in nodes):  # the third class, where it is used
+        for row, (_, c) in zip(rows, sorted(table.items())):
+            row["FALLBACK"] = c["FALLBACK"]
+    return rows
 
 
 def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
@@ -203,7 +209,9 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "policy_sources": report.get("policy_sources") or [],
         "dry_run": bool(report.get("dry_run")),
         "unchanged": bool(report.get("unchanged")),
-        "counts": {"LOW": counts["LOW"], "HIGH": counts["HIGH"], "NONE": counts["NONE"], "total": len(nodes)},
+        "counts": {"LOW": counts["LOW"], "HIGH": counts["HIGH"], "NONE": counts["NONE"], "total": len(nodes),
+                   **({"FALLBACK": counts["FALLBACK"]} if report.get("fallback_dtype") else {})},
+        "fallback_dtype": report.get("fallback_dtype"),
         "float32": float32_causes(nodes) if counts["HIGH"] else "",
         "casts": {key: report.get(f"casts_{key}", 0) for key in ("before", "inserted", "removed", "after")},
         "weights": {"before": report.get("weight_bytes_before", 0), "after": report.get("weight_bytes_after", 0)},

@@ -28,6 +28,8 @@ _BODY = """<header><h1>ampconv report</h1><div class="sub" id="title-sub"></div>
 <section><h2>Precision of every node, in topological order</h2>
 <div class="legend"><span><i class="sw" style="background:var(--low)"></i>LOW</span>
 <span><i class="sw" style="background:var(--high)"></i>float32 (HIGH)</span>
+<span id="legend-fallback" hidden><i class="sw" style="background:var(--fallback)"></i>fallback type (FALLBACK: bf16 where
+fp16 overflows)</span>
 <span><i class="sw" style="background:var(--none)"></i>no float data</span>
 <span><i class="sw" style="background:#fff;border:3px solid #999;box-shadow:inset 0 0 0 2px #111"></i>Cast node of the model</span>
 <span>rows: node-name scopes (a subgraph's nodes come right before the If/Loop/Scan that runs them)</span></div>
@@ -48,7 +50,7 @@ exact inputs, --tune's ranking)</span>
 <select id="filter-field"><option value="any">any field</option><option value="name">name</option>
 <option value="op">op type (exact)</option><option value="rule">rule</option><option value="reason">reason</option></select>
 <select id="filter-prec"><option value="">any precision</option><option>LOW</option><option>HIGH</option>
-<option>NONE</option></select><select id="table-order"><option value="importance">what matters first: failing,
+<option>NONE</option><option>FALLBACK</option></select><select id="table-order"><option value="importance">what matters first: failing,
 then float32 heavy ops</option><option value="topo">topological order</option></select>
 <span id="table-count"></span></div>
 <div class="thead"><div>#</div><div>name</div><div>op type</div><div>precision</div><div>rule</div><div>reason</div></div>

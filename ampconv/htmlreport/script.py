@@ -31,8 +31,8 @@ SCRIPT = r"""
   "use strict";
   var D = JSON.parse(document.getElementById("report-data").textContent);
   var C = D.nodes, T = D.tables, N = C.name.length;
-  var PREC = ["LOW", "HIGH", "NONE"];
-  var COLOR = ["#2f7ed8", "#e8833a", "#b9b9b9"];
+  var PREC = ["LOW", "HIGH", "NONE", "FALLBACK"];
+  var COLOR = ["#2f7ed8", "#e8833a", "#b9b9b9", "#14a39a"];
   var castOp = T.ops.indexOf("Cast");
   var selected = -1;
   var listeners = [];
@@ -104,6 +104,7 @@ SCRIPT = r"""
     }
     fact("nodes", S.counts.total, "count-total");
     fact("LOW (" + S.dtype + ")", S.counts.LOW, "count-LOW");
+    if (S.fallback_dtype) fact("FALLBACK (" + S.fallback_dtype + ")", S.counts.FALLBACK, "count-FALLBACK");
     fact("HIGH (float32)", S.counts.HIGH, "count-HIGH");
     fact("no float data", S.counts.NONE, "count-NONE");
     fact("casts inserted", S.casts.inserted, "casts-inserted");
@@ -170,16 +171,17 @@ SCRIPT = r"""
   // ---------------------------------------------------------------- op table
   function renderOps() {
     var body = $("ops-body"), max = 1;
-    D.ops.forEach(function (r) { max = Math.max(max, r.LOW + r.HIGH + r.NONE); });
+    D.ops.forEach(function (r) { max = Math.max(max, r.LOW + (r.FALLBACK || 0) + r.HIGH + r.NONE); });
+    if (D.summary.fallback_dtype) $("legend-fallback").hidden = false;
     D.ops.forEach(function (r) {
       var tr = el("tr"); tr.setAttribute("data-op", r.op);
       tr.appendChild(el("td", "", r.op));
-      tr.appendChild(el("td", "low", r.LOW));
+      tr.appendChild(el("td", "low", r.FALLBACK ? r.LOW + " + " + r.FALLBACK + " " + D.summary.fallback_dtype : r.LOW));
       tr.appendChild(el("td", "high", r.HIGH));
       tr.appendChild(el("td", "none", r.NONE));
       var cell = el("td", "bar"), bar = el("div");
-      [["LOW", 0], ["HIGH", 1], ["NONE", 2]].forEach(function (p) {
-        var s = el("span"); s.style.width = (150 * r[p[0]] / max) + "px"; s.style.background = COLOR[p[1]]; bar.appendChild(s);
+      [["LOW", 0], ["FALLBACK", 3], ["HIGH", 1], ["NONE", 2]].forEach(function (p) {
+        var s = el("span"); s.style.width = (150 * (r[p[0]] || 0) / max) + "px"; s.style.background = COLOR[p[1]]; bar.appendChild(s);
       });
       cell.appendChild(bar); tr.appendChild(cell);
       tr.style.cursor = "pointer";

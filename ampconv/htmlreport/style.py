@@ -1,7 +1,7 @@
 """The page's CSS, inlined into the HTML (the page loads nothing from anywhere)."""
 
 CSS = """
-:root { --low: #2f7ed8; --high: #e8833a; --none: #b9b9b9; --ink: #1d232a; --muted: #5f6b76; --line: #dde2e7; }
+:root { --low: #2f7ed8; --high: #e8833a; --none: #b9b9b9; --fallback: #14a39a; --ink: #1d232a; --muted: #5f6b76; --line: #dde2e7; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
        margin: 0; background: #f6f7f9; }
@@ -61,7 +61,7 @@ table.ops .bar { width: 160px; } .bar div { height: 10px; display: flex; }
                white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
 .fix-row button { padding: 6px 12px; border: 1px solid #c5ccd3; border-radius: 4px; background: #fff; cursor: pointer; }
 .msgs details summary { cursor: pointer; }
-.p-LOW { color: var(--low); font-weight: 600; } .p-HIGH { color: var(--high); font-weight: 600; }
+.p-LOW { color: var(--low); font-weight: 600; } .p-HIGH { color: var(--high); font-weight: 600; } .p-FALLBACK { color: var(--fallback); font-weight: 600; }
 .p-NONE { color: #888; }
 #chart svg { display: block; }
 #chart .axis { stroke: #9aa4ad; stroke-width: 1; }

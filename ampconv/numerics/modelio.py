@@ -91,6 +91,14 @@ def iter_values(model: ir.Model):
 
 def low_dtype(model: ir.Model) -> str | None:
     """"bf16" if any tensor or cast target is bfloat16, else "fp16" if any is float16, else None."""
+    found = low_keys(model)
+    if "bf16" in found:
+        return "bf16"
+    return "fp16" if "fp16" in found else None
+
+
+def low_keys(model: ir.Model) -> set:
+    """The LOW types (``fp16``, ``bf16``) any tensor or cast target of ``model`` holds (both: a fallback model)."""
     found = set()
     for value in iter_values(model):
         if value.dtype in KEY_OF_DTYPE:
@@ -101,9 +109,7 @@ def low_dtype(model: ir.Model) -> str | None:
                 is_dtype = attr.type == ir.AttributeType.INT and attr.name in ("to", "dtype")
                 if is_dtype and attr.value in KEY_OF_DTYPE:
                     found.add(KEY_OF_DTYPE[ir.DataType(attr.value)])
-    if "bf16" in found:
-        return "bf16"
-    return "fp16" if "fp16" in found else None
+    return found
 
 
 def has_external_data(model: ir.Model) -> bool:

@@ -18,6 +18,10 @@ Rules (docs/precision.md sec. 8; comments refer to them):
      Conversion is lazy: the bytes are computed while the model is written.
   6. Graph outputs keep their public names: a LOW value feeding a kept-float32
      output is renamed and the Cast that widens it takes the public name.
+  7. With a fallback type (``Plan.fallback``, precision FALLBACK: bfloat16 beside
+     float16), each rule above holds for it as for LOW; a cast between the two
+     LOW types is one direct Cast, and a weight both need stays float32 with a
+     copy per type (each rounded once, from float32).
 
 ``ApplyPlanPass`` does this as an in-place ``onnx_ir`` pass; its post-condition
 is the Loop/Scan state invariant (``invariants.check_loop_state_types``).
@@ -40,8 +44,12 @@ from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
+from ampconv.precision import Precision
 from ampconv import tensorsize
 from ampconv.graphs import all_graphs, subgraphs_of
+
+FALLBACK = Precision.FALLBACK
+_LOWS = (LOW, FALLBACK)  # the precisions stored in a 16-bit type
 
 
 @dataclasses.dataclass
@@ -91,6 +99,10 @@ class _Rewriter:
         self.plan = plan
         self.low_dtype = LOW_DTYPES[plan.low]
         self.suffix = plan.low
+        # Each precision's element type and name tag (rule 7: FALLBACK is the fallback LOW type).
+        self.key_of = {LOW: plan.low, FALLBACK: plan.fallback or plan.low}
+        self.dtype_of = {LOW: self.low_dtype, FALLBACK: LOW_DTYPES[self.key_of[FALLBACK]], HIGH: ir.DataType.FLOAT}
+        self.tag_of = {LOW: plan.low, FALLBACK: self.key_of[FALLBACK], HIGH: "fp32"}
         self.clamp = clamp_tensors
         self.limits = plan.limits  # the limits clamped tensors are brought inside (max_finite, min_positive)
         self.result = ApplyResult()
@@ -130,25 +142,25 @@ class _Rewriter:
         for node, node_plan in plan.nodes.items():
             for i, need in enumerate(node_plan.inputs):
                 value = node.inputs[i] if i < len(node.inputs) else None
-                if value is not None and need in (LOW, HIGH) and is_float(value):
+                if value is not None and need in _NEEDS and is_float(value):
                     uses.append((node, i, value, need))
         outputs: List[Tuple[ir.Graph, int, ir.Value, str]] = []
         for graph, needs in plan.graph_output_needs.items():
             for k, need in enumerate(needs):
-                if k < len(graph.outputs) and need in (LOW, HIGH) and is_float(graph.outputs[k]):
+                if k < len(graph.outputs) and need in _NEEDS and is_float(graph.outputs[k]):
                     outputs.append((graph, k, graph.outputs[k], need))
         for value, precision in plan.values.items():
             self.actual[value] = precision
         self._convert_initializers(uses, outputs)  # rule 5
         for node, node_plan in plan.nodes.items():  # rule 2
-            if node_plan.decision.precision == LOW:
-                self._retype_source(node)
+            if node_plan.decision.precision in _LOWS:
+                self._retype_source(node, node_plan.decision.precision)
             for attribute in node_plan.attributes:  # the plan's precision attributes (plan.attributes)
                 node.attributes[attribute.name] = ir.AttrInt64(attribute.name, attribute.value)
                 self.result.attributes_rewritten += 1
         for value, precision in plan.values.items():  # rule 1
-            if precision == LOW and is_float(value):
-                value.dtype = self.low_dtype
+            if precision in _LOWS and is_float(value):
+                value.dtype = self.dtype_of[precision]
                 self.result.values_retyped += 1
         if self.parent:  # outer scopes first (rule 3); a model without subgraphs has one scope
             uses.sort(key=lambda use: self._depth(use[0].graph))
@@ -193,9 +205,14 @@ class _Rewriter:
                     value.dtype = self.low_dtype
                     self.actual[value] = LOW
                     fate, after = "LOW", before // 2
-                elif wanted == {LOW, HIGH}:
+                elif wanted == {FALLBACK}:  # rule 7: stored in the fallback type
+                    value.const_value = self._lazy_low(value.const_value, value.name, FALLBACK)
+                    value.dtype = self.dtype_of[FALLBACK]
+                    self.actual[value] = FALLBACK
+                    fate, after = "LOW", before // 2
+                elif wanted & set(_LOWS):  # float32 kept, a copy per LOW type needed
                     self.actual[value] = HIGH
-                    fate, after = "duplicated", before + before // 2
+                    fate, after = "duplicated", before + (before // 2) * len(wanted & set(_LOWS))
                 else:
                     self.actual[value] = HIGH
                     fate, after = "HIGH", before
@@ -230,17 +247,18 @@ class _Rewriter:
             value.const_value = ir.serde.TensorProtoTensor(proto)
             offset += count
 
-    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str]) -> ir.TensorProtocol:
-        low, limits = self.plan.low, self.limits
-        clamp = self.clamp.get(name or "", False)
+    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str], precision: str = LOW) -> ir.TensorProtocol:
+        """``tensor`` rounded to ``precision``'s type; the clamps (set against the LOW type's limits) are LOW's only."""
+        low, limits, dtype = self.key_of[precision], self.limits, self.dtype_of[precision]
+        clamp = self.clamp.get(name or "", False) if precision == LOW else False
         if tensorsize.size(tensor) <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
             # A small in-memory tensor (a bias, a scale) is converted now: the lazy
             # machinery costs more than the cast, thousands of times on big graphs.
             # Same bits: to_low is numpy's round-to-nearest-even, as the lazy cast is.
-            return ir.Tensor(to_low(tensor.numpy(), low, clamp, limits), dtype=self.low_dtype, name=name)
+            return ir.Tensor(to_low(tensor.numpy(), low, clamp, limits), dtype=dtype, name=name)
         # Elementwise, so the streamed write clamps chunk by chunk (chunks.CastTensor).
         convert = (lambda a: to_low(a, low, clamp, limits)) if clamp else None  # None: the plain RNE cast
-        return CastTensor(tensor, self.low_dtype, convert, name)
+        return CastTensor(tensor, dtype, convert, name)
 
     # ----------------------------------------------------------- conversions
     def _converted(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
@@ -266,8 +284,7 @@ class _Rewriter:
             if cached is not None:
                 return cached
             enclosing = self.parent.get(id(enclosing))
-        dtype = self.low_dtype if need == LOW else ir.DataType.FLOAT
-        tag = self.suffix if need == LOW else "fp32"
+        dtype, tag = self.dtype_of[need], self.tag_of[need]  # rule 7: fp16 <-> bf16 is one direct Cast
         base = value.name or "tensor"
         cast = ir.Node(
             "",
@@ -302,10 +319,10 @@ class _Rewriter:
             return self.const_cache[key]
         graph = value.graph
         tensor = value.const_value
-        if need == LOW:
-            converted = self._lazy_low(tensor, value.name)
-            name = self.unique(f"{value.name}__{self.suffix}")
-            dtype = self.low_dtype
+        if need in _LOWS:
+            converted = self._lazy_low(tensor, value.name, need)
+            name = self.unique(f"{value.name}__{self.tag_of[need]}")
+            dtype = self.dtype_of[need]
         else:  # a LOW initializer needed in float32 (only for pre-existing LOW data)
             data = tensor.numpy().astype(np.float32)
             converted = ir.Tensor(data)
@@ -326,13 +343,14 @@ class _Rewriter:
         key = (value, need)
         if key in self.const_cache:
             return self.const_cache[key]
-        array = constant_array(value) if need == LOW else None
-        if need == LOW and array is None:
+        array = constant_array(value) if need in _LOWS else None
+        if need in _LOWS and array is None:
             return self._cast(value, need, producer.graph)
-        if need == LOW:
-            data = to_low(array, self.plan.low, self.clamp.get(value.name or "", False), self.limits)
-            tensor = ir.Tensor(data, dtype=self.low_dtype)
-            tag = self.suffix
+        if need in _LOWS:
+            clamp = self.clamp.get(value.name or "", False) if need == LOW else False
+            data = to_low(array, self.key_of[need], clamp, self.limits)
+            tensor = ir.Tensor(data, dtype=self.dtype_of[need])
+            tag = self.tag_of[need]
         else:
             attr = producer.attributes.get("value")
             if attr is None or attr.type != ir.AttributeType.TENSOR:
@@ -358,16 +376,17 @@ class _Rewriter:
         return out
 
     # ---------------------------------------------------------- source retype
-    def _retype_source(self, node: ir.Node) -> None:
+    def _retype_source(self, node: ir.Node, precision: str = LOW) -> None:
         if node.domain != "":
             return
         op = node.op_type
-        low = self.low_dtype
+        low, key = self.dtype_of[precision], self.key_of[precision]
         if op == "Constant":
             array = constant_array(node.outputs[0])
             if array is None:
                 return
-            data = to_low(array, self.plan.low, self.clamp.get(node.outputs[0].name or "", False), self.limits)
+            clamp = self.clamp.get(node.outputs[0].name or "", False) if precision == LOW else False
+            data = to_low(array, key, clamp, self.limits)
             for name in ("value", "value_float", "value_floats"):
                 if name in node.attributes:
                     del node.attributes[name]
@@ -376,7 +395,7 @@ class _Rewriter:
             attr = node.attributes.get("value")
             array = attr.value.numpy() if attr is not None else np.zeros((1,), np.float32)
             node.attributes["value"] = ir.AttrTensor(
-                "value", ir.Tensor(to_low(array, self.plan.low), dtype=low)
+                "value", ir.Tensor(to_low(array, key), dtype=low)
             )
         elif op in DTYPE_ATTRIBUTE:
             name = DTYPE_ATTRIBUTE[op]
@@ -393,7 +412,7 @@ class _Rewriter:
             # decoder), and onnx's inference reads a subgraph name the outer scope also has with the
             # outer type; the value that stays inside, in the other type, must not keep that name.
             public = value.name
-            value.name = self.unique(f"{public}__{self.suffix if self._precision_of(value) == LOW else 'fp32'}")
+            value.name = self.unique(f"{public}__{self.tag_of.get(self._precision_of(value), 'fp32')}")
             self.names.discard(public)
             out = self._cast(value, need, graph)
             self.names.discard(out.name)
@@ -421,6 +440,9 @@ class _Rewriter:
         producer = value.producer()
         return producer is not None and producer.graph is graph and value.name is not None
 
+
+# The slot needs the rewrite serves with a value of that precision (ANY needs nothing).
+_NEEDS = (LOW, HIGH, FALLBACK)
 
 # In-memory tensors of at most this many elements are converted when the plan is
 # applied instead of lazily while writing (16 KiB of float32).

@@ -28,7 +28,7 @@ LOW_DTYPES = {key: record.dtype for key, record in LOW_TYPES.items()}
 class Decision:
     """The precision of one node and why: ``rule`` is an id of ``ampconv.plan.rules.RULES``."""
 
-    precision: str  # LOW, HIGH, NONE (FREE while planning)
+    precision: str  # LOW, HIGH, FALLBACK, NONE (FREE while planning)
     rule: str
     reason: str  # one human sentence
     follows: Optional[str] = None  # gray rule: the node (or input) it followed
@@ -89,6 +89,12 @@ class Plan:
     interface: Tuple[InterfaceDecision, ...] = ()
     # A decoder's KV cache: the past/present pairs found by structure (ampconv.plan.kvcache).
     kv_cache: Tuple[CachePair, ...] = ()
+    # The fallback LOW type's key (``bf16``) where nodes whose values do not fit ``low`` run in it
+    # (precision FALLBACK, ``plan.fallback``); None: such nodes run float32.
+    fallback: Optional[str] = None
+    # Nodes whose values do not fit ``low`` but whose schema refuses the fallback type at the model's opset:
+    # (op type, first opset that admits it, count) (``plan.fallback``; the default upgrade reads it).
+    fallback_refused: Tuple[Tuple[str, int, int], ...] = ()
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

@@ -33,6 +33,7 @@ from ampconv.plan import attributes
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
+from ampconv.plan.fallback import FALLBACK, refused_warning as fallback_refused
 from ampconv.plan.facts import NodeFacts, node_facts
 from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.plan.ranges import misfit
@@ -121,8 +122,14 @@ class Planner:
             made_of[v].precision if v in made_of else None for v in graph.outputs
         )
         self._finalize()
+        refused = fallback_refused(self.ctx)  # nodes a later opset would run in the fallback type
+        if refused:
+            self.warnings.append(refused)
         return Plan(
             low=self.ctx.low,
+            fallback=None if self.ctx.options.fallback_dtype == "float32" else self.ctx.options.fallback_dtype,
+            fallback_refused=tuple((op, opset, n) for (op, opset), n in
+                                   sorted(self.ctx.memo.get("fallback_refused", {}).items())),
             level=self.ctx.policy.level,
             nodes=self.nodes,
             values=self.values,
@@ -184,8 +191,8 @@ class Planner:
         self.facts[node] = facts
         decision = self.decisions[node] = decide(ctx, node, facts)
         precision = decision.precision
-        # A LOW or FREE node's main outputs take its precision; every other float output is HIGH.
-        main_out = facts.main_out if precision in (LOW, FREE) else ()
+        # A LOW, FALLBACK or FREE node's main outputs take its precision; every other float output is HIGH.
+        main_out = facts.main_out if precision in _CARRIED else ()
         for j, is_float_out in enumerate(facts.float_out):
             if is_float_out:
                 values[node.outputs[j]] = precision if j in main_out else HIGH
@@ -309,6 +316,9 @@ class Planner:
         if producer is None or depth == 0:
             return None
         decision = self.decisions.get(producer)
+        if decision is not None and decision.precision == FALLBACK:
+            runs = self.ctx.options.fallback_dtype
+            return f"its producer {producer.name or producer.op_type} runs {runs}: {decision.reason}"
         if decision is None or decision.precision != HIGH:
             return None
         facts = self.facts.get(producer)
@@ -415,7 +425,7 @@ class Planner:
             if is_constant(value):
                 return LOW if self.ctx.policy.level != "O1" else HIGH
             p = self.values.get(value, HIGH)
-            return HIGH if p == FREE else p
+            return HIGH if p in (FREE, FALLBACK) else p  # a loop state in the fallback type runs float32
 
         # A blocked node's per-iteration outputs leave the body as float32.
         scan_need = HIGH if blocked is not None else None
@@ -495,8 +505,8 @@ class Planner:
                 inputs, outputs = self._general_slots(node)
             else:
                 # A main slot needs the node's precision; a NONE node's main slots need HIGH.
-                main_need = precision if precision in (LOW, HIGH) else HIGH
-                key = (facts.op, facts.float_in, facts.main_in, main_need == LOW)
+                main_need = precision if precision in _NEEDS else HIGH
+                key = (facts.op, facts.float_in, facts.main_in, main_need)
                 inputs = shared.get(key)
                 if inputs is None:
                     any_in, main_in = facts.any_in, facts.main_in
@@ -532,7 +542,7 @@ class Planner:
             for use in value.uses():
                 need = self._slot_need(use.node, use.idx)
                 if need == ANY and self._is_low_cast(use.node):
-                    needs.append(LOW)
+                    needs.append(self.decisions[use.node].precision)  # LOW, or FALLBACK
                 elif need is not None and need != ANY:
                     needs.append(need)
             if value.is_graph_output():
@@ -553,7 +563,7 @@ class Planner:
         decision = self.decisions.get(node)
         return (
             node.op_type == "Cast" and is_default(node)
-            and decision is not None and decision.precision == LOW
+            and decision is not None and decision.precision in (LOW, FALLBACK)
         )
 
     def _slot_need(self, node: ir.Node, index: int) -> Optional[str]:
@@ -569,11 +579,16 @@ class Planner:
             return None
         if index in facts.any_in:
             return ANY
-        if index in facts.main_in and decision.precision in (LOW, HIGH):
+        if index in facts.main_in and decision.precision in _NEEDS:
             return decision.precision
         if index in facts.main_in and decision.precision == FREE:
             return UNKNOWN
         return HIGH  # a slot outside the main type, a NONE node, an unknown op: keeps float32
+
+
+# The precisions a node's main outputs carry (``_forward``), and those its main input slots need (``_finalize``).
+_CARRIED = (LOW, FREE, FALLBACK)
+_NEEDS = (LOW, HIGH, FALLBACK)
 
 
 def summary(outputs: Sequence[Optional[str]]) -> str:

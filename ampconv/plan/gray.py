@@ -8,10 +8,17 @@ main type (constants never vote; converting them is free).
      every float32 voter is bounded by its op's semantics (``bounds``: a
      cos/sin table, a softmax): its values fit the LOW type, casting them down
      costs one rounding like any LOW result, and the node follows LOW.
+     With a fallback type (``plan.fallback``): voters LOW and FALLBACK only
+     (float16 and bfloat16) -> FALLBACK, which holds both ranges (one direct
+     cast of the float16 input), unless a float32 run saw every FALLBACK
+     voter inside the LOW range (``fallback.seen_within_low``): then LOW, the
+     bfloat16 input cast down (``gray-narrow``), keeping float16's precision.
+     A node following FALLBACK whose schema does not take it runs float32.
 Backward (``backward``), in reverse order:
-  4. a FREE node becomes LOW iff every float consumer is LOW, else float32;
+  4. a FREE node becomes LOW iff every float consumer is LOW (FALLBACK iff every
+     one is FALLBACK and its schema takes it), else float32;
   5. a float32 transparent gray node (data movement) becomes LOW iff every
-     float consumer is LOW: the cast moves upstream, same bits;
+     float consumer is LOW (FALLBACK likewise): the cast moves upstream, same bits;
   6. a FREE QuantizeLinear (no float outputs) becomes LOW, so a Q/DQ region
      settles LOW between its pairs (Q/DQ at opset 19+).
 A compute node is never flipped by its consumers.
@@ -23,6 +30,7 @@ from typing import List, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
+from ampconv.plan import fallback
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import FREE, Decision
@@ -30,6 +38,7 @@ from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import BACKWARD, GRAY as GRAY_FAMILY, Rule, builtin
 from ampconv.plan.values import is_constant, origin
 from ampconv.policy import HIGH, LOW
+from ampconv.schema import normalize_domain
 
 
 def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -50,24 +59,43 @@ def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
     if voter is None:  # case 1
         return Decision(FREE, "gray-free", "gray: no activation inputs; follows its consumers")
     source = origin(voter)  # case 2
+    if voted == fallback.FALLBACK and not fallback.admits(ctx, facts):
+        return Decision(HIGH, "gray-follow", f"gray: follows {source} ({_refused(ctx, node)})", follows=source)
     return Decision(voted, "gray-follow", f"gray: follows {source}", follows=source)
+
+
+def _refused(ctx: PlanContext, node: ir.Node) -> str:
+    """Why a node following the fallback type runs float32: its schema does not take that type."""
+    return (f"{ctx.options.fallback_dtype}, which {node.op_type} does not take at opset "
+            f"{ctx.opsets.get(normalize_domain(node.domain), 1)}; float32")
 
 
 def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
     """Case 3: float32, unless every float32 voter is bounded by semantics (then LOW, rule ``gray-narrow``)."""
-    low_voter, narrowed = None, []
+    low_voter, narrowed, kinds = None, [], set()
     for i in facts.main_in:
         value = node.inputs[i]
         precision = ctx.values.get(value)
         if precision is None or precision == FREE or is_constant(value):
             continue
-        if precision == LOW:
+        if precision in (LOW, fallback.FALLBACK):
             low_voter = low_voter or value
+            kinds.add(precision)
             continue
         bound = semantic_bound(value)
         if bound is None or bound >= ctx.low_record.max:
             return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
         narrowed.append((value, bound))
+    if fallback.FALLBACK in kinds:
+        seen = fallback.seen_within_low(ctx, [node.inputs[i] for i in facts.main_in]) if LOW in kinds else None
+        if seen is not None:  # the run saw the fallback inputs well inside the LOW range: keep LOW's precision
+            value, peak = seen
+            source = origin(low_voter)
+            return Decision(
+                LOW, "gray-narrow",
+                f"gray: follows {source}; {ctx.options.fallback_dtype} input {value.name or '?'} was seen at "
+                f"max |x| = {peak:.3g}, inside {ctx.low_name}'s range: cast down, not promoted", follows=source)
+        return _to_fallback(ctx, node, facts, narrowed)
     value, bound = narrowed[0]
     source = origin(low_voter)
     return Decision(
@@ -78,6 +106,20 @@ def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision
     )
 
 
+def _to_fallback(ctx: PlanContext, node: ir.Node, facts: NodeFacts, narrowed: list) -> Decision:
+    """Case 3 with a FALLBACK voter: every other voter is LOW or bounded, so the fallback type holds them all."""
+    if not fallback.admits(ctx, facts):
+        return Decision(HIGH, "gray-promote", f"gray: inputs disagree; promoted to float32 ({_refused(ctx, node)})")
+    if narrowed:
+        value, bound = narrowed[0]
+        return Decision(fallback.FALLBACK, "gray-narrow",
+                        f"gray: follows its {ctx.options.fallback_dtype} inputs; float32 input {value.name or '?'} "
+                        f"is bounded by |x| <= {bound:g} ({_maker(value)}): cast down, not promoted")
+    return Decision(fallback.FALLBACK, "gray-promote",
+                    f"gray: inputs {ctx.low} and {ctx.options.fallback_dtype} disagree; promoted to "
+                    f"{ctx.options.fallback_dtype}, which holds both ranges (one direct cast, not via float32)")
+
+
 def _maker(value: ir.Value) -> str:
     producer = value.producer()
     return producer.op_type if producer is not None else "input"
@@ -86,6 +128,7 @@ def _maker(value: ir.Value) -> str:
 class BackwardState(Protocol):
     """What the backward pass reads from and writes to the planner."""
 
+    ctx: PlanContext
     decisions: dict
     facts: dict
     structural_slots: dict
@@ -131,16 +174,28 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
         if not flippable:
             continue
         needs = state.consumer_needs(node, facts)
-        all_low = bool(needs) and all(n == LOW for n in needs)
+        target = _shared_low(state.ctx, facts, needs)
+        word = state.ctx.options.fallback_dtype if target == fallback.FALLBACK else target
         if decision.precision == FREE:  # case 4
-            if all_low:
-                state.set_decision(node, Decision(LOW, "free-low", "free: all float consumers are LOW"))
+            if target is not None:
+                state.set_decision(node, Decision(target, "free-low", f"free: all float consumers are {word}"))
             else:
                 state.set_decision(node, Decision(HIGH, "free-high", "free: a consumer needs float32"))
-        elif all_low:  # case 5
-            state.set_decision(
-                node, Decision(LOW, "transparent-low", "transparent: all consumers LOW; cast moved upstream (same bits)")
-            )
+        elif target is not None:  # case 5
+            state.set_decision(node, Decision(
+                target, "transparent-low", f"transparent: all consumers {word}; cast moved upstream (same bits)"))
+
+
+def _shared_low(ctx: PlanContext, facts: NodeFacts, needs: List[str]) -> Optional[str]:
+    """LOW when every need is LOW; FALLBACK when every one is FALLBACK and the schema takes it; else None."""
+    if not needs:
+        return None
+    first = needs[0]
+    if first not in (LOW, fallback.FALLBACK) or any(n != first for n in needs):
+        return None
+    if first == fallback.FALLBACK and not fallback.admits(ctx, facts):
+        return None
+    return first
 
 
 GRAY_RULE = builtin(Rule(

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data_guards as data, evidence, gray, guards, hard, levels, phase, user
+from ampconv.plan import data_guards as data, evidence, fallback, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -81,9 +81,13 @@ def _checked(rule: Rule) -> RuleFunction:
 
 
 def decide(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
-    """The first decision of ``RULE_TABLE`` for ``node`` (of the rules that can apply: ``active_rules``)."""
+    """The first decision of ``RULE_TABLE`` for ``node`` (of the rules that can apply: ``active_rules``).
+
+    A float32 decision for range alone becomes the fallback type's where one is
+    in use and the schema admits it (``plan.fallback.widen``).
+    """
     for rule in ctx.active_rules.get(facts.op) or active_rules(ctx, facts.op):
         decision = rule(ctx, node, facts)
         if decision is not None:
-            return decision
+            return fallback.widen(ctx, node, facts, decision)
     raise AssertionError("the gray rule always decides")  # pragma: no cover

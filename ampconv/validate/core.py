@@ -546,7 +546,8 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
     dtype = modelio.low_dtype(conv.model) or "fp16"
     strict = getattr(setup.criteria, "mode", "default") == "strict"
     judge = localize.elementwise_judge(setup.rtol, setup.atol) if strict else localize.drift_judge(dtype)
-    low_max = low_type(dtype).max
+    keys = modelio.low_keys(conv.model)  # fp16 and bf16 both (a fallback model): fp16's range is the LOW range
+    low_max = min(low_type(key).max for key in keys) if keys else low_type(dtype).max
     located = localize.first_divergence(
         conv.model, localize.Observed(fetch, ref_values, conv_values), judge, (setup.backend, index), low_max, decisions
     )

@@ -184,11 +184,12 @@ def overflow_source(converted: ir.Model, names, ref_values, conv_values, low_max
             finite = ref[np.isfinite(ref)]
             peak = float(np.max(np.abs(finite))) if finite.size else 0.0
             new_bad = int(np.count_nonzero(metrics.new_nonfinite_mask(ref, conv)))
-            beyond = f"the reference reaches {peak:.4g}, beyond the LOW maximum {low_max:g}"
+            limit = max(low_max, LOW_TYPES[KEY_OF_DTYPE[value.dtype]].max)  # a bf16 tensor beside fp16 ones: its own
+            beyond = f"the reference reaches {peak:.4g}, beyond the LOW maximum {limit:g}"
             if new_bad:
-                where = f": {beyond}" if peak > low_max else ""
+                where = f": {beyond}" if peak > limit else ""
                 return node, value, f"{new_bad} value(s) non-finite where the reference is finite{where}"
-            if peak > low_max:
+            if peak > limit:
                 return node, value, f"its output leaves the LOW range: {beyond}"
     return None
 
@@ -206,13 +207,18 @@ def out_of_range_nodes(converted: ir.Model, ref_values: Mapping[str, np.ndarray]
     }
     keep = []
     for node in bodies.walk(converted.graph):
-        if node.op_type == "Cast" or not node.name:
+        if node.op_type == "Cast" or not node.name or _holds_range(node, low_max):
             continue
         makes = any(v.name in beyond for v in node.outputs)
         reads = any(_source_name(v) in beyond for v in node.inputs if v is not None)
         if makes or reads:
             keep.append(node.name)
     return keep
+
+
+def _holds_range(node: ir.Node, low_max: float) -> bool:
+    """Whether ``node`` computes in a LOW type wider than ``low_max`` (bf16 beside fp16: the fallback type)."""
+    return any(v.dtype in KEY_OF_DTYPE and LOW_TYPES[KEY_OF_DTYPE[v.dtype]].max > low_max for v in node.outputs)
 
 
 def _source_name(value: ir.Value) -> str:
