@@ -74,6 +74,15 @@ class RuntimeFacts:
         """The LOW kernels ``provider`` lacks although the model loads."""
         return ()
 
+    def kernel_providers(self) -> FrozenSet[str]:
+        """The providers whose kernel registry this runtime can show (``has_kernel`` answers for them)."""
+        return frozenset()
+
+    def has_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
+        """Whether ``provider`` registers a kernel of ``domain::op_type`` at ``opset`` taking ``type_string``
+        (``tensor(bfloat16)``); None when its registry cannot be read (not among ``kernel_providers``)."""
+        return None
+
     def missing_low_kernel(self, node, provider: str) -> Optional[str]:
         """Why ``provider`` cannot run this default-domain ``node`` in the LOW type, or None when it can."""
         if node.domain not in ("", "ai.onnx"):
@@ -117,6 +126,15 @@ class OnnxRuntimeFacts(RuntimeFacts):
 
     def kernel_gaps(self, provider: str) -> Tuple[KernelGap, ...]:
         return tuple(gap for gap in _ONNXRUNTIME_GAPS if gap.provider == provider)
+
+    def kernel_providers(self) -> FrozenSet[str]:
+        return runtime_schemas.kernel_providers()
+
+    def has_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
+        if provider not in self.kernel_providers():
+            return None
+        return any(first <= opset <= last and type_string in types
+                   for first, last, types in runtime_schemas.kernel_registry().get((provider, domain, op_type), ()))
 
 
 ONNXRUNTIME = OnnxRuntimeFacts()

@@ -47,7 +47,8 @@ from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
-from ampconv.plan.coverage import coverage_notes, heavy_warning
+from ampconv.schema import normalize_domain
+from ampconv.plan.coverage import bf16_kernel_notes, coverage_notes, heavy_warning
 from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy
 from ampconv.prepare import InferTypesPass, NameNodesPass
@@ -207,6 +208,7 @@ def plan_warnings(report: Report, plan: Plan, model: ir.Model, dtype: str) -> No
     if opset_warning:
         report.warnings.append(opset_warning)
     report.notes.extend(coverage_notes(plan.nodes))
+    report.notes.extend(bf16_kernel_notes(plan, {normalize_domain(d): v for d, v in model.opset_imports.items()}))
     report.warnings.extend(heavy_warning(plan.nodes, low_type(dtype).name))
 
 

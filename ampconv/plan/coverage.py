@@ -10,7 +10,10 @@ Two things a GPU user cannot afford to miss in a summary:
   (SimplifiedLayerNormalization): it runs on onnxruntime only, and a note says so;
 - a model whose heavy ops (``figures.HEAVY_OPS``: MatMul, Conv, attention,
   fused norms) all stay float32: converted, it is no faster, so that is a
-  warning with the rules that kept them, never a silent 100%.
+  warning with the rules that kept them, never a silent 100%;
+- nodes written in bfloat16 that the GPU provider has no bfloat16 kernel for
+  (``bf16_kernel_notes``), asked of the installed runtime's kernel registry
+  (``runtime_facts``): onnxruntime would run them elsewhere, with copies.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import onnx_ir as ir
 
 from ampconv import runtime_facts
 from ampconv.heavy_ops import HEAVY_OPS
-from ampconv.plan.decision import NodePlan
+from ampconv.plan.decision import NodePlan, Plan
+from ampconv.precision import Precision
 from ampconv.policy import HIGH, LOW
 from ampconv.schema import normalize_domain
 
@@ -93,4 +97,47 @@ def is_heavy(node: ir.Node) -> bool:
     return node.op_type in HEAVY_OPS.get(normalize_domain(node.domain), ())
 
 
-__all__ = ["RUNTIME_DOMAINS", "coverage_notes", "heavy_warning", "is_heavy"]
+def bf16_kernel_notes(plan: Plan, opsets: Mapping[str, int]) -> List[str]:
+    """Where the output runs as written on the GPU: bfloat16 nodes onnxruntime's CUDA provider has no kernel for.
+
+    The nodes asked about are those the plan writes in bfloat16: every LOW node
+    under ``dtype="bf16"``, the FALLBACK nodes under ``fallback_dtype="bf16"``.
+    The answer comes from the installed onnxruntime's kernel registry
+    (``runtime_facts``), which lists CUDA's kernels only in a build with the
+    CUDA provider (onnxruntime-gpu): with the CPU wheel a fallback conversion
+    says it could not ask; a plain bf16 conversion says nothing.
+    """
+    wanted = [Precision.LOW] if plan.low == "bf16" else []
+    if plan.fallback == "bf16":
+        wanted.append(Precision.FALLBACK)
+    written = [node for node, node_plan in nodes_with(plan, wanted)]
+    if not written:
+        return []
+    facts = runtime_facts.active()
+    if runtime_facts.CUDA not in facts.kernel_providers():
+        if plan.fallback != "bf16":
+            return []
+        return [f"{len(written)} node(s) run bfloat16 as the fallback type; whether onnxruntime's CUDA provider has "
+                f"bfloat16 kernels for them could not be asked: the installed {facts.name} has no CUDA provider "
+                "(onnxruntime-gpu lists them)"]
+    missing = Counter()
+    for node in written:
+        domain = normalize_domain(node.domain)
+        if not facts.has_kernel(runtime_facts.CUDA, domain, node.op_type, opsets.get(domain, 1), "tensor(bfloat16)"):
+            missing[node.op_type] += 1
+    if not missing:
+        return [f"every one of the {len(written)} node(s) written in bfloat16 has a bfloat16 kernel in "
+                f"{facts.name}'s CUDA provider"]
+    listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in missing.most_common(6))
+    return [f"{sum(missing.values())} of the {len(written)} node(s) written in bfloat16 have no bfloat16 kernel in "
+            f"{facts.name}'s CUDA provider ({listed}): onnxruntime runs them on another provider, with copies "
+            "between devices"]
+
+
+def nodes_with(plan: Plan, precisions) -> List[tuple]:
+    """(node, NodePlan) of ``plan`` whose decision has one of ``precisions``, in plan order."""
+    return [(node, node_plan) for node, node_plan in plan.nodes.items()
+            if node_plan.decision.precision in precisions]
+
+
+__all__ = ["RUNTIME_DOMAINS", "bf16_kernel_notes", "coverage_notes", "heavy_warning", "is_heavy", "nodes_with"]

@@ -17,7 +17,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import ampconv
@@ -351,3 +351,49 @@ def test_missing_cpu_kernel_inside_an_expanded_bf16_function_is_accepted(tmp_pat
     assert report.count(FALLBACK) == 1  # the Attention: the synthetic run saw it overflow fp16
     assert any("no bfloat16 kernel" in note for note in report.note_texts())
     assert (tmp_path / "o.onnx").exists()
+
+
+# ------------------------------------------------------------------ where the output runs as written
+class _CudaRuntime:
+    """onnxruntime's facts with a CUDA provider whose registry lacks bf16 Sqrt (a stand-in for onnxruntime-gpu)."""
+
+    def __init__(self, base):
+        self.base = base
+        self.name = "onnxruntime (test CUDA registry)"
+
+    def __getattr__(self, attr):
+        return getattr(self.base, attr)
+
+    def kernel_providers(self):
+        return self.base.kernel_providers() | {"CUDAExecutionProvider"}
+
+    def has_kernel(self, provider, domain, op_type, opset, type_string):
+        if provider == "CUDAExecutionProvider":
+            return op_type != "Sqrt"
+        return self.base.has_kernel(provider, domain, op_type, opset, type_string)
+
+
+def test_bf16_nodes_without_a_cuda_kernel_are_named(tmp_path):
+    """The installed runtime's kernel registry says which bf16 nodes the GPU provider cannot run as written."""
+    from ampconv import runtime_facts
+
+    _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16")
+    unasked = [n for n in report.notes if "could not be asked" in n]
+    assert len(unasked) == 1 and "CUDA provider" in unasked[0]  # the CPU wheel has no CUDA registry
+    _, _, _, plain = _convert(tmp_path, "gemma_rms_norm", dry_run=True, dtype="bf16")
+    assert not any("CUDA provider" in n for n in plain.notes)  # negative: a plain bf16 conversion is not told
+    with runtime_facts.use(_CudaRuntime(runtime_facts.active())):
+        _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16")
+    named = [n for n in report.notes if "no bfloat16 kernel" in n]
+    assert len(named) == 1 and "(Sqrt)" in named[0] and named[0].startswith("1 of the ")
+
+
+def test_the_kernel_registry_answers_per_provider_type_and_opset():
+    from ampconv.runtime_facts import CPU, CUDA, ONNXRUNTIME
+
+    assert CPU in ONNXRUNTIME.kernel_providers()
+    assert ONNXRUNTIME.has_kernel(CPU, "", "Cast", 17, "tensor(bfloat16)") is True
+    assert ONNXRUNTIME.has_kernel(CPU, "", "Relu", 17, "tensor(float)") is True
+    assert ONNXRUNTIME.has_kernel(CPU, "", "NoSuchOp", 17, "tensor(float)") is False
+    if CUDA not in ONNXRUNTIME.kernel_providers():
+        assert ONNXRUNTIME.has_kernel(CUDA, "", "Relu", 17, "tensor(bfloat16)") is None  # not asked: not known
