@@ -81,6 +81,7 @@ def test_keep_bf16_where_the_schema_refuses_bf16_names_the_opset(tmp_path):
     assert (precision, rule) == ("HIGH", "user-keep-bf16")
     assert "only from opset 22" in reason
     assert any("opset=22" in w for w in report.warning_texts())
+    assert "named by keep_bf16, without bf16 at this opset" in report.summary()
 
 
 def test_keep_bf16_on_an_op_that_never_takes_bf16(tmp_path):
