@@ -68,6 +68,10 @@ def test_an_overflow_bf16_fixes_gets_the_bf16_suggestion_and_it_passes_applied(t
     assert cause["suggestion"] == fix["suggestion"]
     assert fix["suggestion"].startswith("--fallback-dtype bf16 --keep-bf16 '^(")
     assert "run in bf16 (float32's range) every node" in result.output and "this fix passes" in result.output
+    from ampconv.htmlreport.columns import _failed  # the page's "what to do" copies the checked command
+
+    page = _failed({"source": "mlp.onnx", "output": "o.onnx"}, validation, [], "1/1 outputs fail", "")
+    assert "in bf16 (float32's range)" in page["todo"] and "--keep-bf16" in page["command"]
     applied, after = _run(tmp_path, vm.overflowing_mlp(), "mlp_fixed", "--fallback-dtype", "bf16",
                           "--keep-bf16", _pattern(fix["suggestion"]))
     assert after["passed"] is True and after.get("localization") is None, applied.output
