@@ -57,7 +57,7 @@ class Config:
         preset: name of the built-in op lists (``default`` or ``mindspore``).
         mixlists: policy files (Ascend ``modify_mixlist`` JSON), applied in order.
             A single path may be given as a string; so may one pattern for
-            ``keep_fp32``/``force_low`` and one name for ``keep_io_types``.
+            ``keep_fp32``/``keep_bf16``/``force_low`` and one name for ``keep_io_types``.
         op_info: an Ascend operator-info file (``aic-<soc>-ops-info.json``, str
             or PathLike) read as the base lists after the preset, before
             ``mixlists`` (docs/precision.md sec. 7). None: no such base.
@@ -79,6 +79,10 @@ class Config:
             found (``ampconv.plan.kvcache``) in the LOW type, so the cache is
             never cast through float32; ids, masks and positions are untouched.
         keep_fp32: node-name regexes forced HIGH.
+        keep_bf16: node-name regexes put in the fallback type (bfloat16 where
+            the schema admits it at the opset, else float32; rule
+            ``user-keep-bf16``); needs ``fallback_dtype="bf16"``. Localization
+            suggests it where bfloat16's range fixes an overflow.
         force_low: node-name regexes forced LOW (schema constraints still win).
         block_ops: op types forced HIGH (``OpType`` or ``domain::OpType``); an
             entry may be a comma list.
@@ -144,6 +148,7 @@ class Config:
     rules: Tuple[object, ...] = ()
     fallback_dtype: str = "float32"
     keep_fp32: Tuple[str, ...] = ()
+    keep_bf16: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     block_ops: Tuple[str, ...] = ()
     clamp: bool = False
@@ -175,7 +180,7 @@ class Config:
         # Accept what people type: one string where a list goes, "o2", "float16".
         if self.rules and not isinstance(self.rules, (tuple, list)):
             object.__setattr__(self, "rules", (self.rules,))  # one rule where a list goes
-        for name in ("mixlists", "keep_fp32", "force_low", "block_ops", "calibration_data"):
+        for name in ("mixlists", "keep_fp32", "keep_bf16", "force_low", "block_ops", "calibration_data"):
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)):
                 value = (value,)

@@ -54,6 +54,7 @@ class PlanOptions:
     dtype: str = "fp16"
     keep_io_types: Union[bool, Tuple[str, ...]] = True
     keep_fp32: Tuple[str, ...] = ()
+    keep_bf16: Tuple[str, ...] = ()
     force_low: Tuple[str, ...] = ()
     clamp: bool = False
     max_finite: Optional[float] = None
@@ -69,9 +70,12 @@ class PlanOptions:
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
         _check_fallback(self.dtype, self.fallback_dtype)
+        if self.keep_bf16 and self.fallback_dtype != "bf16":
+            raise UsageError(f"{named('keep_bf16')} puts nodes in the fallback type; it needs "
+                             f"{named('fallback_dtype', 'bf16')} (with {named('dtype', 'fp16')})")
         if self.kv_cache not in KV_CACHE:
             raise UsageError(f"unknown {named('kv_cache')} {self.kv_cache!r}: choose {' or '.join(KV_CACHE)}")
-        for pattern in self.keep_fp32 + self.force_low:
+        for pattern in self.keep_fp32 + self.keep_bf16 + self.force_low:
             _check_regex(pattern)
         if self.clamp_small is not None and not self.clamp:
             raise UsageError(f"{named('clamp_small')} sets what {named('clamp')} does to tiny values; "

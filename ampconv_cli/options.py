@@ -115,7 +115,8 @@ def _fields(*names: str) -> Callable[[Mapping[str, Any], frozenset], Dict[str, A
 def _precision_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
     return {
         "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
-        "keep_fp32": tuple(params["keep_fp32"]), "force_low": tuple(params["force_low"]),
+        "keep_fp32": tuple(params["keep_fp32"]), "keep_bf16": tuple(params["keep_bf16"]),
+        "force_low": tuple(params["force_low"]),
         "kv_cache": params["kv_cache"], "fallback_dtype": params["fallback_dtype"],
     }
 
@@ -182,6 +183,9 @@ precision_options = OptionGroup(
                      "as --keep-io-types says."),
         click.option("--keep-fp32", multiple=True, metavar="REGEX",
                      help="Keep nodes whose name matches float32; repeatable."),
+        click.option("--keep-bf16", multiple=True, metavar="REGEX",
+                     help="Run nodes whose name matches in bf16 (float32 where their schema refuses it); "
+                     "repeatable; needs --fallback-dtype bf16."),
         click.option("--force-low", multiple=True, metavar="REGEX",
                      help="Force nodes whose name matches to the low type (schema limits still apply)."),
     ),

@@ -26,7 +26,11 @@ over half the LOW max but within it, ``ampconv.calibration.margin``) count among
 N candidates: every candidate, the first included, has them LOW unless the
 search keeps them, so they are lowered again exactly when validation passes
 without them. Real overflow, accumulation and a user's ``--data-max`` are
-never candidates. Their evaluations come out of the same budget.
+never candidates. Their evaluations come out of the same budget. Under
+``fallback_dtype="bf16"`` a margin node the search keeps runs bfloat16 (its
+rule's float32 widened); when no candidate passes so, the search runs again
+with the kept margin nodes pinned float32 (``_search_again``): bfloat16
+before float32, as localization answers.
 
 Only a candidate that passed an evaluation is ever returned. The reference's
 outputs are computed once and kept when they fit ``REFERENCE_CACHE_BYTES``;
@@ -429,13 +433,57 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
         order = ownerror.ranked(errors, low_nodes, ownerror.amplification(copy, low_nodes), consumers, discrete)
         return order, errors
 
-    evaluator = _evaluator(src, fresh, samples, lambda pins: build(margin.release(pins, margins)).model, request,
-                           external)
+    ranked = []  # the ranking is measured once, though the search may run twice
+
+    def rank_once():
+        if not ranked:
+            ranked.append(rank())
+        return ranked[0]
+
+    release = margin.release
+    pins, result = _search_with(release, (src, fresh, samples, build, request, external), margins,
+                                (low_nodes, rank_once, node_floor_of(low), decisive))
+    if not result.passed and margins and request.plan_options.fallback_dtype != "float32":
+        release = _float32_margins
+        pins, result = _search_again(result, release, (src, fresh, samples, build, request, external), margins,
+                                     (low_nodes, rank_once, node_floor_of(low), decisive))
+    return _finish(result, pins, margins, notes, kinds, request, release)
+
+
+def _search_with(release, setting, margins, space) -> Tuple[Dict[str, str], TuneResult]:
+    """One ``search`` whose candidates are built with ``release(pins, margins)``."""
+    src, fresh, samples, build, request, external = setting
+    evaluator = _evaluator(src, fresh, samples, lambda pins: build(release(pins, margins)).model, request, external)
     try:
-        pins, result = search(evaluator, low_nodes, rank, node_floor_of(low), decisive)
+        return search(evaluator, *space)
     finally:
         evaluator.close()
-    return _finish(result, pins, margins, notes, kinds, request)
+
+
+def _search_again(first: TuneResult, release, setting, margins, space) -> Tuple[Dict[str, str], TuneResult]:
+    """The search again with the margin nodes it keeps float32, after no candidate passed with them in bf16.
+
+    Under ``fallback_dtype="bf16"`` a margin node the search keeps stays under
+    its ``data-overflow`` rule, so it runs bfloat16: float32's range, fewer
+    bits than float16. Where that fails (a signal of +-10 on 4e4 that
+    bfloat16's 8 bits lose), the margin nodes are tried float32. The record
+    holds both searches' evaluations and budgets.
+    """
+    pins, result = _search_with(release, setting, margins, space)
+    result.evaluations = first.evaluations + result.evaluations
+    result.budget += first.budget
+    result.seconds += first.seconds
+    result.notes.insert(0, f"with the margin nodes it keeps in bf16 (the fallback type) no candidate passed in "
+                           f"{len(first.evaluations)} evaluation(s); searched again with them float32")
+    return pins, result
+
+
+def _float32_margins(pins: Mapping[str, str], margins: Mapping[str, margin.MarginNode]) -> margin.SearchPins:
+    """``margin.release``, but a margin node in ``pins`` is pinned float32 (``data-tune``), not left to its guard."""
+    released = margin.release(pins, margins)
+    kept = {name: f"{margins[name].evidence()}; in bf16 (the fallback type) validation fails"
+            for name in pins if name in margins}
+    return dataclasses.replace(released, kept={**released.kept, **kept})
 
 
 def _low_names(plan) -> List[str]:
@@ -455,7 +503,8 @@ def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evalu
                      low)
 
 
-def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[margin.SearchPins, TuneResult]:
+def _finish(result: TuneResult, pins, margins, notes, kinds, request,
+            release=margin.release) -> Tuple[margin.SearchPins, TuneResult]:
     """The search's record completed with its notes, kept nodes' op types and margin nodes; the pins."""
     result.margin_nodes = len(margins)
     result.notes.extend(notes)
@@ -469,7 +518,7 @@ def _finish(result: TuneResult, pins, margins, notes, kinds, request) -> Tuple[m
     for entry in result.kept:
         entry["op_type"] = entry["op_type"] or kinds.get(entry["node"])  # unmeasured (subgraph) nodes too
     _record_margin(result, margins, pins, low_type(request.plan_options.dtype))
-    return margin.release(pins, margins), result
+    return release(pins, margins), result
 
 
 # From this share of the LOW nodes kept float32, the search says why the price is what it is.

@@ -135,7 +135,8 @@ def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
         checked = ("it passes under emulation" if fix.get("passes") else
                    f"not enough alone (then: {fix['after']}); --tune searches further" if fix.get("after") else
                    "not checked")
-        todo = (f"Keep {cause.get('node') or 'the cause'} float32 and convert again (add the options of your "
+        where = "in bf16 (float32's range)" if fix.get("runs") == "bf16" else "float32"
+        todo = (f"Keep {cause.get('node') or 'the cause'} {where} and convert again (add the options of your "
                 f"first run); checked on sample {loc.get('sample')}: {checked}.")
         command = _command("convert", source, "-o", output, "--overwrite", *shlex.split(suggestion),
                            "--validate", "--localize")

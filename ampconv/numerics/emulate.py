@@ -30,6 +30,17 @@ LOW producers hand over, rounded as before. Their LOW weights are widened as
 stored (a re-conversion would keep them exact: the check is a close
 estimate).
 
+``bf16_nodes`` asks what the model would compute with those float16 nodes
+in bfloat16 (the fix localization checks first against an overflow,
+``--fallback-dtype bf16 --keep-bf16``): their LOW outputs are rounded to
+bfloat16, and again to their own type only where a float16 node reads them
+(the Cast a converter puts between the two); each of their LOW inputs is
+rounded to bfloat16 as the Cast in front of them would round it: what a
+float16 producer hands over, or, where a Cast to float16 feeds them, that
+Cast's own input (the converter casts a float32 tensor to bfloat16
+directly). Their float16 weights are widened as stored and then rounded to
+bfloat16 (a re-conversion rounds them once from float32: a close estimate).
+
 Graph optimizations must be off for the emulated session so nothing folds the
 round trips away.
 """
@@ -62,13 +73,15 @@ class EmulationStats:
     untyped: int = 0
 
 
-def emulate(model: ir.Model, *, infer_types: bool = True, float32_nodes: Collection[str] = ()) -> EmulationStats:
+def emulate(model: ir.Model, *, infer_types: bool = True, float32_nodes: Collection[str] = (),
+            bf16_nodes: Collection[str] = ()) -> EmulationStats:
     """Rewrite ``model`` in place into its float32 emulation (rules 1-5).
 
     Missing tensor types are inferred first (``infer_types=False``: the caller
     already ran ``modelio.ensure_types``); outputs whose type stays unknown
     cannot be rounded and are counted in ``stats.untyped``. ``float32_nodes``
-    (node names): emulate them kept float32 (see the module docstring).
+    (node names): emulate them kept float32; ``bf16_nodes``: emulate them in
+    bfloat16 (see the module docstring). A node named in both stays float32.
     """
     if infer_types:
         ensure_types(model)
@@ -77,7 +90,9 @@ def emulate(model: ir.Model, *, infer_types: bool = True, float32_nodes: Collect
     replaced: dict[ir.Value, ir.Value] = {}
     graphs = all_graphs(model)
     kept = frozenset(float32_nodes)
-    low_readers = _low_compute_nodes(graphs, kept) if kept else frozenset()
+    bf16 = frozenset(bf16_nodes) - kept
+    low_readers = _low_compute_nodes(graphs, kept | bf16) if kept or bf16 else frozenset()
+    sources = _bf16_sources(graphs, bf16) if bf16 else []
     for graph in graphs:
         _widen_initializers(graph, stats)
         _round_graph_inputs(graph, names, replaced, stats)
@@ -86,18 +101,82 @@ def emulate(model: ir.Model, *, infer_types: bool = True, float32_nodes: Collect
             for value in node.outputs:
                 if node.name in kept:
                     _round_for_readers(node, value, names, stats, low_readers)
+                elif node.name in bf16:
+                    _round_as_bf16(node, value, names, (replaced, stats), low_readers)
                 else:
                     _round_output(node, value, names, replaced, stats)
+    _round_bf16_inputs(sources, names, replaced, stats)
     _redirect_graph_outputs(graphs, replaced)
     return stats
 
 
-def _low_compute_nodes(graphs, kept) -> frozenset:
-    """The nodes that compute in LOW (a LOW output, Casts aside), but those asked to stay float32."""
+def _low_compute_nodes(graphs, chosen) -> frozenset:
+    """The nodes that compute in LOW (a LOW output, Casts aside), but those ``chosen`` to run another type."""
     return frozenset(
         node for graph in graphs for node in graph
-        if node.op_type != "Cast" and node.name not in kept and any(_low_dtype_of(v) for v in node.outputs)
+        if node.op_type != "Cast" and node.name not in chosen and any(_low_dtype_of(v) for v in node.outputs)
     )
+
+
+BFLOAT16 = ir.DataType.BFLOAT16
+_CASTABLE = frozenset({FLOAT, ir.DataType.FLOAT16, BFLOAT16})
+
+
+def _bf16_sources(graphs, bf16) -> list:
+    """(node, input index, source) for each LOW input of a node emulated in bfloat16, read before emulation.
+
+    ``source`` is the tensor the bfloat16 Cast in front of the node would
+    read: the input of a Cast to LOW that feeds it (a float32 tensor is cast
+    to bfloat16 directly), else None (the input as emulated: what a float16
+    producer hands over). Inputs from other bfloat16 nodes need no Cast.
+    """
+    found = []
+    for graph in graphs:
+        for node in graph:
+            if node.name not in bf16:
+                continue
+            for index, value in enumerate(node.inputs):
+                if value is None or _low_dtype_of(value) is None:
+                    continue
+                producer = value.producer()
+                if producer is not None and producer.name in bf16:
+                    continue
+                source = None
+                if producer is not None and producer.op_type == "Cast" and producer.inputs \
+                        and producer.inputs[0] is not None and producer.inputs[0].dtype in _CASTABLE:
+                    source = producer.inputs[0]
+                found.append((node, index, source))
+    return found
+
+
+def _round_bf16_inputs(sources, names: NameMaker, replaced, stats: EmulationStats) -> None:
+    """Round each input of a bfloat16 node to bfloat16 (``_bf16_sources``), right in front of the node."""
+    for node, index, source in sources:
+        value = node.inputs[index] if source is None else replaced.get(source, source)
+        if value is None or value.dtype != FLOAT:
+            continue
+        nodes, rounded = round_trip(value, BFLOAT16, names)
+        node.replace_input_with(index, rounded)
+        node.graph.insert_before(node, nodes)
+        stats.rounded += 1
+
+
+def _round_as_bf16(node: ir.Node, value: ir.Value, names: NameMaker, state, readers) -> None:
+    """A node emulated in bfloat16: its LOW output rounded to bfloat16, and to its own type for LOW ``readers``."""
+    replaced, stats = state
+    low = _low_dtype_of(value)
+    nodes = _widen_and_round(value, names, replaced, stats, as_type=BFLOAT16)
+    if nodes is None:
+        return
+    _swap_names(value, replaced[value], names)
+    rounded = replaced[value]
+    uses = [use for use in rounded.uses() if use[0] in readers]
+    if uses and low != BFLOAT16:
+        again, narrowed = round_trip(rounded, low, names)
+        for user, index in uses:
+            user.replace_input_with(index, narrowed)
+        nodes = nodes + again
+    node.graph.insert_after(node, nodes)
 
 
 def _round_for_readers(node: ir.Node, value: ir.Value, names: NameMaker, stats: EmulationStats, readers) -> None:
@@ -216,8 +295,8 @@ def _round_output(node, value, names, replaced, stats) -> None:
         node.graph.insert_after(node, nodes)
 
 
-def _widen_and_round(value, names, replaced, stats):
-    """Make a LOW ``value`` float32 and route its uses through a LOW round trip.
+def _widen_and_round(value, names, replaced, stats, as_type=None):
+    """Make a LOW ``value`` float32 and route its uses through a round trip through its type (or ``as_type``).
 
     Returns the round-trip nodes for the caller to place (``replaced[value]``
     is their output), or None when ``value`` is not a LOW tensor.
@@ -231,7 +310,7 @@ def _widen_and_round(value, names, replaced, stats):
     if not value.name:
         # An omitted optional output (LSTM's Y left out): nothing reads it, and a Cast of "" is invalid.
         return None
-    nodes, rounded = round_trip(value, low, names)
+    nodes, rounded = round_trip(value, as_type or low, names)
     _redirect_uses(value, rounded, skip=nodes[0])
     replaced[value] = rounded
     stats.rounded += 1

@@ -33,6 +33,7 @@ class PlanContext:
     low_record: LowType
     opsets: Mapping[str, int]  # normalized domain -> version
     keep_fp32: Tuple["re.Pattern[str]", ...]
+    keep_bf16: Tuple["re.Pattern[str]", ...]  # node names put in the fallback type (``fallback_dtype="bf16"``)
     force_low: Tuple["re.Pattern[str]", ...]
     blocked: FrozenSet[str]  # op keys (``Op`` or ``domain::Op``) kept float32 at every level
     ranges: RangeReader
@@ -72,6 +73,7 @@ class PlanContext:
             low_record=low_type(options.dtype),
             opsets={normalize_domain(d): v for d, v in model.opset_imports.items()},
             keep_fp32=tuple(re.compile(p) for p in options.keep_fp32),
+            keep_bf16=tuple(re.compile(p) for p in options.keep_bf16),
             force_low=tuple(re.compile(p) for p in options.force_low),
             blocked=policy.blocked,
             ranges=RangeReader(

@@ -150,11 +150,13 @@ class Planner:
         return (interface.kept if name in keep else interface.converted)(name, interface.INPUT)
 
     def _check_name_patterns(self) -> None:
-        """Warn about --keep-fp32/--force-low patterns that match no node, and say which wins where both match."""
-        if not (self.ctx.keep_fp32 or self.ctx.force_low):
+        """Warn about --keep-fp32/--keep-bf16/--force-low patterns that match no node, and say which wins where both
+        --keep-fp32 and --force-low match."""
+        if not (self.ctx.keep_fp32 or self.ctx.keep_bf16 or self.ctx.force_low):
             return
         names = [node.name or "" for node in self.decisions]
-        for param, patterns in (("keep_fp32", self.ctx.keep_fp32), ("force_low", self.ctx.force_low)):
+        for param, patterns in (("keep_fp32", self.ctx.keep_fp32), ("keep_bf16", self.ctx.keep_bf16),
+                                ("force_low", self.ctx.force_low)):
             for pattern in patterns:
                 if not any(pattern.search(name) for name in names):
                     self.warnings.append(f"{named(param)} {pattern.pattern!r} matches no node name")

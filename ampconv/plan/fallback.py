@@ -67,7 +67,7 @@ def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision)
     if decision.precision != HIGH or decision.rule not in RANGE_RULES or not active(ctx):
         return decision
     if not admits(ctx, facts):
-        return _refused(ctx, node, decision)
+        return refused(ctx, node, decision)
     underflow = decision.rule == "data-underflow"
     if decision.rule == "hard-constant":
         fit = _constants_fit(ctx, node, facts)
@@ -78,7 +78,7 @@ def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision)
                     follows=decision.follows)
 
 
-def _refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
+def refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
     """The float32 decision of a node whose schema refuses the fallback type at the model's opset.
 
     Where a later opset admits it, the reason names that opset and the node is
@@ -177,4 +177,4 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     return kind
 
 
-__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused_warning", "seen_within_low", "widen"]
+__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused", "refused_warning", "seen_within_low", "widen"]

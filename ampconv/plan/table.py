@@ -27,6 +27,7 @@ RULE_TABLE: Tuple[Rule, ...] = (
     user.RUNTIME_PIN,
     user.BLOCK_OP,
     user.KEEP_FP32,
+    user.KEEP_BF16,
     guards.CONSTANT_RANGE,
     data.ACCURACY_PIN,
     data.ACTIVATION_RANGE,

@@ -440,18 +440,19 @@ def _pick_backend(requested: str) -> tuple[str, str]:
 
 
 def _derive(
-    conv: _Loaded, backend: str, float32_nodes=()
+    conv: _Loaded, backend: str, float32_nodes=(), bf16_nodes=()
 ) -> tuple[ir.Model, emulation.EmulationStats | None]:
     """A copy of the converted model as the ``backend`` runs it, and the emulation's stats.
 
     Emulation needs every tensor's type: they are inferred once on ``conv``
-    and every copy inherits them. ``float32_nodes``: emulate those nodes kept
-    float32 (a fix to check).
+    and every copy inherits them. ``float32_nodes``, ``bf16_nodes``: emulate
+    those nodes kept float32, or in bfloat16 (a fix to check).
     """
-    if backend == "emulate" or float32_nodes:
+    if backend == "emulate" or float32_nodes or bf16_nodes:
         conv.with_types()
         model = conv.copy()
-        return model, emulation.emulate(model, infer_types=False, float32_nodes=float32_nodes)
+        return model, emulation.emulate(model, infer_types=False, float32_nodes=float32_nodes,
+                                        bf16_nodes=bf16_nodes)
     model = conv.copy()
     emulation.widen_bfloat16_io(model)
     return model, None
@@ -557,9 +558,10 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
             "node": located.node, "op_type": located.op_type, "own_error": "inf", "output": located.output,
             "suggestion": localize.keep_pattern(keep), "nodes": keep,
         }
+        fix = _overflow_fix(conv, setup, sample, expected, cause)
     else:
         cause = _cause(ref, conv, sample, located.node)
-    fix = _check_fix(conv, setup, sample, expected, cause) if cause is not None else None
+        fix = _check_fix(conv, setup, sample, expected, cause) if cause is not None else None
     return dataclasses.replace(located, cause=cause, fix=fix)
 
 
@@ -593,15 +595,50 @@ def _run_exposed(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, names, inne
         raise AmpconvError(f"localization failed: {exc}") from None
 
 
-def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict) -> dict | None:
+def _overflow_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict) -> dict | None:
+    """The checked fix of an overflow: its nodes in bfloat16 first, float32 when that does not pass.
+
+    In a float16 conversion, bfloat16 holds the range at float16's speed: the
+    nodes are emulated as ``--keep-bf16`` would convert them (bfloat16 where
+    the schema admits it, ``localize.bf16_split``; float32 elsewhere) and, if
+    the outputs pass, ``cause``'s suggestion becomes ``--fallback-dtype bf16
+    --keep-bf16 ...``. Otherwise (bfloat16's 8 bits lose what the outputs
+    need) float32 is checked and suggested as before, the bfloat16 try's
+    words kept in ``bf16_after``. ``fix["runs"]`` says which type the fix puts
+    the nodes in.
+    """
+    nodes = cause["nodes"]
+    in_bf16, _ = localize.bf16_split(conv.model, nodes)
+    tried = None
+    if in_bf16 and "fp16" in modelio.low_keys(conv.model):
+        tried = _check_fix(conv, setup, sample, expected,
+                           dict(cause, suggestion=localize.keep_bf16_pattern(nodes)), bf16_nodes=in_bf16)
+        if tried is not None and tried["passes"]:
+            cause["suggestion"] = tried["suggestion"]
+            return dict(tried, runs="bf16")
+    fix = _check_fix(conv, setup, sample, expected, cause)
+    if fix is None:
+        return None
+    fix["runs"] = "float32"
+    if tried is not None:
+        fix["bf16_after"] = tried["after"]
+    return fix
+
+
+def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict, bf16_nodes=()) -> dict | None:
     """Run the suggested fix (its nodes kept float32, under emulation) on ``sample``: does it pass, and what changes?
 
     Every output is judged by the run's own criteria; the worst before and
     after are quoted (the first failing one's words, or the closest to its
-    threshold), so a suggestion is never a guess.
+    threshold), so a suggestion is never a guess. ``bf16_nodes``: those of
+    the fix's nodes that run bfloat16 (the rest float32); the outputs are
+    still judged by the failing run's criteria (float16's, which are stricter
+    than bfloat16's: a bfloat16 fix must meet the bar the user's float16
+    conversion set).
     """
     nodes = cause.get("nodes") or [cause["node"]]
-    model, _ = _derive(conv, "emulate", float32_nodes=nodes)
+    in_bf16 = set(bf16_nodes)
+    model, _ = _derive(conv, "emulate", float32_nodes=[n for n in nodes if n not in in_bf16], bf16_nodes=bf16_nodes)
     path = modelio.save_derived(model, setup.tmp, "converted_fix", conv.external)
     try:
         runner = runners.make_session(path, "converted model with the fix", runners.CPU, optimize=False,

@@ -15,7 +15,10 @@ in topological order, a node's body nodes before the node (``bodies.walk``):
    float32 every LOW node that makes or reads a tensor beyond the LOW range
    (``out_of_range_nodes``): the tensor is never cast down on its way, until
    a node brings it back in range. Kept nodes only grow, so following the
-   suggestions converges.
+   suggestions converges. In a float16 conversion those nodes are first
+   tried in bfloat16 (float32's range at float16's speed: ``bf16_split``,
+   ``keep_bf16_pattern``); float32 is suggested only when that fix fails
+   (a cancellation bfloat16's 8 bits cannot hold).
 2. Otherwise the first node whose output fails ``judge`` (default criteria:
    an error beyond ordinary rounding, ``DRIFT_ROUNDOFFS`` unit roundoffs of
    RMS relative error; strict mode: the elementwise rule) is where drift
@@ -37,6 +40,7 @@ from ampconv.domains import op_label
 from ampconv.graphs import subgraphs_of
 from ampconv.numerics import bodies, metrics
 from ampconv.lowtypes import KEY_OF_DTYPE, LOW_TYPES
+from ampconv.schema import normalize_domain, op_info
 from ampconv.validate.result import Localization
 
 _FLOATS = set(KEY_OF_DTYPE) | {ir.DataType.FLOAT, ir.DataType.DOUBLE}
@@ -232,9 +236,43 @@ def _source_name(value: ir.Value) -> str:
 
 def keep_pattern(names: Sequence[str]) -> str:
     """The ``--keep-fp32`` option naming exactly ``names``."""
+    return f"--keep-fp32 '{_names_regex(names)}'"
+
+
+def keep_bf16_pattern(names: Sequence[str]) -> str:
+    """The options that put exactly ``names`` in bfloat16 beside float16: ``--fallback-dtype bf16 --keep-bf16``."""
+    return f"--fallback-dtype bf16 --keep-bf16 '{_names_regex(names)}'"
+
+
+def _names_regex(names: Sequence[str]) -> str:
     escaped = [re.escape(n) for n in names]
     body = escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
-    return f"--keep-fp32 '^{body}$'"
+    return f"^{body}$"
+
+
+# Cast takes bfloat16 from this opset on: below it ``--keep-bf16`` keeps every node float32 (plan/fallback.py).
+_CAST_BF16_OPSET = 13
+
+
+def bf16_split(converted: ir.Model, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``names`` split into the nodes ``--keep-bf16`` would run in bfloat16 and those it would keep float32.
+
+    bfloat16 where the node's schema at the converted model's opset admits it
+    in its main type variable (as the rule ``user-keep-bf16`` asks), float32
+    elsewhere: the fix is checked as it would be converted.
+    """
+    opsets = {normalize_domain(d): v for d, v in converted.opset_imports.items()}
+    wanted = set(names)
+    admitted = set()
+    if opsets.get("", 1) >= _CAST_BF16_OPSET:
+        for node in bodies.walk(converted.graph):
+            if node.name not in wanted:
+                continue
+            domain = normalize_domain(node.domain)
+            info = op_info(domain, node.op_type, opsets.get(domain, 1))
+            if info.known and LOW_TYPES["bf16"].type_string in info.allowed(info.main_type()):
+                admitted.add(node.name)
+    return [n for n in names if n in admitted], [n for n in names if n not in admitted]
 
 
 def _failure(ref: np.ndarray, conv: np.ndarray, rtol: float, atol: float) -> str | None:

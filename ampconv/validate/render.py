@@ -158,10 +158,12 @@ def _cause_line(loc) -> str:
     """The node that loses the precision (or overflows), and a fix checked before it is suggested."""
     cause = loc.cause
     if cause is not None and loc.overflow:
+        runs = (loc.fix or {}).get("runs")
+        action = ("run in bf16 (float32's range) every node that makes or reads a tensor beyond it"
+                  if runs == "bf16" else "keep float32 every node that makes or reads a tensor beyond it")
         return (
             f"  Cause: node {cause['node']!r} ({cause['op_type']}) is where the values leave the LOW range; "
-            f"keep float32 every node that makes or reads a tensor beyond it: convert again with "
-            f"{cause['suggestion']}.{_fix_words(loc)}"
+            f"{action}: convert again with {cause['suggestion']}.{_fix_words(loc)}"
         )
     if cause is not None:
         error = cause["own_error"]
@@ -187,9 +189,12 @@ def _fix_words(loc) -> str:
     fix = loc.fix
     if fix is None:
         return " (not checked: the fixed copy could not run)"
+    tried = (f" The same nodes in bf16 were checked first and do not pass ({fix['bf16_after']})."
+             if fix.get("bf16_after") else "")
     if fix["passes"]:
-        return f" Checked under emulation on sample {loc.sample}: this fix passes ({fix['after']})."
-    return f" Checked under emulation on sample {loc.sample}: not enough alone, the worst output then reads: {fix['after']}."
+        return f" Checked under emulation on sample {loc.sample}: this fix passes ({fix['after']}).{tried}"
+    return (f" Checked under emulation on sample {loc.sample}: not enough alone, the worst output then reads: "
+            f"{fix['after']}.{tried}")
 
 
 def _needed_line(result: ValidationResult) -> str | None:

@@ -76,7 +76,9 @@ class Localization:
     # Whether ``node`` is the source of an overflow (its LOW output leaves the LOW range).
     overflow: bool = False
     # What the suggested fix does, checked on ``sample`` under emulation before it is suggested:
-    # {"nodes": [...], "suggestion": "--keep-fp32 ...", "passes": bool, "before": str, "after": str}.
+    # {"nodes": [...], "suggestion": "--keep-fp32 ...", "passes": bool, "before": str, "after": str}; for an
+    # overflow also "runs" ("bf16": the nodes in bfloat16, suggested as "--fallback-dtype bf16 --keep-bf16 ...",
+    # or "float32") and, where bfloat16 was tried first and failed, "bf16_after" (its worst output's words).
     fix: dict | None = None
     # The node whose body holds ``node`` ("Loop 'decode'"), when ``node`` runs inside an If/Loop/Scan body.
     inside: str | None = None
