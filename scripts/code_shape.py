@@ -46,7 +46,7 @@ UNIT_LAYERS = (
         "option_groups", "shapespec", "report", "writer", "outputs", "repair", "prepare", "shapes", "load",
         "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "low_range", "chunks", "fastcast",
         "graphs", "tensorsize", "dimexpr", "heavy_ops", "lowtypes", "domains", "precision", "errors",
-        "deferred_imports",
+        "deferred_imports", "isolated",
     )),
 )
 

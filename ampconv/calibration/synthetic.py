@@ -9,7 +9,10 @@ keeps float32 the nodes whose values overflow the LOW type on that sample
 (``data-overflow``; random data says nothing trustworthy about underflow, so
 only overflow is read). The magnitude analysis (``plan.magnitude``) speaks
 whether or not the run happened; a model that is too large, or that cannot
-run on random inputs, is left to it, and the report says why.
+run on random inputs, is left to it, and the report says why. The run is
+made in a forked child (``ampconv.isolated``): random inputs (and symbolic
+axes at 1) can make onnxruntime's native kernels die (an integer division by
+zero, SIGFPE), which must cost the run, not the conversion.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ampconv.option_groups import DataOptions
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
 from ampconv.numerics.activations import Calibration
+from ampconv.isolated import run_isolated
 from ampconv.loadcheck import first_line
 from ampconv.lowtypes import LowType
 from ampconv.graphs import all_graphs
@@ -62,18 +66,24 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
                       f"ranges ({ADVICE.split(', or')[0]})"]
     draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
                                calibration_seed=SEED, tune=False)
-    try:
-        samples = calibration_samples(model, draw)
-        with np.errstate(all="ignore"):  # float32 overflow in the model itself is the model's, not news
-            calibration = collect(src, samples, low, random=True)
+    try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
+        calibration, shapes, sample_notes = run_isolated(_draw_and_run, src, model, draw, low)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
         return None, [f"synthetic float32 run could not run on random inputs ({first_line(exc)}); the magnitude "
                       "analysis alone guards ranges"]
-    _label, sample = next(iter(samples))  # seeded: the same arrays collect drew
-    shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in sample.items()) or "no inputs"
     note = (f"synthetic float32 run: 1 seeded random sample (seed {SEED}; {shapes}) in "
             f"{calibration.seconds:.2f} s; nodes whose values overflow {low.name} there stay float32 "
             f"(data-overflow); {ADVICE}")
     calibration = dataclasses.replace(calibration, synthetic=True,
-                                      notes=(note,) + tuple(samples.notes) + tuple(calibration.notes))
+                                      notes=(note,) + tuple(sample_notes) + tuple(calibration.notes))
     return calibration, []
+
+
+def _draw_and_run(src: str, model: ir.Model, draw: DataOptions, low: LowType) -> Tuple[Calibration, str, tuple]:
+    """Draw the seeded sample and collect its statistics: (calibration, the sample's shapes, the draw's notes)."""
+    samples = calibration_samples(model, draw)
+    with np.errstate(all="ignore"):  # float32 overflow in the model itself is the model's, not news
+        calibration = collect(src, samples, low, random=True)
+    _label, sample = next(iter(samples))  # seeded: the same arrays collect drew
+    shapes = ", ".join(f"{name} {list(array.shape)}" for name, array in sample.items()) or "no inputs"
+    return calibration, shapes, tuple(samples.notes)
