@@ -131,3 +131,8 @@ class RuntimeMissingError(AmpconvError):
         super().__init__(
             f"{what} needs onnxruntime: pip install 'ampconv[cpu]' (or 'ampconv[gpu]' for onnxruntime-gpu)"
         )
+        self.what = what
+
+    def __reduce__(self):
+        # Made again from what it was made of (ampconv.isolated sends exceptions across a fork, pickled).
+        return (type(self), (self.what,))

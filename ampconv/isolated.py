@@ -22,7 +22,7 @@ import pickle
 import select
 import signal
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # A step that does not answer in this long is killed (the synthetic run is made for models that run in seconds).
 DEFAULT_TIMEOUT_S = 120.0
@@ -32,11 +32,12 @@ class IsolatedFailure(RuntimeError):
     """The isolated step's child died (a signal), hung past its timeout, or sent back nothing readable."""
 
 
-def run_isolated(step: Callable[..., Any], *args: Any, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+def run_isolated(step: Callable[..., Any], *args: Any, timeout: Optional[float] = DEFAULT_TIMEOUT_S) -> Any:
     """``step(*args)`` computed in a forked child; its exception is raised here as it was raised there.
 
-    ``step``'s result and exceptions must pickle. A child killed by a signal
-    or past ``timeout`` seconds raises ``IsolatedFailure`` naming it.
+    ``step``'s result and exceptions must pickle (``step`` itself need not: the
+    child is a fork). A child killed by a signal, or past ``timeout`` seconds
+    (None: no limit), raises ``IsolatedFailure`` naming it.
     """
     if not hasattr(os, "fork"):
         return step(*args)
@@ -72,13 +73,14 @@ def run_isolated(step: Callable[..., Any], *args: Any, timeout: float = DEFAULT_
     raise value
 
 
-def _read_all(fd: int, timeout: float):
+def _read_all(fd: int, timeout: Optional[float]):
     """Everything the child writes to ``fd`` until it closes it, or (what came, True) once ``timeout`` passes."""
-    chunks, deadline = [], time.monotonic() + timeout
+    chunks = []
+    deadline = None if timeout is None else time.monotonic() + timeout
     with os.fdopen(fd, "rb", buffering=0) as pipe:
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 return b"".join(chunks), True
             ready, _, _ = select.select([pipe], [], [], left)
             if not ready:

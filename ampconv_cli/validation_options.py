@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import click
 
-from ampconv.errors import UsageError
+from ampconv.errors import AmpconvError, UsageError
+from ampconv.isolated import IsolatedFailure, run_isolated
 from ampconv_cli.errors import flag_of
 from ampconv_cli.options import OptionGroup
 from ampconv.validate import ValidateOptions, parse_shape, validate
@@ -205,18 +206,26 @@ def run_and_render(
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    bar = _progress_bar() if options.show_progress and sys.stderr.isatty() else None
-    if bar is not None:
+    with_bar = options.show_progress and sys.stderr.isatty()
+
+    def step():
+        # In a forked child (ampconv.isolated): a runtime that dies running the models (SIGFPE in a native kernel
+        # on inputs it cannot take) is a one-line error here, not "Floating point exception" and no verdict.
+        if not with_bar:
+            return validate(reference, converted, options)
+        bar = _progress_bar()
         task = bar.add_task("validating", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
-        options = dataclasses.replace(options, progress=progress)
         with bar:
-            result = validate(reference, converted, options)
-    else:
-        result = validate(reference, converted, options)
+            return validate(reference, converted, dataclasses.replace(options, progress=progress))
+
+    try:
+        result = run_isolated(step, timeout=None)
+    except IsolatedFailure as exc:
+        raise AmpconvError(f"{converted}: validation could not run the models ({exc})") from None
     text = render(result, fmt)
     if console is None:
         click.echo(text, nl=False)

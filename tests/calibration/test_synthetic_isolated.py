@@ -64,3 +64,18 @@ def test_a_model_that_crashes_onnxruntime_on_random_inputs_still_converts(tmp_pa
     assert any("synthetic float32 run could not run on random inputs (the run died of SIGFPE)" in n
                for n in report.notes), report.notes
     assert (tmp_path / "out.onnx").exists()
+
+
+def test_validate_on_a_model_that_crashes_onnxruntime_is_a_one_line_error(tmp_path, cli_runner):
+    """`ampconv validate` runs the models in a forked child too: the crash is an error line and a non-zero exit."""
+    from ampconv_cli.main import cli
+
+    case = _fuzz_valid().make_case(1, 2162)
+    src = tmp_path / "model.onnx"
+    src.write_bytes(case.model)
+    out = tmp_path / "out.onnx"
+    ampconv.convert(src, out, ampconv.Config(overwrite=True))
+    result = cli_runner.invoke(cli, ["validate", str(src), str(out)])
+    assert result.exit_code not in (0, 3), result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"ampconv: error: {out}: validation could not run the models (the run died of SIGFPE)"]
