@@ -114,14 +114,13 @@ def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Mo
         return load_model(src, infer_types=infer_at_load)
 
     later = _fallback_target(request, model, fresh, data, complaint) if may_upgrade else None
-    if later is not None:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
+    if later is None:
+        report = _attempts(request, model, fresh, complaint, data)
+    else:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
         try:
             return _convert_upgraded(src, dst, config, policy, later, dry_run)
         except ConversionError as exc:
             report = _not_upgraded(_attempts(request, model, fresh, complaint, data), later, exc, model)
-            report.notes.extend(data_notes)
-            return report
-    report = _attempts(request, model, fresh, complaint, data)
     report.notes.extend(data_notes)
     return report
 

@@ -14,6 +14,7 @@ from ampconv.numerics.activations import Calibration, Thresholds
 from ampconv.graphs import all_graphs
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.facts import OpFacts
+from ampconv.plan.kvcache import CachePair, find_cache_pairs
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
 from ampconv.lowtypes import LowType, low_type, range_limits
@@ -103,6 +104,16 @@ class PlanContext:
                         found.append(node)
             self.memo["nodes_by_op"] = index
         return index
+
+    def cache_pairs(self) -> Tuple[CachePair, ...]:
+        """The main graph's KV-cache past/present pairs (``plan.kvcache``), found once and kept in ``memo``.
+
+        The driver's interface decisions and the provenance walk both read them.
+        """
+        pairs = self.memo.get("cache_pairs")
+        if pairs is None:
+            pairs = self.memo["cache_pairs"] = find_cache_pairs(self.model.graph)
+        return pairs
 
     @property
     def low_type(self) -> str:

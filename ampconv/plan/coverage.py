@@ -110,7 +110,7 @@ def bf16_kernel_notes(plan: Plan, opsets: Mapping[str, int]) -> List[str]:
     wanted = [Precision.LOW] if plan.low == "bf16" else []
     if plan.fallback == "bf16":
         wanted.append(Precision.FALLBACK)
-    written = [node for node, node_plan in nodes_with(plan, wanted)]
+    written = [node for node, node_plan in plan.nodes.items() if node_plan.decision.precision in wanted]
     if not written:
         return []
     facts = runtime_facts.active()
@@ -134,10 +134,4 @@ def bf16_kernel_notes(plan: Plan, opsets: Mapping[str, int]) -> List[str]:
             "between devices"]
 
 
-def nodes_with(plan: Plan, precisions) -> List[tuple]:
-    """(node, NodePlan) of ``plan`` whose decision has one of ``precisions``, in plan order."""
-    return [(node, node_plan) for node, node_plan in plan.nodes.items()
-            if node_plan.decision.precision in precisions]
-
-
-__all__ = ["RUNTIME_DOMAINS", "bf16_kernel_notes", "coverage_notes", "heavy_warning", "is_heavy", "nodes_with"]
+__all__ = ["RUNTIME_DOMAINS", "bf16_kernel_notes", "coverage_notes", "heavy_warning", "is_heavy"]

@@ -35,7 +35,6 @@ from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
 from ampconv.plan.fallback import FALLBACK, refused_warning as fallback_refused
 from ampconv.plan.facts import NodeFacts, node_facts
-from ampconv.plan.kvcache import find_cache_pairs
 from ampconv.plan.ranges import misfit
 from ampconv.plan.rules import BACKWARD, STRUCTURAL, Rule, builtin
 from ampconv.plan.table import RULE_TABLE, decide
@@ -97,7 +96,7 @@ class Planner:
         """Plan the main graph (and, through structural nodes, every subgraph)."""
         graph = self.ctx.model.graph
         keep = interface.kept_names(graph, self.ctx.options.keep_io_types)
-        cache = find_cache_pairs(graph)
+        cache = self.ctx.cache_pairs()
         low_cache = interface.low_cache_names(cache, self.ctx.options.kv_cache)
         keep = keep - low_cache.keys()
         decided: List[interface.InterfaceDecision] = []

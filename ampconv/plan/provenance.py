@@ -24,7 +24,6 @@ import onnx_ir as ir
 from ampconv.graphs import subgraphs_of
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
-from ampconv.plan.kvcache import find_cache_pairs
 
 _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
@@ -34,7 +33,7 @@ def scaled_by_user_data(ctx: PlanContext) -> FrozenSet[ir.Value]:
     found = ctx.memo.get("scaled_by_user_data")
     if found is None:
         graph = ctx.model.graph
-        cache = {pair.past for pair in find_cache_pairs(graph)}
+        cache = {pair.past for pair in ctx.cache_pairs()}
         sources = [v for v in graph.inputs if v.dtype in _FLOATS and v.name not in cache]
         found = ctx.memo["scaled_by_user_data"] = frozenset(data_reach(graph, sources))
     return found

@@ -37,7 +37,7 @@ def test_the_cpu_provider_lacks_the_low_scatter_reductions():
     assert ONNXRUNTIME.missing_low_kernel(_scatter("none"), CPU) is None
     assert ONNXRUNTIME.missing_low_kernel(_scatter(None), CPU) is None
     assert ONNXRUNTIME.missing_low_kernel(_scatter("max"), CUDA) is None  # no gap known there
-    assert lists.REDUCTION_NEEDS_FLOAT32 == {"ScatterND", "ScatterElements"}  # the planner's rule reads the fact
+    assert lists.REDUCTION_NEEDS_FLOAT32 == {"ScatterND", "ScatterElements"}  # the policy lists re-export the runtime's fact
 
 
 TWICE = """<ir_version: 8, opset_import: ["" : 18, "custom.ai" : 1]>
