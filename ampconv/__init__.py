@@ -13,7 +13,7 @@ Public API (the library never prints, never exits, never imports click):
 
 from __future__ import annotations
 
-from ampconv.deferred_imports import defer_all
+from ampconv.core.deferred_imports import defer_all
 
 defer_all()  # before anything imports onnx_ir (see the module)
 
@@ -29,18 +29,9 @@ from ampconv.errors import (  # noqa: E402
     UsageError,
 )
 
-# ``ampconv.validate`` is the function; the subpackage of the same name holds
-# its implementation and stays importable by path (``from ampconv.validate
-# import ValidateOptions``). Python sets a subpackage as an attribute of its
-# parent the first time it is imported, which would replace the function with
-# the module. So the (light: no numpy, onnx or onnxruntime) subpackage is
-# imported here, before anyone else can, and the function is bound over that
-# attribute; later imports find the subpackage in sys.modules and bind
-# nothing. Hence ``ampconv.validate(...)`` always calls; the subpackage's
-# contents are reached with ``from ampconv.validate import ...`` (note that
-# ``import ampconv.validate as v`` yields the function too, as attribute
-# lookup comes first).
-from ampconv.validate import ValidateOptions, validate  # noqa: E402
+# ``ampconv.validate`` is the function; its implementation is the package
+# ``ampconv.validation`` (a name of its own, so the two never shadow each other).
+from ampconv.validation import ValidateOptions, validate
 
 __version__ = "0.1.0"
 
@@ -110,7 +101,7 @@ def __getattr__(name):
 
         return MixedPrecisionPass
     if name == "ValidationResult":
-        from ampconv.validate import ValidationResult
+        from ampconv.validation import ValidationResult
 
         return ValidationResult
     raise AttributeError(name)

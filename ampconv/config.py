@@ -3,7 +3,7 @@
 ``Config`` is the public, flat value (``ampconv.Config(level="O3")``). It
 normalizes what people type, then builds its four option groups, each of
 which checks its own fields once when it is made (the groups live in
-``ampconv.option_groups``, below every unit that reads one; ``Config`` sits
+``ampconv.options.groups``, below every unit that reads one; ``Config`` sits
 above them and registers the user's rules with the planner first):
 
 - ``PolicyOptions``: which op lists and level (``ampconv.policy.load_policy``);
@@ -22,7 +22,7 @@ import dataclasses
 import os
 from typing import Callable, Optional, Tuple, Union
 
-from ampconv.option_groups import (  # noqa: F401 - the groups and their words, re-exported: Config's parts
+from ampconv.options.groups import (  # noqa: F401 - the groups and their words, re-exported: Config's parts
     DTYPES,
     FALLBACK_ALIASES,
     FALLBACK_DTYPES,
@@ -133,7 +133,7 @@ class Config:
         keep_opset: never upgrade by default (with ``opset`` too: a usage
             error, the two contradict each other).
         annotate: stamp each node's precision and rule into its
-            ``metadata_props`` (``ampconv.precision``, ``ampconv.rule``).
+            ``metadata_props`` (``ampconv.core.precision``, ``ampconv.rule``).
         progress: optional callback(bytes_done, bytes_total) while writing weights.
     """
 

@@ -3,7 +3,7 @@
 If onnx.checker or onnxruntime rejects the result for a node (no kernel for
 that type, a type clash in inference or in the runtime's graph resolution),
 that node is pinned to float32 with the tool's words as the reason, and the
-model is planned again (``ampconv.verdict`` reads the words): the tool never
+model is planned again (``ampconv.runtime.verdict`` reads the words): the tool never
 writes a model it knows will not load.
 """
 
@@ -24,15 +24,15 @@ from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
 from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
-from ampconv.load import load_model
-from ampconv.lowtypes import low_type
-from ampconv.opset_upgrade import auto_upgrade_target, default_opset, fallback_upgrade_target, upgraded_copy
-from ampconv.outputs import check_output_path, default_output_path
+from ampconv.reading.load import load_model
+from ampconv.core.lowtypes import low_type
+from ampconv.pipeline.opset_upgrade import auto_upgrade_target, default_opset, fallback_upgrade_target, upgraded_copy
+from ampconv.writing.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
-from ampconv.repair import accept_input, repair
+from ampconv.reading.repair import accept_input, repair
 from ampconv.report import Report
-from ampconv.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
-from ampconv.graphs import fixed_graph_list
+from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
+from ampconv.core.graphs import fixed_graph_list
 
 MAX_RUNTIME_RETRIES = 8
 

@@ -134,5 +134,5 @@ class RuntimeMissingError(AmpconvError):
         self.what = what
 
     def __reduce__(self):
-        # Made again from what it was made of (ampconv.isolated sends exceptions across a fork, pickled).
+        # Made again from what it was made of (ampconv.runtime.isolated sends exceptions across a fork, pickled).
         return (type(self), (self.what,))

@@ -26,10 +26,10 @@ from onnx_ir.passes import FunctionalPass, PassResult
 
 from ampconv.config import Config
 from ampconv.errors import AmpconvError, UsageError
-from ampconv.load import weight_bytes
+from ampconv.reading.load import weight_bytes
 from ampconv.report import Report
 from ampconv.converter import convert
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 
 # How the report and error messages name a model that has no path.
 IN_MEMORY = "<in-memory model>"

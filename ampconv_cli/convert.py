@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 import ampconv
-from ampconv import outputs
+from ampconv.writing import outputs
 from ampconv.config import Config
-from ampconv.outputs import default_output_path
+from ampconv.writing.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
-from ampconv.validate import check_inputs
+from ampconv.validation import check_inputs
 from ampconv_cli import collection
 from ampconv_cli.errors import flag_of, handle_errors
 from ampconv_cli.options import (
@@ -227,7 +227,7 @@ def _check_random_input_flags(given, validation, calibration_data, do_validate) 
 
 
 def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:
-    """Check what this run writes besides the model, before it starts (``ampconv.outputs`` rules).
+    """Check what this run writes besides the model, before it starts (``ampconv.writing.outputs`` rules).
 
     The model (``-o`` or the default name) and its data file may not be a
     validation sample. ``--report`` may not be an input (the model, its

@@ -3,7 +3,7 @@
 0 ok, 1 error, 2 usage/policy error, 3 validation over tolerance, 130 interrupted.
 
 A run that fails or is interrupted after it published a file (the converted
-model before ``--validate``, the report) says which: ``ampconv.outputs``
+model before ``--validate``, the report) says which: ``ampconv.writing.outputs``
 records every file as it is published, and ``handle_errors`` reads that record.
 """
 
@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import click
 
-from ampconv import outputs
+from ampconv.writing import outputs
 from ampconv.errors import AmpconvError, Parameter
 
 

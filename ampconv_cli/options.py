@@ -227,7 +227,7 @@ model_options = OptionGroup(
                      help="Never upgrade the model's opset by default (not with --opset)."),
         click.option("--annotate", is_flag=True,
                      help="Stamp each node's precision and rule into its metadata_props "
-                     "(ampconv.precision, ampconv.rule), visible in model viewers."),
+                     "(ampconv.core.precision, ampconv.rule), visible in model viewers."),
     ),
     _fields("opset", "keep_opset", "annotate"),
     title="Output and checks",

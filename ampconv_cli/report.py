@@ -24,7 +24,7 @@ def command(report, output, overwrite):
     them, per-node errors along the graph. It loads nothing from the network.
     Exit 0 ok, 1 error (the report cannot be read, the page cannot be written).
     """
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report, output, overwrite=overwrite)
     click.echo(f"ampconv: wrote {page}", err=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from ampconv import outputs
+from ampconv.writing import outputs
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import OptionGroup, TopicCommand, topics_of
 from ampconv_cli.validation_options import (

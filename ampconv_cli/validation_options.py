@@ -20,15 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 import click
 
 from ampconv.errors import AmpconvError, UsageError
-from ampconv.isolated import IsolatedFailure, run_isolated
+from ampconv.runtime.isolated import IsolatedFailure, run_isolated
 from ampconv_cli.errors import flag_of
 from ampconv_cli.options import OptionGroup
-from ampconv.validate import ValidateOptions, parse_shape, validate
-from ampconv.validate.nature_kinds import NATURE_OVERRIDES
-from ampconv.shapespec import parse_input_range
-from ampconv.validate.options import parse_limit, parse_nature
-from ampconv.validate.render import render
-from ampconv.validate.reportfile import merge_into_report
+from ampconv.validation import ValidateOptions, parse_shape, validate
+from ampconv.validation.nature_kinds import NATURE_OVERRIDES
+from ampconv.core.shapespec import parse_input_range
+from ampconv.validation.options import parse_limit, parse_nature
+from ampconv.validation.render import render
+from ampconv.validation.reportfile import merge_into_report
 
 VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize",
                      "natures", "limits")
@@ -209,7 +209,7 @@ def run_and_render(
     with_bar = options.show_progress and sys.stderr.isatty()
 
     def step():
-        # In a forked child (ampconv.isolated): a runtime that dies running the models (SIGFPE in a native kernel
+        # In a forked child (ampconv.runtime.isolated): a runtime that dies running the models (SIGFPE in a native kernel
         # on inputs it cannot take) is a one-line error here, not "Floating point exception" and no verdict.
         if not with_bar:
             return validate(reference, converted, options)

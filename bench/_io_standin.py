@@ -3,7 +3,7 @@
 It converts every float32 initializer to float16 lazily (round to nearest even,
 computed while written) and inserts a Cast back to float32 after it, so the
 model stays valid without any planning. This isolates what the I/O path
-(``ampconv.load``, ``ampconv.chunks``, ``ampconv.writer``, ``ampconv.outputs``)
+(``ampconv.reading.load``, ``ampconv.tensors.chunks``, ``ampconv.writing.writer``, ``ampconv.writing.outputs``)
 costs from what the converter's passes cost; the benchmark reports both.
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from ampconv.chunks import CastTensor
-from ampconv.load import load_model
-from ampconv.loadcheck import check_written
-from ampconv.outputs import publish, staging_dir
-from ampconv.writer import write_model
+from ampconv.tensors.chunks import CastTensor
+from ampconv.reading.load import load_model
+from ampconv.runtime.loadcheck import check_written
+from ampconv.writing.outputs import publish, staging_dir
+from ampconv.writing.writer import write_model
 
 
 def lazy_fp16(src: ir.TensorProtocol) -> ir.LazyTensor:

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import ampconv  # noqa: E402
-from ampconv.validate import ValidateOptions, validate  # noqa: E402
+from ampconv.validation import ValidateOptions, validate  # noqa: E402
 from bench import bf16_models  # noqa: E402
 from bench.models import build_samples  # noqa: E402
 

@@ -133,7 +133,7 @@ def measure(model: DeployModel, path: pathlib.Path, validate: bool) -> dict[str,
 def emulated_verdict(model: DeployModel, path: pathlib.Path) -> dict[str, object]:
     """``ampconv.validate`` under emulation on seeded random inputs: passed, decided_by, worst cosine."""
     import ampconv
-    from ampconv.validate import ValidateOptions
+    from ampconv.validation import ValidateOptions
 
     options = ValidateOptions(backend="emulate", samples=SAMPLES, seed=0, shapes=dict(model.dims),
                               input_ranges=dict(model.input_ranges))
@@ -330,7 +330,7 @@ def render_markdown(result: dict[str, object]) -> str:
     lines = ["# Deployment figures: ampconv vs onnxruntime's float16 tool (issue 20)", "",
              "Cast traffic: bytes moved by Cast nodes per inference at the sample shapes (input + output, "
              "MB = 10^6 bytes). Heavy: MatMul/Gemm/Conv/attention/normalization nodes reading float16/bfloat16 "
-             "(`ampconv.heavy_ops.HEAVY_OPS`). Float: nodes with float data whose first float tensor is LOW. "
+             "(`ampconv.core.heavy_ops.HEAVY_OPS`). Float: nodes with float data whose first float tensor is LOW. "
              f"Emulated: `ampconv.validate` with fp16/bf16 emulation, {SAMPLES} seeded random samples "
              "(worst cosine over outputs). Loads: an onnxruntime CPU session; bfloat16 models are expected "
              "not to load there (the CPU provider has no bfloat16 kernels for most ops).", ""]

@@ -38,7 +38,7 @@ OPS = [("MatMul", "LOW", "white", "white list at O2"), ("Add", "LOW", "gray-foll
 
 def synthetic_report(nodes: int = 40_000, seed: int = 0) -> dict:
     """A report dict shaped like ``convert --report --validate --localize --tune`` output, with ``nodes`` nodes."""
-    from ampconv import outputs
+    from ampconv.writing import outputs
 
     rng = random.Random(seed)
     entries, errors, own = [], [], {}

@@ -10,7 +10,7 @@ one run:
 2. onnxconverter-common ``convert_float_to_float16(keep_io_types=True)`` + save;
 3. ``ampconv convert --level O2`` (the CLI; the library API when the CLI has
    no ``convert`` command yet), its default onnxruntime load check included;
-4. for reference, the I/O path alone (``ampconv.load``, ``chunks``, ``writer``
+4. for reference, the I/O path alone (``ampconv.reading.load``, ``chunks``, ``writer``
    through ``bench/_io_standin.py``: every weight to float16 with a Cast back,
    no planning).
 

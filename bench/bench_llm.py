@@ -195,7 +195,7 @@ def convert_all(src: pathlib.Path, work: pathlib.Path, kv_flag: bool, builder_fp
 
 def kv_bytes(path: pathlib.Path, shapes: dict[str, tuple]) -> dict[str, object]:
     """Bytes of the KV cache read (past inputs) and written (present outputs) per step, in declared types."""
-    from ampconv.tensorsize import tensor_bytes
+    from ampconv.tensors.tensorsize import tensor_bytes
 
     model = onnx.load(str(path), load_external_data=False)
     past_names, present_names = llm_models.cache_names()
@@ -318,7 +318,7 @@ def emulation_verdict(src: pathlib.Path, path: pathlib.Path, feed: dict, work: p
 def ampconv_validate(src: pathlib.Path, path: pathlib.Path, npz: pathlib.Path) -> dict:
     """ampconv's own verdict (``validate --backend emulate --inputs`` the decode step): info beside the greedy one."""
     import ampconv
-    from ampconv.validate import ValidateOptions
+    from ampconv.validation import ValidateOptions
 
     try:
         result = ampconv.validate(str(src), str(path), ValidateOptions(inputs=(str(npz),), backend="emulate"))

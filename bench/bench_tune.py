@@ -108,7 +108,7 @@ def emulate_check(src, dst, calib: str, rtol: float, atol: float, backend: str =
     """Validate ``dst`` against ``src`` on every calibration sample with ``backend``; never raises."""
     try:
         import ampconv
-        from ampconv.validate import ValidateOptions
+        from ampconv.validation import ValidateOptions
 
         result = ampconv.validate(str(src), str(dst), ValidateOptions(
             inputs=(calib,), backend=backend, rtol=rtol, atol=atol))

@@ -77,7 +77,7 @@ def measure(work: pathlib.Path, batch: int = 8, repeats: int = 50) -> dict:
     import onnx
 
     import ampconv
-    from ampconv.validate import ValidateOptions, validate
+    from ampconv.validation import ValidateOptions, validate
     from ampconv.numerics import emulate, modelio
 
     src = _samples(work / "samples")["transformer"]
@@ -125,7 +125,7 @@ def measure(work: pathlib.Path, batch: int = 8, repeats: int = 50) -> dict:
 
 _PEAK_RSS = """
 import resource, sys
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 result = validate(sys.argv[1], sys.argv[2], ValidateOptions(samples=int(sys.argv[3]), shapes={"batch": 32}))
 print(result.samples, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

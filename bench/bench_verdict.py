@@ -283,7 +283,7 @@ def validate_and_judge(model: RealModel, src: pathlib.Path, dst: pathlib.Path, m
                        npz: pathlib.Path) -> dict[str, object]:
     """Validate ``dst`` against ``src`` on the realistic or random inputs; add ground truth per output."""
     import ampconv
-    from ampconv.validate import ValidateOptions
+    from ampconv.validation import ValidateOptions
 
     if mode == REAL:
         options = ValidateOptions(backend="emulate", inputs=(str(npz),))

@@ -34,8 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import onnx
 from onnx import TensorProto
 
-from ampconv.heavy_ops import HEAVY_OPS, is_outer_product
-from ampconv.tensorsize import tensor_bytes
+from ampconv.core.heavy_ops import HEAVY_OPS, is_outer_product
+from ampconv.tensors.tensorsize import tensor_bytes
 
 # How many of the most expensive Casts ``largest_casts`` names (where a converter's traffic goes).
 LARGEST_CASTS = 5

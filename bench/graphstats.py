@@ -113,7 +113,7 @@ def ort_load_error(path: pathlib.Path) -> str | None:
 def ort_session_seconds(path: pathlib.Path) -> float | str:
     """Seconds to create an onnxruntime CPU session the way ampconv's load check does.
 
-    Optimizations and weight pre-packing off (as ``ampconv.loadcheck.check_written``
+    Optimizations and weight pre-packing off (as ``ampconv.runtime.loadcheck.check_written``
     creates it), so this is the share of ``convert()`` spent in onnxruntime.
     """
     import time

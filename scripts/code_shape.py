@@ -27,27 +27,24 @@ from collections import defaultdict
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_PARAMS = 80, 7
 LAZY_MODULES = frozenset({
-    "ampconv", "ampconv.config", "ampconv.option_groups", "ampconv.outputs", "ampconv.report", "ampconv.validate",
-    "ampconv.validate.criteria", "ampconv.htmlreport",
+    "ampconv", "ampconv.config", "ampconv.options.groups", "ampconv.writing.outputs", "ampconv.report",
+    "ampconv.validation", "ampconv.validation.criteria", "ampconv.report.html",
 })
 
 # The units of ``ampconv``, from the top layer down: a unit imports only units of its own layer or below.
 UNIT_LAYERS = (
     ("interface", ("ampconv", "__main__", "config", "converter", "inmemory")),
-    ("pipeline", ("stages", "conversion_figures", "htmlreport")),
+    ("pipeline", ("pipeline", "report")),
     ("calibration", ("calibration",)),
-    ("validation", ("validate",)),
-    ("checks", ("checks", "probe", "opset_upgrade")),
+    ("validation", ("validation",)),
+    ("checks", ("checks",)),
     ("rewrite", ("passes",)),
-    ("planner", ("plan", "upgrade_hints")),
+    ("planner", ("plan",)),
     ("numerics", ("numerics",)),
     ("policy", ("policy",)),
-    ("foundation", (
-        "option_groups", "shapespec", "report", "writer", "outputs", "repair", "prepare", "shapes", "load",
-        "sidecar", "loadcheck", "verdict", "schema", "runtime_facts", "runtime_schemas", "low_range", "chunks", "fastcast",
-        "graphs", "tensorsize", "dimexpr", "heavy_ops", "lowtypes", "domains", "precision", "errors",
-        "deferred_imports", "isolated",
-    )),
+    ("files", ("writing", "reading")),
+    ("runtime", ("runtime",)),
+    ("foundation", ("options", "tensors", "core", "errors")),
 )
 
 

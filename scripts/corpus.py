@@ -451,7 +451,7 @@ def _emulated_run(dst: str, feeds: Dict[str, object], tmp: str) -> Dict[str, obj
 def _compare(reference: Dict[str, object], converted: Dict[str, object], dtype: str) -> Optional[str]:
     """None when every output agrees; otherwise a one-line description of the first drift."""
     from ampconv.numerics.metrics import compare
-    from ampconv.validate.options import DEFAULT_TOLERANCES
+    from ampconv.validation.options import DEFAULT_TOLERANCES
 
     rtol, atol = DEFAULT_TOLERANCES[dtype]
     for name, ref in reference.items():

@@ -180,7 +180,7 @@ class Outcome:
 def run_case(seed: int, index: int, folder: Optional[Path] = None) -> Outcome:
     """Build, convert at O3 and by default, validate under emulation; judge the default (see the module docstring)."""
     import ampconv
-    from ampconv.validate.options import ValidateOptions
+    from ampconv.validation.options import ValidateOptions
 
     spelling = draw(seed, index)
     with tempfile.TemporaryDirectory(prefix="ampconv-spelling-") as tmp:

@@ -4,7 +4,7 @@ Usage: ``python scripts/verdict_measure.py [--out DIR] [--markdown] [--only SUBS
 
 Every model is converted with ``ampconv.convert`` at O2 to fp16 and to bf16
 and validated under emulation (CPU, 2 seeded random samples, batch 2 where
-free) with the default criteria (``ampconv.validate.criteria``). One row per
+free) with the default criteria (``ampconv.validation.criteria``). One row per
 output gives the statistics the criteria read (cosine, scaled p99 and max
 error, argmax agreement on clear rows and on all rows) and two verdicts:
 *strict*, the elementwise rule ``|conv - ref| <= atol + rtol*|ref|`` at the
@@ -51,7 +51,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, version_converter
 
 import ampconv
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 # The models built here use opset 22 (IR 10), where Conv takes bfloat16: bf16 converts them too.
@@ -500,7 +500,7 @@ def _map_task(ref: dict, conv: dict) -> bool:
 
 def _detection_task(packed: bool, cut: float | None):
     """Reference detections scoring over the cut + 0.01: >= 95% matched (same label, IoU >= 0.5), <= 5% extra."""
-    from ampconv.validate.detections import iou
+    from ampconv.validation.detections import iou
 
     def rows(out):
         if packed:

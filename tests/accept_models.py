@@ -10,7 +10,7 @@
   refuses the input, onnxruntime runs it. With ``rank_varies`` the branches
   return different ranks, so no shape can be declared for the output.
 - ``repairable(kind, in_subgraph)``: one model per repair kind of
-  ``ampconv.repair``, the defect in the main graph or inside an If branch.
+  ``ampconv.reading.repair``, the defect in the main graph or inside an If branch.
 
 Every builder returns a float32 ``onnx.ModelProto`` and its seeded feeds.
 """

@@ -43,7 +43,7 @@ def elem_types(model: onnx.ModelProto) -> Dict[str, int]:
     """tensor name -> element type, from inputs, outputs, value_info, initializers.
 
     Type inference runs first: a converted model declares value_info only where
-    its input did (ampconv.writer), so intermediate types come from inference.
+    its input did (ampconv.writing.writer), so intermediate types come from inference.
     """
     types = {}
     model = onnx.shape_inference.infer_shapes(model)

@@ -4,8 +4,8 @@
 off (the checker still runs), then judges the written model twice:
 
 - **whole**: one onnxruntime session of the whole model, its refusal read by
-  ``ampconv.verdict.judge`` (load / accept / pin / fail);
-- **probe**: what the converter decides (``ampconv.checks.check_staged``: the
+  ``ampconv.runtime.verdict.judge`` (load / accept / pin / fail);
+- **probe**: what the converter decides (``ampconv.checks.staged.check_staged``: the
   probe, and a probe refusal confirmed on the whole model), and, apart, the
   probe's own raw answer before any confirmation.
 
@@ -26,14 +26,14 @@ from typing import Dict, Optional
 import onnx_ir as ir
 
 import ampconv
-from ampconv.checks import CheckSettings, check_staged
+from ampconv.checks.staged import CheckSettings, check_staged
 from ampconv.errors import AmpconvError, ConversionError
-from ampconv.load import load_model
-from ampconv.loadcheck import runtime_refusal
-from ampconv.probe import build_probe
-from ampconv.shapes import inferred_shapes
-from ampconv.repair import rankless_interface
-from ampconv.verdict import judge
+from ampconv.reading.load import load_model
+from ampconv.runtime.loadcheck import runtime_refusal
+from ampconv.checks.probe import build_probe
+from ampconv.reading.shapes import inferred_shapes
+from ampconv.reading.repair import rankless_interface
+from ampconv.runtime.verdict import judge
 
 
 def compare(src: str, level: str, dtype: str, folder: str) -> Optional[Dict[str, object]]:

@@ -31,7 +31,7 @@ from typing import Dict, Iterable, Mapping, Optional
 import onnx_ir as ir
 
 from ampconv.numerics.activations import MARGIN, Calibration, fmt
-from ampconv.lowtypes import LowType
+from ampconv.core.lowtypes import LowType
 from ampconv.plan.search_pins import SearchPins
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconv.option_groups import DataOptions
-from ampconv.validate import inputs
+from ampconv.options.groups import DataOptions
+from ampconv.validation import inputs
 from ampconv.numerics import modelio
 
 RANDOM = "random"

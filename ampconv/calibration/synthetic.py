@@ -10,7 +10,7 @@ keeps float32 the nodes whose values overflow the LOW type on that sample
 only overflow is read). The magnitude analysis (``plan.magnitude``) speaks
 whether or not the run happened; a model that is too large, or that cannot
 run on random inputs, is left to it, and the report says why. The run is
-made in a forked child (``ampconv.isolated``): random inputs (and symbolic
+made in a forked child (``ampconv.runtime.isolated``): random inputs (and symbolic
 axes at 1) can make onnxruntime's native kernels die (an integer division by
 zero, SIGFPE), which must cost the run, not the conversion.
 """
@@ -23,15 +23,15 @@ from typing import List, Optional, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv import tensorsize
-from ampconv.option_groups import DataOptions
+from ampconv.tensors import tensorsize
+from ampconv.options.groups import DataOptions
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
 from ampconv.numerics.activations import Calibration
-from ampconv.isolated import run_isolated
-from ampconv.loadcheck import first_line
-from ampconv.lowtypes import LowType
-from ampconv.graphs import all_graphs
+from ampconv.runtime.isolated import run_isolated
+from ampconv.runtime.loadcheck import first_line
+from ampconv.core.lowtypes import LowType
+from ampconv.core.graphs import all_graphs
 
 # "A few seconds on the CPU": at most this many nodes and this many bytes of float32 weights.
 MAX_NODES = 1500

@@ -49,21 +49,21 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 from ampconv.calibration import margin
 from ampconv.numerics import ownerror
 from ampconv.numerics.ownerror import OwnError
-from ampconv.lowtypes import low_type
+from ampconv.core.lowtypes import low_type
 from ampconv.passes.pipeline import run_passes
-from ampconv.prepare import InferTypesPass, NameNodesPass
+from ampconv.reading.prepare import InferTypesPass, NameNodesPass
 from ampconv.numerics import emulate as emulation
 from ampconv.numerics import modelio, runners
-from ampconv.validate.comparison import Judging, judge_output
+from ampconv.validation.comparison import Judging, judge_output
 from ampconv.errors import AmpconvError
-from ampconv.validate import floor
-from ampconv.validate.criteria import DEFAULT, FLOOR_FACTOR, NEAR_TIE_WORDS
-from ampconv.validate.natures import output_natures
-from ampconv.validate.options import ValidateOptions
+from ampconv.validation import floor
+from ampconv.validation.criteria import DEFAULT, FLOOR_FACTOR, NEAR_TIE_WORDS
+from ampconv.validation.natures import output_natures
+from ampconv.validation.options import ValidateOptions
 
 REFERENCE_CACHE_BYTES = 256 * 1024**2
 

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ampconv.lowtypes import LowType
+from ampconv.core.lowtypes import LowType
 
 # Reductions whose running sum the accumulation statistic follows, and the matrix products it bounds.
 REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceL1", "ReduceL2", "ReduceSumSquare"})

@@ -6,8 +6,8 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
-from ampconv.graphs import bounded_uses
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import bounded_uses
 
 # Ops whose result magnifies the relative error of (some of) their inputs: input slots that amplify.
 AMPLIFIERS = {

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.domains import is_default
-from ampconv.graphs import subgraphs_of
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import subgraphs_of
 
 # Ops whose body outputs past the loop-carried ones are stacked over iterations.
 _STACKING = {"Loop": "body", "Scan": "body"}

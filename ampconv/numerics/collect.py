@@ -25,14 +25,14 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.numerics.activations import PRODUCTS, REDUCTIONS, Accumulation, Calibration, TensorStats
-from ampconv.lowtypes import LowType
-from ampconv.prepare import NameNodesPass
+from ampconv.core.lowtypes import LowType
+from ampconv.reading.prepare import NameNodesPass
 from ampconv.errors import AmpconvError
-from ampconv.loadcheck import first_line
+from ampconv.runtime.loadcheck import first_line
 from ampconv.numerics import bodies, modelio, runners
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 
 # Above this many multiply-adds per sample a product's |A|@|B| bound is not repeated in numpy.
 PRODUCT_BOUND_MAX_MACS = 2 * 10**8

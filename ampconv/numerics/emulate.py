@@ -54,8 +54,8 @@ from collections.abc import Collection
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.graphs import all_graphs
-from ampconv.lowtypes import KEY_OF_DTYPE
+from ampconv.core.graphs import all_graphs
+from ampconv.core.lowtypes import KEY_OF_DTYPE
 from ampconv.numerics.modelio import ensure_types, untyped_values
 
 FLOAT = ir.DataType.FLOAT

@@ -20,7 +20,7 @@ statistics over the elements finite in both models are kept apart
 hide how far the rest drifted. Matched non-finites (the same inf, NaN in both)
 are not errors and leave the statistics alone.
 
-Statistics the default criteria read (``ampconv.validate.criteria``) are also
+Statistics the default criteria read (``ampconv.validation.criteria``) are also
 computed here: errors relative to the output's own scale (``scaled_errors``)
 and label agreement on rows whose reference top-1 is clear
 (``label_agreement``). This module measures; ``criteria`` decides.

@@ -15,17 +15,17 @@ from pathlib import Path
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 
 from ampconv.errors import ModelLoadError
-from ampconv.prepare import infer_types
-from ampconv.load import load_model
-from ampconv.lowtypes import KEY_OF_DTYPE
-from ampconv.repair import accept_input, repair
+from ampconv.reading.prepare import infer_types
+from ampconv.reading.load import load_model
+from ampconv.core.lowtypes import KEY_OF_DTYPE
+from ampconv.reading.repair import accept_input, repair
 
 # A derived copy whose estimated size (whole model) is above this is saved with
 # external data; well under 2 GiB because widening fp16 weights to float32
-# doubles them. (Not ampconv.writer.INLINE_TENSOR_MAX_BYTES, which is per tensor.)
+# doubles them. (Not ampconv.writing.writer.INLINE_TENSOR_MAX_BYTES, which is per tensor.)
 DERIVED_MODEL_INLINE_MAX_BYTES = int(1.5 * 1024**3)
 
 Dim = int | str | None

@@ -30,13 +30,13 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.numerics.collect import run_copy
-from ampconv.lowtypes import LowType
+from ampconv.core.lowtypes import LowType
 from ampconv.numerics import modelio
 from ampconv.numerics.metrics import relative_rms_error
 from ampconv.numerics.emulate import NameMaker, round_trip
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier
 
 FLOAT = ir.DataType.FLOAT

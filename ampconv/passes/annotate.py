@@ -2,7 +2,7 @@
 
 The decision then travels with the model into any viewer (Netron shows
 metadata_props) or later tool, the way onnxscript's rewriter stamps the names
-of the rules that produced a node. Keys: ``ampconv.precision`` (``float16``,
+of the rules that produced a node. Keys: ``ampconv.core.precision`` (``float16``,
 ``bfloat16``, ``float32``, or ``none`` for a node without float data) and
 ``ampconv.rule`` (the rule id, ``docs/precision.md``). Casts the rewrite
 inserted, and Constants it copied, are stamped ``ampconv.rule = inserted``.
@@ -13,12 +13,12 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
-from ampconv.precision import Precision
-from ampconv.lowtypes import low_type
+from ampconv.core.precision import Precision
+from ampconv.core.lowtypes import low_type
 from ampconv.plan import Plan
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 
-PRECISION_KEY = "ampconv.precision"
+PRECISION_KEY = "ampconv.core.precision"
 RULE_KEY = "ampconv.rule"
 INSERTED = "inserted"
 

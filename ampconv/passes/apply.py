@@ -37,16 +37,16 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
-from ampconv.domains import is_default
-from ampconv.chunks import CastTensor
-from ampconv.low_range import to_low
+from ampconv.core.domains import is_default
+from ampconv.tensors.chunks import CastTensor
+from ampconv.tensors.low_range import to_low
 from ampconv.passes.invariants import check_loop_state_types
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
-from ampconv.precision import Precision
-from ampconv import tensorsize
-from ampconv.graphs import all_graphs, subgraphs_of
+from ampconv.core.precision import Precision
+from ampconv.tensors import tensorsize
+from ampconv.core.graphs import all_graphs, subgraphs_of
 
 FALLBACK = Precision.FALLBACK
 _LOWS = (LOW, FALLBACK)  # the precisions stored in a 16-bit type

@@ -24,8 +24,8 @@ import dataclasses
 from typing import Dict, Optional, Tuple
 
 import onnx_ir as ir
-from ampconv.domains import is_default
-from ampconv.graphs import all_graphs
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassManager, PassResult
 
 WIDE = ir.DataType.FLOAT

@@ -16,7 +16,7 @@ interface, typed as the user asked.
 from __future__ import annotations
 
 import onnx_ir as ir
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassResult
 
 

@@ -13,10 +13,10 @@ from typing import Iterator, List, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.errors import ConversionError
-from ampconv.schema import loop_slots
-from ampconv.graphs import all_graphs
+from ampconv.runtime.schema import loop_slots
+from ampconv.core.graphs import all_graphs
 
 
 def loop_state_pairs(node: ir.Node, opset: int) -> Iterator[Tuple[Optional[ir.Value], ir.Value, ir.Value]]:

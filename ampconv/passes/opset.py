@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import List
 
 import onnx_ir as ir
-from ampconv.domains import is_default
-from ampconv.graphs import all_graphs
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import all_graphs
 from onnx_ir.passes import InPlacePass, PassResult
 
 

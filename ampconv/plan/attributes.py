@@ -11,10 +11,10 @@ from typing import Tuple
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.plan.decision import AttributeDecision, Decision
 from ampconv.plan.rules import ATTRIBUTE, Rule, builtin
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 
 
 RULES = (builtin(Rule(

@@ -20,7 +20,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.policy.lists import behaviour_kind
 
 # op -> the largest magnitude its float output can take, for any input.

@@ -8,18 +8,18 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.option_groups import PlanOptions
+from ampconv.options.groups import PlanOptions
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration, Thresholds
-from ampconv.graphs import all_graphs
+from ampconv.core.graphs import all_graphs
 from ampconv.plan.decision import ConstantNote
 from ampconv.plan.facts import OpFacts
 from ampconv.plan.kvcache import CachePair, find_cache_pairs
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
-from ampconv.lowtypes import LowType, low_type, range_limits
-from ampconv.schema import normalize_domain
-from ampconv.shapes import ShapeSource, inferred_shapes
+from ampconv.core.lowtypes import LowType, low_type, range_limits
+from ampconv.runtime.schema import normalize_domain
+from ampconv.reading.shapes import ShapeSource, inferred_shapes
 
 
 @dataclasses.dataclass

@@ -23,12 +23,12 @@ from typing import Dict, List, Mapping
 
 import onnx_ir as ir
 
-from ampconv import runtime_facts
-from ampconv.heavy_ops import HEAVY_OPS
+from ampconv.runtime import facts as runtime_facts
+from ampconv.core.heavy_ops import HEAVY_OPS
 from ampconv.plan.decision import NodePlan, Plan
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 from ampconv.policy import HIGH, LOW
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 # Domains whose schemas onnxruntime ships (com.microsoft and its layout variants).
 RUNTIME_DOMAINS = frozenset({"com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc"})

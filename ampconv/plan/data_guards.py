@@ -37,7 +37,7 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.graphs import bounded_sources
+from ampconv.core.graphs import bounded_sources
 from ampconv.numerics.activations import REDUCTIONS, fmt
 from ampconv.numerics.amplifiers import AMPLIFIERS, feeds_amplifier  # noqa: F401 - AMPLIFIERS: re-exported
 from ampconv.plan.context import PlanContext
@@ -48,7 +48,7 @@ from ampconv.plan.guards import MASK_PATH, feeds_softmax
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
 from ampconv.policy.lists import BLACK
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 
 

@@ -7,9 +7,9 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.precision import Precision
-from ampconv.low_range import RangeStats
-from ampconv.lowtypes import LOW_TYPES, RangeLimits
+from ampconv.core.precision import Precision
+from ampconv.tensors.low_range import RangeStats
+from ampconv.core.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.interface import InterfaceDecision
 from ampconv.plan.kvcache import CachePair
 from ampconv.plan.rules import check_rule_id
@@ -20,7 +20,7 @@ FREE = "FREE"  # transient: decided by consumers in the backward pass
 ANY = "ANY"  # input slot requirement: any type, no cast needed
 UNKNOWN = "UNKNOWN"  # transient slot requirement of a FREE consumer
 
-# The rewrite's view of the LOW types (ampconv.lowtypes holds every fact about them).
+# The rewrite's view of the LOW types (ampconv.core.lowtypes holds every fact about them).
 LOW_DTYPES = {key: record.dtype for key, record in LOW_TYPES.items()}
 
 

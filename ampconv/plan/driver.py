@@ -23,9 +23,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.errors import named
-from ampconv.option_groups import PlanOptions
+from ampconv.options.groups import PlanOptions
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
 from ampconv.plan import gray, interface
@@ -41,8 +41,8 @@ from ampconv.plan.table import RULE_TABLE, decide
 from ampconv.plan.values import is_constant, is_float
 from ampconv.policy import HIGH, LOW, Policy
 from ampconv.policy.lists import behaviour_kind
-from ampconv.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
-from ampconv.graphs import all_graphs
+from ampconv.runtime.schema import first_opset_allowing, loop_slots, normalize_domain, op_info
+from ampconv.core.graphs import all_graphs
 
 
 # Ops that return some of their data input's elements unchanged (an embedding lookup, a slice of a table).

@@ -31,8 +31,8 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.low_range import RangeStats
-from ampconv.domains import is_default
+from ampconv.tensors.low_range import RangeStats
+from ampconv.core.domains import is_default
 from ampconv.numerics.amplifiers import feeds_amplifier
 from ampconv.plan.context import PlanContext
 

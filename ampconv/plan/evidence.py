@@ -37,7 +37,7 @@ from typing import Dict, Iterable, Mapping, Optional, Set, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -49,7 +49,7 @@ from ampconv.plan.rules import RANGE, Rule, builtin
 from ampconv.plan.values import constant_array, is_constant
 from ampconv.policy import GRAY, HIGH
 from ampconv.policy.lists import BLACK
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 # fp16 sums over at least this many values stay float32 (mean |x| > 65504 / 4096 = 16 overflows).
 SUM_EXTENT = 4096

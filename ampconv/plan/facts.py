@@ -15,7 +15,7 @@ from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.policy.lists import ANY_TYPE_INPUT, behaviour_kind
-from ampconv.schema import OpInfo, normalize_domain, op_info
+from ampconv.runtime.schema import OpInfo, normalize_domain, op_info
 
 _TENSOR_TYPE = ir.TensorType
 _FLOAT = ir.DataType.FLOAT

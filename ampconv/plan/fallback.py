@@ -31,14 +31,14 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.errors import named
-from ampconv.lowtypes import low_type
+from ampconv.core.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
-from ampconv.precision import Precision
-from ampconv.schema import first_opset_allowing, normalize_domain
+from ampconv.core.precision import Precision
+from ampconv.runtime.schema import first_opset_allowing, normalize_domain
 
 FALLBACK = Precision.FALLBACK
 # Cast (and every default-domain op) takes bfloat16 from this opset on.

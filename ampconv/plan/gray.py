@@ -38,7 +38,7 @@ from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import BACKWARD, GRAY as GRAY_FAMILY, Rule, builtin
 from ampconv.plan.values import is_constant, origin
 from ampconv.policy import HIGH, LOW
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 
 def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:

@@ -28,10 +28,10 @@ from typing import Dict, Optional
 
 import onnx_ir as ir
 
-from ampconv.low_range import RangeStats, range_stats
-from ampconv.domains import is_default
-from ampconv.graphs import bounded_uses
-from ampconv.lowtypes import low_type
+from ampconv.tensors.low_range import RangeStats, range_stats
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import bounded_uses
+from ampconv.core.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ConstantNote, Decision
 from ampconv.plan.effect import flush_effect

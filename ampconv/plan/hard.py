@@ -11,8 +11,8 @@ from typing import Callable, Optional
 
 import onnx_ir as ir
 
-from ampconv import runtime_facts
-from ampconv.domains import is_default, op_label
+from ampconv.runtime import facts as runtime_facts
+from ampconv.core.domains import is_default, op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -23,8 +23,8 @@ from ampconv.policy.lists import (
     FLOAT32_FUNCTION_BODY,
     QUANTIZATION,
 )
-from ampconv.upgrade_hints import CONVERTS_LATER, stays_high
-from ampconv.schema import first_opset_allowing, normalize_domain
+from ampconv.plan.upgrade_hints import CONVERTS_LATER, stays_high
+from ampconv.runtime.schema import first_opset_allowing, normalize_domain
 
 
 def no_schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:

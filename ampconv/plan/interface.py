@@ -19,7 +19,7 @@ import onnx_ir as ir
 from ampconv.errors import UsageError, named
 from ampconv.plan.kvcache import CachePair
 from ampconv.plan.rules import INTERFACE, Rule, builtin, check_rule_id
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 
 INPUT, OUTPUT = "input", "output"
 

@@ -27,9 +27,9 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.dimexpr import evaluate_dim, unset_symbols
-from ampconv.domains import is_default, normalize_domain
-from ampconv.graphs import subgraphs_of
+from ampconv.core.dimexpr import evaluate_dim, unset_symbols
+from ampconv.core.domains import is_default, normalize_domain
+from ampconv.core.graphs import subgraphs_of
 
 # (domain, op) -> ((past input slot, present output slot), ...)
 ATTENTION_CACHE_SLOTS: Dict[Tuple[str, str], Tuple[Tuple[int, int], ...]] = {

@@ -18,7 +18,7 @@ from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import LEVEL, Rule, builtin
 from ampconv.policy import BLACK, HIGH, LOW
 from ampconv.policy.lists import behaviour_kind
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 
 def level(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:

@@ -34,8 +34,8 @@ from typing import Dict, NamedTuple, Optional, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from ampconv import tensorsize
-from ampconv.chunks import release_mapped
+from ampconv.tensors import tensorsize
+from ampconv.tensors.chunks import release_mapped
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.values import constant_array, is_constant, is_float
 

@@ -19,8 +19,8 @@ from typing import FrozenSet, Optional
 
 import onnx_ir as ir
 
-from ampconv.domains import is_default
-from ampconv.graphs import bounded_sources
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import bounded_sources
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.evidence import numbers_guarded

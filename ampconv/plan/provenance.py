@@ -21,7 +21,7 @@ from typing import FrozenSet, Iterable, Set
 
 import onnx_ir as ir
 
-from ampconv.graphs import subgraphs_of
+from ampconv.core.graphs import subgraphs_of
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
 import numpy as np
 import onnx_ir as ir
 
-from ampconv import tensorsize
-from ampconv.chunks import read_chunks, release_mapped
-from ampconv.low_range import SMALL_ELEMENTS, RangeStats, batch_in_range, range_stats
-from ampconv.lowtypes import RangeLimits, range_limits
+from ampconv.tensors import tensorsize
+from ampconv.tensors.chunks import read_chunks, release_mapped
+from ampconv.tensors.low_range import SMALL_ELEMENTS, RangeStats, batch_in_range, range_stats
+from ampconv.core.lowtypes import RangeLimits, range_limits
 from ampconv.plan.values import constant_array
 
 if TYPE_CHECKING:  # decision.py is the planner's output; imported for the annotation only
@@ -30,7 +30,7 @@ class RangeReader:
     """Range statistics of constant values against one LOW type's limits, cached per value.
 
     ``limits`` are the LOW type's own, or those ``max_finite``/``min_positive``
-    set (``ampconv.lowtypes.range_limits``); every count and reason uses them.
+    set (``ampconv.core.lowtypes.range_limits``); every count and reason uses them.
     """
 
     def __init__(self, low: str, limits: Optional[RangeLimits] = None) -> None:

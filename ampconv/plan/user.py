@@ -13,19 +13,19 @@ from typing import Optional
 
 import onnx_ir as ir
 
-from ampconv.domains import op_label
+from ampconv.core.domains import op_label
 from ampconv.plan import fallback
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import CHECK, USER, Rule, builtin
-from ampconv.lowtypes import low_type
+from ampconv.core.lowtypes import low_type
 from ampconv.policy import HIGH, LOW
-from ampconv.schema import normalize_domain
+from ampconv.runtime.schema import normalize_domain
 
 
 def runtime_pin(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """onnx.checker or onnxruntime rejected this node in an earlier attempt (``ampconv.verdict``)."""
+    """onnx.checker or onnxruntime rejected this node in an earlier attempt (``ampconv.runtime.verdict``)."""
     reason = ctx.runtime_pins.get(node.name or "")
     return Decision(HIGH, "runtime-pin", reason) if reason is not None else None
 

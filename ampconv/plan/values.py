@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.domains import is_default
+from ampconv.core.domains import is_default
 
 
 _TENSOR_TYPE = ir.TensorType

@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
 
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 from ampconv.errors import PolicyError, UsageError, named
 from ampconv.policy.files import read_policy_file
 from ampconv.policy.lists import (

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet
 
-from ampconv import runtime_facts
-from ampconv.schema import default_domain_ops
+from ampconv.runtime import facts as runtime_facts
+from ampconv.runtime.schema import default_domain_ops
 
 WHITE, BLACK, GRAY, UNLISTED = "WHITE", "BLACK", "GRAY", "UNLISTED"
 CLASSES = (WHITE, BLACK, GRAY, UNLISTED)
 
 # onnxruntime's fused transformer and CNN ops (``com.microsoft``; their schemas come from
-# onnxruntime, ampconv.runtime_schemas). MatMul-like and attention ops are WHITE, like MatMul.
+# onnxruntime, ampconv.runtime.contrib_schemas). MatMul-like and attention ops are WHITE, like MatMul.
 MICROSOFT = "com.microsoft"
 CONTRIB_WHITE = frozenset(
     f"{MICROSOFT}::{op}"

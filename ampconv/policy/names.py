@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ampconv.policy.framework_names import FRAMEWORK_NAMES, FrameworkName, lookup
-from ampconv.schema import default_domain_ops, is_known_op
+from ampconv.runtime.schema import default_domain_ops, is_known_op
 
 
 def op_key(entry: str) -> str:

@@ -88,7 +88,7 @@ def test_localization_names_the_node_inside_a_loop_body(tmp_path):
     assert not result.passed and loc.node == "body_scale" and loc.inside == "Loop 'loop'" and loc.overflow
     assert "body_scale" in loc.cause["nodes"]
     assert loc.fix is not None and loc.fix["passes"], loc.fix
-    from ampconv.validate.render import render
+    from ampconv.validation.render import render
 
     assert "drift starts at node 'body_scale' (Mul, inside Loop 'loop')" in render(result, "text")
 

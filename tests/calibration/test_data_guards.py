@@ -10,8 +10,8 @@ from click.testing import CliRunner
 import ampconv
 from ampconv.numerics.collect import collect
 from ampconv.numerics.activations import TensorStats, Thresholds
-from ampconv.lowtypes import low_type
-from ampconv.validate.inputs import RandomDraw, SampleStream
+from ampconv.core.lowtypes import low_type
+from ampconv.validation.inputs import RandomDraw, SampleStream
 from ampconv.numerics.modelio import declared_inputs, load
 from ampconv_cli.main import cli
 from helpers import decisions, model_from_text, save

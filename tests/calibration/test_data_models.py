@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 import ampconv
-from ampconv.validate import ValidateOptions
+from ampconv.validation import ValidateOptions
 
 NAMES = sorted(dm.MODELS)
 SAMPLES = 8

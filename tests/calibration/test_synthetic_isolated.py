@@ -1,4 +1,4 @@
-"""The default synthetic run executes the user's model in a forked child (ampconv/isolated.py): a runtime that
+"""The default synthetic run executes the user's model in a forked child (ampconv/runtime/isolated.py): a runtime that
 dies on random inputs (SIGFPE in a native kernel) costs the run's evidence and says so; the conversion goes on."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ampconv
-from ampconv.isolated import IsolatedFailure, run_isolated
+from ampconv.runtime.isolated import IsolatedFailure, run_isolated
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork (elsewhere: in-process)")
 

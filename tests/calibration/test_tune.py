@@ -10,8 +10,8 @@ import ampconv
 import data_models
 from ampconv.numerics import ownerror
 from ampconv.calibration.tune import Evaluation, budget, search
-from ampconv.lowtypes import low_type
-from ampconv.validate import ValidateOptions
+from ampconv.core.lowtypes import low_type
+from ampconv.validation import ValidateOptions
 from ampconv.numerics.modelio import load
 from helpers import model_from_text, save
 
@@ -98,7 +98,7 @@ g (float[1, 8] x) => (float[1, 8] y) <float[8, 8] w = {%s}, float big = {1000.0}
 def test_own_error_names_the_node_that_loses_the_digits(tmp_path):
     src = str(save(model_from_text(CANCEL), tmp_path / "m.onnx"))
     reference = load(src)
-    from ampconv.prepare import NameNodesPass
+    from ampconv.reading.prepare import NameNodesPass
 
     NameNodesPass()(reference)
     slots = {name: ownerror.LowSlots((0, 1), (0,)) for name in ("MatMul_1", "Add_2", "Sub_3", "Relu_4")}
@@ -239,7 +239,7 @@ def _tune_record(kept: int, low: int, details, passed=True):
 
 def test_tune_says_why_it_keeps_most_of_a_decoder_float32():
     from ampconv.calibration.tune import why_so_much
-    from ampconv.validate.criteria import NEAR_TIE_WORDS
+    from ampconv.validation.criteria import NEAR_TIE_WORDS
 
     tie = f"output 'tokens' on sample 0: token sequences: 0 of 1 row(s) equal; ... {NEAR_TIE_WORDS}, after which"
     (note,) = why_so_much(_tune_record(217, 300, [tie, tie]), "fp16")

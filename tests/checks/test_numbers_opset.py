@@ -9,8 +9,8 @@ import pytest
 import ampconv
 import hazard_models as hm
 import numbers_models as nm
-from ampconv.opset_upgrade import runtime_opset_ceiling
-from ampconv.validate.options import ValidateOptions
+from ampconv.pipeline.opset_upgrade import runtime_opset_ceiling
+from ampconv.validation.options import ValidateOptions
 
 
 def _convert(tmp_path, proto, name, **options):

@@ -8,7 +8,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 import ampconv
-from ampconv.probe import build_probe, expand, signature
+from ampconv.checks.probe import build_probe, expand, signature
 from helpers import convert_text, save
 
 
@@ -108,8 +108,8 @@ def test_no_node_limit_on_the_load_check(tmp_path):
 def test_a_computed_integer_input_is_probed_with_its_shape_computation(tmp_path):
     """Resize whose sizes come from Shape -> Slice -> Concat: the probe copies that cone and the real shapes."""
     from accept_models import computed_size_classifier
-    from ampconv.load import load_model
-    from ampconv.shapes import inferred_shapes
+    from ampconv.reading.load import load_model
+    from ampconv.reading.shapes import inferred_shapes
 
     model_proto, _ = computed_size_classifier(11)
     path = tmp_path / "classifier.onnx"
@@ -137,7 +137,7 @@ def test_a_computed_integer_input_is_probed_with_its_shape_computation(tmp_path)
 
 
 def _refusal_without_cone(model, tmp_path):
-    from ampconv.loadcheck import runtime_refusal
+    from ampconv.runtime.loadcheck import runtime_refusal
 
     resize = next(n for n in model.graph if n.op_type == "Resize")
     inputs = [ir.Value(name=f"in{i}", type=v.type) if v is not None else None for i, v in enumerate(resize.inputs)]
@@ -154,7 +154,7 @@ def _refusal_without_cone(model, tmp_path):
 
 
 def test_a_cone_longer_than_the_limit_loads_the_whole_model():
-    from ampconv.probe import MAX_CONE_NODES
+    from ampconv.checks.probe import MAX_CONE_NODES
 
     def chain(length: int) -> str:
         adds = "\n".join(f"        s{i + 1} = Add (s{i}, one)" for i in range(length))
@@ -171,7 +171,7 @@ def test_a_cone_longer_than_the_limit_loads_the_whole_model():
 
 def test_a_probe_refusal_the_whole_model_does_not_confirm_is_overruled(tmp_path, monkeypatch):
     """The probe only speeds up acceptance: its refusal alone never pins a node or fails a run."""
-    import ampconv.checks
+    import ampconv.checks.staged
     from ampconv.errors import ConversionError
 
     def refused(probe, staged, timings):
@@ -180,7 +180,7 @@ def test_a_probe_refusal_the_whole_model_does_not_confirm_is_overruled(tmp_path,
         raise ConversionError(f"converted model does not load in onnxruntime: {message}", message,
                               ConversionError.RUNTIME)
 
-    monkeypatch.setattr(ampconv.checks, "_check_probe", refused)
+    monkeypatch.setattr(ampconv.checks.staged, "_check_probe", refused)
     report, _ = convert_text(tmp_path, CHAIN)
     assert report.runtime_pins == []
     assert report.load_check["probe_confirmed"] is False and "made up" in report.load_check["probe_refusal"]
@@ -189,7 +189,7 @@ def test_a_probe_refusal_the_whole_model_does_not_confirm_is_overruled(tmp_path,
 
 def test_a_confirmed_probe_refusal_pins_the_whole_signature(tmp_path, monkeypatch):
     """The whole model blames one node of a refused signature: every node of that signature is pinned at once."""
-    import ampconv.checks
+    import ampconv.checks.staged
     from ampconv.errors import ConversionError
 
     calls = []
@@ -198,13 +198,13 @@ def test_a_confirmed_probe_refusal_pins_the_whole_signature(tmp_path, monkeypatc
         calls.append(key)
         if len(calls) > 2:  # the second attempt, with the pins: it loads
             return
-        from ampconv.load import load_model
+        from ampconv.reading.load import load_model
 
         blamed = [n.name for n in load_model(path).graph if n.op_type == "MatMul"][-1]  # a member, not the representative
         message = f"[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for MatMul node with name '{blamed}'"
         raise ConversionError(message, message, ConversionError.RUNTIME)
 
-    monkeypatch.setattr(ampconv.checks, "check_with_runtime", refuse)
+    monkeypatch.setattr(ampconv.checks.staged, "check_with_runtime", refuse)
     report, _ = convert_text(tmp_path, CHAIN)
     matmuls = sorted(n["name"] for n in report.nodes if n["op_type"] == "MatMul")
     assert len(matmuls) == 2 and sorted(p["node"] for p in report.runtime_pins) == matmuls

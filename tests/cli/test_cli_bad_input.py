@@ -271,7 +271,7 @@ def test_output_mkdtemp_refused(cli_runner, work, mlp_path, monkeypatch):
 
 def test_disk_full_during_write(cli_runner, work, mlp_path, monkeypatch):
     """ENOSPC raised by the writer after it started writing: message, nothing left behind."""
-    from ampconv import writer
+    from ampconv.writing import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())
@@ -291,7 +291,7 @@ def test_disk_full_during_write(cli_runner, work, mlp_path, monkeypatch):
 
 def test_interrupted_mid_write(cli_runner, work, mlp_path, monkeypatch):
     """Ctrl-C while writing: exit 130, one line, no stray temporary files."""
-    from ampconv import writer
+    from ampconv.writing import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())
@@ -311,7 +311,7 @@ def test_interrupted_mid_write(cli_runner, work, mlp_path, monkeypatch):
 
 def test_existing_output_kept_on_failure(cli_runner, work, mlp_path, monkeypatch):
     """With --overwrite, a failed write leaves the old output byte-identical."""
-    from ampconv import writer
+    from ampconv.writing import writer
 
     src = work / "mlp.onnx"
     src.write_bytes(mlp_path.read_bytes())

@@ -205,7 +205,7 @@ def _specs(path):
 
 
 def test_random_inputs_fall_in_the_given_ranges(ranged):
-    from ampconv.validate.inputs import random_samples
+    from ampconv.validation.inputs import random_samples
 
     drawn = random_samples(_specs(ranged), {}, 8, 0, ranges={"audio": (-32768, 32767), "pixels": (0, 255)})
     audio = np.concatenate([s["audio"] for s in drawn.samples])
@@ -217,8 +217,8 @@ def test_random_inputs_fall_in_the_given_ranges(ranged):
 
 def test_equal_range_ends_make_a_constant_input(ranged):
     """``sr:16000,16000``: a sample rate or flag input held at one value, float and integer alike."""
-    from ampconv.validate.inputs import random_samples
-    from ampconv.shapespec import parse_input_range
+    from ampconv.validation.inputs import random_samples
+    from ampconv.core.shapespec import parse_input_range
 
     assert parse_input_range("sr:16000,16000") == ("sr", (16000.0, 16000.0))
     drawn = random_samples(_specs(ranged), {}, 3, 0, ranges={"audio": (16000, 16000), "pixels": (7, 7)})
@@ -227,7 +227,7 @@ def test_equal_range_ends_make_a_constant_input(ranged):
 
 
 def test_without_a_range_random_inputs_keep_their_defaults(ranged):
-    from ampconv.validate.inputs import MAX_RANDOM_INT, random_samples
+    from ampconv.validation.inputs import MAX_RANDOM_INT, random_samples
 
     drawn = random_samples(_specs(ranged), {}, 4, 0)
     assert np.abs(drawn.samples[0]["audio"]).max() < 10
@@ -236,7 +236,7 @@ def test_without_a_range_random_inputs_keep_their_defaults(ranged):
 
 def test_an_integer_range_with_no_room_in_the_type_is_refused(ranged):
     from ampconv.errors import UsageError
-    from ampconv.validate.inputs import random_samples
+    from ampconv.validation.inputs import random_samples
 
     with pytest.raises(UsageError, match="no integer in"):
         random_samples(_specs(ranged), {}, 1, 0, ranges={"pixels": (0.2, 0.8)})
@@ -244,7 +244,7 @@ def test_an_integer_range_with_no_room_in_the_type_is_refused(ranged):
 
 def test_an_unknown_range_name_lists_the_inputs(ranged):
     from ampconv.errors import UsageError
-    from ampconv.validate.inputs import random_samples
+    from ampconv.validation.inputs import random_samples
 
     with pytest.raises(UsageError, match=r"input_ranges 'audi0': no input of that name \(inputs: audio, pixels\)"):
         random_samples(_specs(ranged), {}, 1, 0, ranges={"audi0": (0, 1)})
@@ -253,7 +253,7 @@ def test_an_unknown_range_name_lists_the_inputs(ranged):
 def test_library_options_take_ranges_and_shapes_as_dicts():
     from ampconv.config import Config
     from ampconv.errors import UsageError
-    from ampconv.validate import ValidateOptions
+    from ampconv.validation import ValidateOptions
 
     options = ValidateOptions(shapes={"batch": 2}, input_ranges={"audio": (-32768, 32767)})
     assert options.shapes == (("batch", (2,)),) and options.input_ranges == (("audio", (-32768.0, 32767.0)),)

@@ -8,15 +8,15 @@ import onnx_ir as ir
 import pytest
 
 import ampconv
-from ampconv.dimexpr import evaluate_dim
+from ampconv.core.dimexpr import evaluate_dim
 from ampconv.errors import ModelLoadError, UsageError
-from ampconv.heavy_ops import is_outer_product
-from ampconv.loadcheck import checker_error
-from ampconv.runtime_schemas import default_domain_ops
+from ampconv.core.heavy_ops import is_outer_product
+from ampconv.runtime.loadcheck import checker_error
+from ampconv.runtime.contrib_schemas import default_domain_ops
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.kvcache import find_cache_pairs
-from ampconv.schema import op_info, type_ties
-from ampconv.validate.decode import decode_roles, greedy_decode
+from ampconv.runtime.schema import op_info, type_ties
+from ampconv.validation.decode import decode_roles, greedy_decode
 
 from tests.helpers import elem_types, model_from_text, run, save
 from tests.llm_models import decode_feeds, decode_step, genai_block, int4_block, with_default_domain_op
@@ -238,7 +238,7 @@ def test_dimension_expressions(dim, sizes, expected):
 
 
 def test_random_inputs_agree_on_derived_dimensions(tmp_path):
-    from ampconv.shapespec import resolve_shape
+    from ampconv.core.shapespec import resolve_shape
     from ampconv.numerics.modelio import InputSpec
 
     spec = InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1"))
@@ -419,7 +419,7 @@ def test_validate_of_a_model_without_a_cache_decodes_nothing(tmp_path):
 def test_an_unset_derived_dimension_is_noted_by_the_symbol_to_set():
     """A mask of ``past_sequence_length + 1`` beside a cache of ``past_sequence_length``: one note, one flag that works."""
     from ampconv.numerics.modelio import InputSpec
-    from ampconv.shapespec import resolve_all as _resolve_all
+    from ampconv.core.shapespec import resolve_all as _resolve_all
 
     specs = [InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1")),
              InputSpec("past", ir.DataType.FLOAT, (1, 2, "past_sequence_length", 8))]

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ampconv
 from ampconv.errors import ConversionError, ModelLoadError
-from ampconv.verdict import PIN, checker_pins, judge
+from ampconv.runtime.verdict import PIN, checker_pins, judge
 from ampconv_cli.main import cli
 
 

@@ -1,4 +1,4 @@
-"""ampconv.graphs: the graph list of a model, and the scope that walks it once per conversion."""
+"""ampconv.core.graphs: the graph list of a model, and the scope that walks it once per conversion."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 from onnx.backend.test.case import node as node_cases
 
 import ampconv
-from ampconv import converter, graphs
+from ampconv import converter
+from ampconv.core import graphs
 from helpers import model_from_text, save
 
 CONTROL_FLOW = ("If", "Loop", "Scan")
@@ -146,7 +147,7 @@ g (float[2] x) => (float[2] y) {
 
 
 def test_bounded_uses_walks_downstream_through_accepted_nodes_only_depth_deep():
-    from ampconv.graphs import bounded_uses
+    from ampconv.core.graphs import bounded_uses
 
     model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAIN))
     x = model.graph.inputs[0]
@@ -158,7 +159,7 @@ def test_bounded_uses_walks_downstream_through_accepted_nodes_only_depth_deep():
 
 
 def test_bounded_sources_walks_upstream_through_accepted_producers_only():
-    from ampconv.graphs import bounded_sources
+    from ampconv.core.graphs import bounded_sources
 
     model = ir.serde.deserialize_model(onnx.parser.parse_model(CHAIN))
     y = model.graph.outputs[0]

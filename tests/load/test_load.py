@@ -1,4 +1,4 @@
-"""ampconv.load on its own: lazy loading and the checks that refuse a model at once."""
+"""ampconv.reading.load on its own: lazy loading and the checks that refuse a model at once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ampconv.errors import ModelLoadError  # noqa: E402
-from ampconv.load import external_data_files, external_tensors, load_model, weight_bytes  # noqa: E402
+from ampconv.reading.load import external_data_files, external_tensors, load_model, weight_bytes  # noqa: E402
 from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 from sample_models import gpt  # noqa: E402
 
@@ -91,7 +91,7 @@ def test_not_onnx_and_empty_files(tmp_path):
 
 def test_inferred_types_of_a_flat_graph_come_without_shapes(tmp_path):
     """Types are what planning reads; inferred shapes are not added (nor written to the output's value_info)."""
-    from ampconv.load import INFERRED_META_KEY
+    from ampconv.reading.load import INFERRED_META_KEY
     from helpers import model_from_text, save
 
     src = save(model_from_text("""
@@ -122,7 +122,7 @@ def test_a_graph_with_control_flow_keeps_inferred_shapes(tmp_path):
 
 
 def test_no_inference_means_no_types_are_claimed(tmp_path):
-    from ampconv.load import INFERRED_META_KEY
+    from ampconv.reading.load import INFERRED_META_KEY
     from helpers import model_from_text, save
 
     src = save(model_from_text("""
@@ -156,7 +156,7 @@ def test_weight_bytes_counts_every_form_of_constant(tmp_path):
 
 
 def test_weights_and_casts_counts_both_in_one_walk():
-    from ampconv.load import weights_and_casts
+    from ampconv.reading.load import weights_and_casts
 
     model = ir.serde.deserialize_model(onnx.parser.parse_model("""
         <ir_version: 8, opset_import: ["" : 17, "custom" : 1]>

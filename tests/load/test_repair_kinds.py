@@ -15,7 +15,7 @@ import pytest
 import ampconv
 from accept_models import REPAIR_KINDS, computed_size_classifier, if_untyped_subgraph, repairable
 from ampconv.errors import ModelLoadError
-from ampconv.loadcheck import checker_error
+from ampconv.runtime.loadcheck import checker_error
 
 CONVERSIONS = {
     "O2": {"level": "O2"},

@@ -1,4 +1,4 @@
-"""ampconv.sidecar: a big graph's types and checker verdict come from a child process, equal to in-process ones."""
+"""ampconv.reading.sidecar: a big graph's types and checker verdict come from a child process, equal to in-process ones."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from onnx import TensorProto, helper
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ampconv import sidecar  # noqa: E402
-from ampconv.load import CHECKER_META_KEY, INFERRED_META_KEY, input_checker_error, load_model  # noqa: E402
-from ampconv.repair import accept_input  # noqa: E402
+from ampconv.reading import sidecar  # noqa: E402
+from ampconv.reading.load import CHECKER_META_KEY, INFERRED_META_KEY, input_checker_error, load_model  # noqa: E402
+from ampconv.reading.repair import accept_input  # noqa: E402
 from helpers import build_tiny_gpt, model_from_text, save  # noqa: E402
 
 SEQUENCES = """
@@ -114,7 +114,7 @@ def test_checker_child_gives_the_checkers_verdict(tmp_path):
     checker = sidecar.Checker()
     checker.submit(bad)
     error = checker.error()
-    from ampconv.loadcheck import checker_error
+    from ampconv.runtime.loadcheck import checker_error
 
     here = checker_error(bad, full=True)
     assert type(error) is type(here) and str(error) == str(here)
@@ -132,7 +132,7 @@ def test_a_checker_child_that_cannot_answer_says_so(tmp_path, monkeypatch, execu
 def test_conversion_with_the_checker_child_equals_one_without(tmp_path, monkeypatch):
     """The written model and the report's verdict do not depend on where the checker ran."""
     import ampconv
-    from ampconv import stages
+    from ampconv.pipeline import stages
 
     src = build_tiny_gpt(tmp_path, layout="inline")
     monkeypatch.setattr(stages, "big_enough", lambda nodes: True)

@@ -1,4 +1,4 @@
-"""ampconv.tensorsize gives onnx_ir's own figures, read from the proto when it can."""
+"""ampconv.tensors.tensorsize gives onnx_ir's own figures, read from the proto when it can."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from ampconv import tensorsize
+from ampconv.tensors import tensorsize
 
 
 def _proto_tensor(array: np.ndarray, dtype=None) -> ir.TensorProtocol:

@@ -8,7 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 from ampconv.numerics import modelio, runners
 from ampconv.numerics import emulate as emulation
 

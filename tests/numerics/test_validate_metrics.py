@@ -148,8 +148,8 @@ def test_relative_rms_error_is_inf_where_nothing_can_call_it_small():
 
 
 def test_type_facts_come_from_the_low_type_records():
-    from ampconv.lowtypes import LOW_TYPES
-    from ampconv.validate import criteria, localize
+    from ampconv.core.lowtypes import LOW_TYPES
+    from ampconv.validation import criteria, localize
 
     assert LOW_TYPES["fp16"].unit_roundoff == 2.0**-11 and LOW_TYPES["bf16"].unit_roundoff == 2.0**-8
     assert localize._unit_roundoff("bf16") == 2.0**-8 and localize._unit_roundoff("nonsense") == 2.0**-11

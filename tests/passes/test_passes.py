@@ -65,7 +65,7 @@ def test_duplicate_sibling_casts_merged():
 
 
 def test_cast_producing_graph_output_keeps_public_name():
-    from ampconv.prepare import infer_types
+    from ampconv.reading.prepare import infer_types
 
     model = load_ir(HEADER + """
     g (float16[2] x) => (float16[2] y) {
@@ -175,7 +175,7 @@ def test_small_initializers_cast_together_have_the_bits_of_one_by_one_casts(tmp_
     from onnx import helper, numpy_helper
 
     import ampconv
-    from ampconv.low_range import to_low
+    from ampconv.tensors.low_range import to_low
 
     rng = np.random.default_rng(3)
     weights = {f"w{i}": (rng.standard_normal(shape) * 10).astype(np.float32)

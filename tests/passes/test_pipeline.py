@@ -18,7 +18,7 @@ from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
 from ampconv.policy import load_policy
-from ampconv.prepare import InferTypesPass, NameNodesPass
+from ampconv.reading.prepare import InferTypesPass, NameNodesPass
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 

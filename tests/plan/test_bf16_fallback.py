@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import ampconv
 from ampconv.errors import UsageError
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 from bench import bf16_models
 import hazard_models
 
@@ -230,7 +230,7 @@ def test_cli_flag_and_its_one_line_error(tmp_path):
 
 def test_report_and_page_show_three_classes(tmp_path):
     """The summary line, the op table, the JSON summary and the page count fp16, bf16 and float32 apart."""
-    from ampconv.htmlreport.columns import page_data
+    from ampconv.report.html.columns import page_data
 
     _, _, _, report = _convert(tmp_path, "gemma_rms_norm", fallback_dtype="bf16")
     text = report.summary()
@@ -375,7 +375,7 @@ class _CudaRuntime:
 
 def test_bf16_nodes_without_a_cuda_kernel_are_named(tmp_path):
     """The installed runtime's kernel registry says which bf16 nodes the GPU provider cannot run as written."""
-    from ampconv import runtime_facts
+    from ampconv.runtime import facts as runtime_facts
 
     _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16")
     unasked = [n for n in report.notes if "could not be asked" in n]
@@ -389,7 +389,7 @@ def test_bf16_nodes_without_a_cuda_kernel_are_named(tmp_path):
 
 
 def test_the_kernel_registry_answers_per_provider_type_and_opset():
-    from ampconv.runtime_facts import CPU, CUDA, ONNXRUNTIME
+    from ampconv.runtime.facts import CPU, CUDA, ONNXRUNTIME
 
     assert CPU in ONNXRUNTIME.kernel_providers()
     assert ONNXRUNTIME.has_kernel(CPU, "", "Cast", 17, "tensor(bfloat16)") is True

@@ -13,7 +13,7 @@ import ampconv
 import hazard_models as hm
 import numbers_models as nm
 from bench.figures import deploy_figures
-from ampconv.validate.options import ValidateOptions
+from ampconv.validation.options import ValidateOptions
 from helpers import decisions
 
 

@@ -18,7 +18,7 @@ import hazard_models as hm
 from ampconv.calibration import synthetic
 from ampconv.plan.magnitude import MagnitudeAnalysis, Scale, threshold
 from ampconv.plan.ranges import RangeReader
-from ampconv.validate.options import ValidateOptions
+from ampconv.validation.options import ValidateOptions
 from helpers import decisions
 
 

@@ -218,7 +218,7 @@ def test_rule_screens_skip_only_rules_that_stay_silent():
     and the context; this holds them to the rules on every node of onnx's
     backend models.
     """
-    from ampconv.graphs import all_graphs
+    from ampconv.core.graphs import all_graphs
     from ampconv.plan.table import active_rules
 
     wrong, nodes = [], 0

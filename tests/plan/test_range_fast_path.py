@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ampconv.chunks import CHUNK_ELEMENTS
-from ampconv.low_range import SMALL_ELEMENTS, _all_in_range, range_stats
-from ampconv.lowtypes import range_limits
+from ampconv.tensors.chunks import CHUNK_ELEMENTS
+from ampconv.tensors.low_range import SMALL_ELEMENTS, _all_in_range, range_stats
+from ampconv.core.lowtypes import range_limits
 
 
 def _general(array, low):
@@ -45,7 +45,7 @@ def test_an_empty_tensor():
 
 @pytest.mark.parametrize("low,max_finite", [("fp16", None), ("bf16", None), ("fp16", 1000.0)])
 def test_batch_in_range_agrees_with_the_one_tensor_check(low, max_finite):
-    from ampconv.low_range import batch_in_range
+    from ampconv.tensors.low_range import batch_in_range
     limits = range_limits(low, max_finite=max_finite)
     rng = np.random.default_rng(1)
     arrays = [rng.standard_normal(n).astype(np.float32) for n in (1, 7, 300, SMALL_ELEMENTS)]

@@ -267,8 +267,8 @@ def test_a_fused_norm_converts_and_the_ops_after_it_are_typed(tmp_path):
 
 
 def test_without_runtime_schemas_the_summary_says_why_and_warns(tmp_path, monkeypatch):
-    import ampconv.runtime_schemas as rs
-    import ampconv.schema as schema
+    import ampconv.runtime.contrib_schemas as rs
+    import ampconv.runtime.schema as schema
 
     monkeypatch.setattr(rs, "_registry", lambda: {})
     schema._schema.cache_clear()
@@ -298,7 +298,7 @@ def test_a_model_whose_heavy_ops_all_stay_float32_is_a_warning(tmp_path):
 
 
 def test_embed_layer_normalization_takes_no_bfloat16(tmp_path):
-    from ampconv.schema import op_info
+    from ampconv.runtime.schema import op_info
 
     info = op_info("com.microsoft", "EmbedLayerNormalization", 1)
     assert info.known and "tensor(bfloat16)" not in info.allowed(info.main_type())

@@ -20,11 +20,11 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import ampconv
-from ampconv import chunks
-from ampconv.chunks import CHUNK_ELEMENTS
-from ampconv.low_range import clamp_values, range_stats, to_low
+from ampconv.tensors import chunks
+from ampconv.tensors.chunks import CHUNK_ELEMENTS
+from ampconv.tensors.low_range import clamp_values, range_stats, to_low
 from ampconv.errors import UsageError
-from ampconv.lowtypes import range_limits
+from ampconv.core.lowtypes import range_limits
 from ampconv_cli.main import cli
 from helpers import decisions
 

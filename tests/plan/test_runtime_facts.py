@@ -9,10 +9,12 @@ import onnx
 import onnx_ir as ir
 
 import ampconv
-from ampconv import runtime_facts, runtime_schemas, schema
+from ampconv.runtime import facts as runtime_facts
+from ampconv.runtime import contrib_schemas as runtime_schemas
+from ampconv.runtime import schema
 from ampconv.policy import lists
-from ampconv.runtime_facts import CPU, CUDA, ONNXRUNTIME, RuntimeFacts
-from ampconv.runtime_schemas import Constraint, Formal, RuntimeSchema
+from ampconv.runtime.facts import CPU, CUDA, ONNXRUNTIME, RuntimeFacts
+from ampconv.runtime.contrib_schemas import Constraint, Formal, RuntimeSchema
 
 from tests.helpers import model_from_text, save
 

@@ -87,7 +87,7 @@ def test_input_failing_the_full_checker_is_held_to_the_basic_one(tmp_path):
 
 
 def test_an_output_failing_the_full_checker_alone_is_refused(tmp_path):
-    from ampconv.loadcheck import check_written
+    from ampconv.runtime.loadcheck import check_written
 
     good = save(model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) }"""), tmp_path / "good.onnx")
@@ -165,7 +165,7 @@ def test_softmax_cross_entropy_function_is_pinned_by_its_inlined_value_names(tmp
 
 
 def test_runtime_message_without_a_name_pins_nothing():
-    from ampconv.verdict import runtime_pins as _runtime_pin
+    from ampconv.runtime.verdict import runtime_pins as _runtime_pin
 
     model = ir.serde.deserialize_model(model_from_text("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Relu (x) }"""))
@@ -177,7 +177,7 @@ def test_runtime_message_without_a_name_pins_nothing():
 
 
 def test_a_value_read_by_several_nodes_pins_the_function_op():
-    from ampconv.verdict import runtime_pins as _runtime_pin
+    from ampconv.runtime.verdict import runtime_pins as _runtime_pin
 
     model = ir.serde.deserialize_model(model_from_text("""<ir_version: 8, opset_import: ["" : 13]>
     g (float[2, 2] x) => (float[2, 2] a, float[2, 2] y) <float lo = {0.0}, float hi = {1.0}> {

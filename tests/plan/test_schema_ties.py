@@ -1,4 +1,4 @@
-"""Type variables that must share a type, derived from the installed onnx (ampconv.schema.type_ties).
+"""Type variables that must share a type, derived from the installed onnx (ampconv.runtime.schema.type_ties).
 
 No op-by-op table: the ties come from each schema's function body and type
 inference, so an op onnx adds (LinearAttention, opset 27) converts the day it
@@ -19,7 +19,7 @@ import onnx.defs
 import pytest
 
 import ampconv
-from ampconv.schema import op_info, type_ties
+from ampconv.runtime.schema import op_info, type_ties
 
 
 def _tied(domain: str, op: str, opset: int, a: str, b: str) -> bool:
@@ -72,7 +72,7 @@ def test_independent_variables_stay_apart():
 
 def test_import_does_not_derive():
     """Importing ampconv must stay cheap: ties are computed when first asked for."""
-    code = "import ampconv, ampconv.schema as s; print(s.type_ties.cache_info().currsize)"
+    code = "import ampconv, ampconv.runtime.schema as s; print(s.type_ties.cache_info().currsize)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
 

@@ -137,10 +137,10 @@ def test_bf16_allowed_from_opset_16(tmp_path, build, op_type):
 def _plan(tmp_path, text, **config):
     """The converter's plan for ``text`` (what report.warnings is filled from)."""
     import ampconv
-    from ampconv.load import load_model
+    from ampconv.reading.load import load_model
     from ampconv.plan import Planner
     from ampconv.policy import load_policy
-    from ampconv.prepare import infer_types, name_nodes
+    from ampconv.reading.prepare import infer_types, name_nodes
     from helpers import model_from_text, save
 
     path = save(model_from_text(text), tmp_path / "plan.onnx")

@@ -8,7 +8,7 @@ import ampconv
 from ampconv.errors import UsageError
 from ampconv.plan.decision import Decision
 from ampconv.plan.rules import USER, Rule
-from ampconv.precision import Precision
+from ampconv.core.precision import Precision
 
 from tests.helpers import convert_text
 

@@ -12,7 +12,7 @@ from ampconv.errors import PolicyError, UsageError, spell_parameters
 from ampconv.policy import BLACK, GRAY, UNLISTED, WHITE, load_policy
 from ampconv.policy.framework_names import FRAMEWORK_NAMES, markdown_table
 from ampconv.policy.opinfo import looks_like_op_info
-from ampconv.schema import default_domain_ops
+from ampconv.runtime.schema import default_domain_ops
 from ampconv_cli.main import cli
 from helpers import model_from_text, save
 

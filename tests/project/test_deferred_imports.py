@@ -1,4 +1,4 @@
-"""ampconv.deferred_imports: sympy loads only when used, and then completely."""
+"""ampconv.core.deferred_imports: sympy loads only when used, and then completely."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from ampconv import deferred_imports
+from ampconv.core import deferred_imports
 
 
 def _run(code: str) -> str:

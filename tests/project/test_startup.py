@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-# sympy.core: "sympy" itself is a placeholder that ampconv.deferred_imports registers.
+# sympy.core: "sympy" itself is a placeholder that ampconv.core.deferred_imports registers.
 HEAVY = ("onnxruntime", "sympy.core", "onnx_ir", "onnx", "numpy")
 
 

@@ -1,4 +1,4 @@
-"""The report's and summary's GPU figures (ampconv.conversion_figures) agree with the benchmarks' instrument (bench/figures.py) on the written file."""
+"""The report's and summary's GPU figures (ampconv.pipeline.figures) agree with the benchmarks' instrument (bench/figures.py) on the written file."""
 
 from __future__ import annotations
 

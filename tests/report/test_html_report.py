@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ampconv import outputs
-from ampconv.htmlreport.columns import page_data, scope_of
-from ampconv.htmlreport.page import DATA_ID
+from ampconv.writing import outputs
+from ampconv.report.html.columns import page_data, scope_of
+from ampconv.report.html.page import DATA_ID
 from ampconv_cli.main import cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -157,7 +157,7 @@ def test_node_names_cannot_break_out_of_the_data_element(tmp_path):
     data["nodes"][0]["name"] = "</script><script>alert(1)</script><!--"
     report = tmp_path / "evil.json"
     report.write_text(json.dumps(data))
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report)
     text = page.read_text(encoding="utf-8")
@@ -253,7 +253,7 @@ def test_validation_localization_and_tune_errors_reach_the_page(cli_runner, tmp_
 def test_40k_nodes_make_a_page_of_bounded_size(tmp_path):
     report = tmp_path / "big.json"
     report.write_text(json.dumps(synthetic_report(40_000)))
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report)
     size = page.stat().st_size
@@ -272,7 +272,7 @@ def test_report_command_is_listed_with_its_docstring():
 
 
 def test_marker_reports_and_old_reports_are_read(tmp_path):
-    from ampconv.htmlreport.read import read_report_file
+    from ampconv.report.html.read import read_report_file
 
     data = synthetic_report(5)
     del data[outputs.REPORT_MARKER]  # an older report: every key of a conversion report, no marker
@@ -364,7 +364,7 @@ def test_script_errors_are_caught_by_the_test_hook(tmp_path):
     """The hook the other browser tests rely on does see an error (so a clean page is really clean)."""
     report = tmp_path / "r.json"
     report.write_text(json.dumps(synthetic_report(4)))
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report)
     page.write_text(page.read_text(encoding="utf-8").replace("renderOps();", "renderOps(); undefinedCall();", 1),
@@ -379,7 +379,7 @@ def test_script_errors_are_caught_by_the_test_hook(tmp_path):
 def test_40k_node_page_renders_without_errors(tmp_path):
     report = tmp_path / "big.json"
     report.write_text(json.dumps(synthetic_report(40_000)))
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report)
     ms, dom = render_ms(CHROMIUM, page, timeout=180)
@@ -451,7 +451,7 @@ def test_the_page_opens_on_the_verdict_and_a_fix_to_copy(cli_runner, tmp_path):
     verdict = page_data(json.loads(passing.read_text()))["verdict"]
     assert verdict["kind"] == "pass" and "--inputs YOUR_SAMPLES/" in verdict["command"]  # random inputs: weak
     # The page's body puts the verdict before the summary.
-    from ampconv.htmlreport.page import render_page
+    from ampconv.report.html.page import render_page
 
     text = render_page(page_data(plain))
     assert text.index('id="verdict"') < text.index('id="summary"')
@@ -464,7 +464,7 @@ def test_the_node_table_opens_on_what_matters():
                                           ("Sub", "LOW")])]
     report = {"nodes": nodes, "validation": {"passed": False, "localization": {"node": "n6", "cause": None}},
               "tune": {"kept": [{"node": "n1"}]}}
-    from ampconv.htmlreport.columns import order_by_importance
+    from ampconv.report.html.columns import order_by_importance
 
     # The failing node, the node the search kept, float32 heavy, other float32, LOW heavy, ..., no float data last.
     assert order_by_importance(report) == [6, 1, 4, 3, 2, 0, 5]
@@ -492,7 +492,7 @@ def _long_scope_report(nodes: int = 300) -> dict:
 def test_labels_are_not_cut_and_zero_errors_sit_apart(tmp_path):
     report = tmp_path / "long.json"
     report.write_text(json.dumps(_long_scope_report()))
-    from ampconv.htmlreport import write_page
+    from ampconv.report.html import write_page
 
     page = write_page(report)
     proc = _chromium("--window-size=1000,1400", "--virtual-time-budget=5000", "--dump-dom", page.as_uri())

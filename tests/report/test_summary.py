@@ -202,7 +202,7 @@ def test_input_range_draws_uint64_beyond_int64_and_refuses_a_float_range_beyond_
     import onnx_ir as ir
 
     from ampconv.errors import UsageError
-    from ampconv.validate.inputs import InputSpec, check_ranges, random_samples
+    from ampconv.validation.inputs import InputSpec, check_ranges, random_samples
 
     big = InputSpec("x", ir.DataType.UINT64, (64,))
     (sample,) = random_samples([big], {}, 1, 0, None, {"x": (0, 1.8e19)}).samples

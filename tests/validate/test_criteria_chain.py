@@ -5,8 +5,8 @@ import dataclasses
 
 import numpy as np
 
-from ampconv.validate import criteria as criteria_mod
-from ampconv.validate.criteria import (
+from ampconv.validation import criteria as criteria_mod
+from ampconv.validation.criteria import (
     AT_MOST,
     BUILTIN,
     DEFAULT,

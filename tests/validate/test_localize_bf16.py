@@ -19,7 +19,7 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 import validate_models as vm
-from ampconv.validate import localize
+from ampconv.validation import localize
 from ampconv_cli.main import cli
 
 
@@ -68,7 +68,7 @@ def test_an_overflow_bf16_fixes_gets_the_bf16_suggestion_and_it_passes_applied(t
     assert cause["suggestion"] == fix["suggestion"]
     assert fix["suggestion"].startswith("--fallback-dtype bf16 --keep-bf16 '^(")
     assert "run in bf16 (float32's range) every node" in result.output and "this fix passes" in result.output
-    from ampconv.htmlreport.columns import _failed  # the page's "what to do" copies the checked command
+    from ampconv.report.html.columns import _failed  # the page's "what to do" copies the checked command
 
     page = _failed({"source": "mlp.onnx", "output": "o.onnx"}, validation, [], "1/1 outputs fail", "")
     assert "in bf16 (float32's range)" in page["todo"] and "--keep-bf16" in page["command"]

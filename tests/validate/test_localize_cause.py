@@ -4,7 +4,7 @@ import pytest
 
 import ampconv
 import data_models
-from ampconv.validate import ValidateOptions
+from ampconv.validation import ValidateOptions
 
 
 def _converted_and_located(tmp_path, name):
@@ -40,7 +40,7 @@ def test_cause_from_rounded_inputs_brings_its_low_producer_into_the_fix(tmp_path
 
 def test_no_cause_when_no_single_node_stands_out():
     from ampconv.numerics.ownerror import OwnError
-    from ampconv.validate.localize import name_cause
+    from ampconv.validation.localize import name_cause
     import onnx_ir as ir
 
     graph = ir.Graph([], [], nodes=[], name="g")
@@ -53,7 +53,7 @@ def test_no_cause_when_no_single_node_stands_out():
 @pytest.mark.parametrize("dtype, roundoffs", [("fp16", 2.0**-11), ("bf16", 2.0**-8)])
 def test_cause_threshold_follows_the_low_type(dtype, roundoffs):
     from ampconv.numerics.ownerror import OwnError
-    from ampconv.validate.localize import CAUSE_ROUNDOFFS, name_cause
+    from ampconv.validation.localize import CAUSE_ROUNDOFFS, name_cause
     import onnx_ir as ir
 
     node = ir.node("Relu", [ir.Value(name="x")], name="r")

@@ -8,9 +8,9 @@ import pytest
 import validate_models as vm
 
 import ampconv
-import ampconv.validate  # the subpackage is already imported: this binds nothing over the function
-import ampconv.validate.render
-from ampconv.validate import ValidateOptions, validate
+import ampconv.validation  # the subpackage is already imported: this binds nothing over the function
+import ampconv.validation.render
+from ampconv.validation import ValidateOptions, validate
 
 
 def test_top_level_validate_is_the_function_after_importing_the_subpackage(tmp_path):

@@ -6,10 +6,10 @@ import validate_models as vm
 from onnx import numpy_helper
 
 from ampconv.errors import ModelLoadError, UsageError
-from ampconv.validate import ValidateOptions, parse_shape, validate
-from ampconv import shapespec
+from ampconv.validation import ValidateOptions, parse_shape, validate
+from ampconv.core import shapespec
 from ampconv.numerics import modelio
-from ampconv.validate import inputs as inputs_mod
+from ampconv.validation import inputs as inputs_mod
 
 
 @pytest.fixture()
@@ -199,7 +199,7 @@ def test_random_ids_stay_inside_a_fused_embedding_table():
     import onnx_ir as ir
     from onnx import TensorProto, helper, numpy_helper
 
-    from ampconv.validate.inputs import integer_bounds
+    from ampconv.validation.inputs import integer_bounds
 
     tables = [numpy_helper.from_array(np.zeros((n, 4), np.float32), name)
               for n, name in ((7, "word"), (5, "pos"), (2, "segment"))]

@@ -15,7 +15,7 @@ import onnx_ir as ir
 import pytest
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 from ampconv.numerics import modelio
 
 

@@ -12,7 +12,7 @@ import pytest
 import validate_models as vm
 
 import ampconv
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 
 BUILD = pathlib.Path(__file__).resolve().parents[2] / "sample_models" / "build.py"
 

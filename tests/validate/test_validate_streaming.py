@@ -8,9 +8,9 @@ import weakref
 import numpy as np
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, comparison, validate
+from ampconv.validation import ValidateOptions, comparison, validate
 from ampconv.numerics import metrics
-from ampconv.validate.criteria import default_criteria
+from ampconv.validation.criteria import default_criteria
 
 
 def _stream(count, alive, size=1000, seed=0):
@@ -38,7 +38,7 @@ def test_the_folded_verdict_equals_the_verdict_over_every_sample():
     """Folding ``worst`` pair by pair gives what ``worst`` of the whole list gives (so keeping 100 loses nothing)."""
     rng = np.random.default_rng(1)
     judge = default_criteria("fp16")
-    from ampconv.validate.criteria import judge as judge_one
+    from ampconv.validation.criteria import judge as judge_one
 
     measured = []
     for index in range(150):

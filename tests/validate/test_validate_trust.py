@@ -17,9 +17,9 @@ import validate_models as vm
 from ampconv_cli.main import cli
 
 from ampconv.errors import UsageError
-from ampconv.validate import ValidateOptions, parse_shape, validate
+from ampconv.validation import ValidateOptions, parse_shape, validate
 from ampconv.numerics import metrics
-from ampconv.validate.render import render
+from ampconv.validation.render import render
 
 
 def _one_line_usage_error(result) -> str:

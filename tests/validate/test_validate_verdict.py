@@ -1,4 +1,4 @@
-"""The default criteria (ampconv.validate.criteria): each criterion passes and fails, and says so.
+"""The default criteria (ampconv.validation.criteria): each criterion passes and fails, and says so.
 
 Synthetic arrays stand for converted outputs; the last tests run ``validate``
 end to end and read the verdict from the JSON result.
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import validate_models as vm
 
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 from ampconv.numerics import metrics
-from ampconv.validate.criteria import Criteria, default_criteria, judge, strict_criteria
-from ampconv.validate.render import render
+from ampconv.validation.criteria import Criteria, default_criteria, judge, strict_criteria
+from ampconv.validation.render import render
 
 FP16 = default_criteria("fp16")
 BF16 = default_criteria("bf16")
@@ -355,8 +355,8 @@ def test_a_bounded_output_still_fails_a_real_error():
     """Negative: judged on its range, a probability map off by 0.2 fails."""
     import numpy as np
 
-    from ampconv.validate.criteria import default_criteria, judge
-    from ampconv.validate.natures import Nature
+    from ampconv.validation.criteria import default_criteria, judge
+    from ampconv.validation.natures import Nature
 
     rng = np.random.default_rng(0)
     ref = rng.uniform(0, 1, (256, 1)).astype(np.float32)  # last axis 1: not class-like, the scaled error decides
@@ -374,7 +374,7 @@ def test_output_natures_read_the_graph():
     import onnx_ir as ir
     from onnx import TensorProto, helper, numpy_helper
 
-    from ampconv.validate.natures import output_natures
+    from ampconv.validation.natures import output_natures
 
     nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Reshape", ["s", "shape"], ["prob"]),
              helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Clip", ["x", "lo", "hi"], ["clip"]),
@@ -413,7 +413,7 @@ def test_decoder_tokens_are_read_as_sequences(tmp_path):
 def test_sequence_words_say_whether_the_divergence_was_a_near_tie():
     import numpy as np
 
-    from ampconv.validate.criteria import judge_sequence
+    from ampconv.validation.criteria import judge_sequence
 
     ref, conv = np.array([[1, 2, 3, 4]]), np.array([[1, 2, 5, 4]])
     scores = np.zeros((1, 4, 8))
@@ -429,7 +429,7 @@ def test_sequence_words_say_whether_the_divergence_was_a_near_tie():
 
 def test_a_near_zero_bounded_output_is_still_judged_by_its_cosine():
     """A sigmoid map near 0 whose shape is lost (30% relative noise) fails on the cosine, though tiny on [0, 1]."""
-    from ampconv.validate.natures import Nature
+    from ampconv.validation.natures import Nature
 
     rng = np.random.default_rng(3)
     ref = (1 / (1 + np.exp(12 + rng.standard_normal(4096)))).astype(np.float32)  # about 6e-6

@@ -17,7 +17,7 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 from ampconv.errors import AmpconvError
-from ampconv.validate import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate
 from ampconv_cli.validate import command
 
 import validate_models as vm

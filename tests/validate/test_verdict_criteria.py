@@ -17,8 +17,8 @@ import pytest
 
 import ampconv
 from ampconv.errors import UsageError
-from ampconv.validate import ValidateOptions, validate
-from ampconv.validate.criteria import AT_LEAST, AT_MOST, BUILTIN, Criterion, default_criteria, judge
+from ampconv.validation import ValidateOptions, validate
+from ampconv.validation.criteria import AT_LEAST, AT_MOST, BUILTIN, Criterion, default_criteria, judge
 from ampconv_cli.validate import command
 
 import validate_models as vm

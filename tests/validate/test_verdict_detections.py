@@ -21,11 +21,11 @@ from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
 import ampconv
-from ampconv.prepare import infer_types
-from ampconv.validate import ValidateOptions, validate
-from ampconv.validate.criteria import default_criteria
-from ampconv.validate.detections import judge_detections
-from ampconv.validate.natures import Nature, output_natures
+from ampconv.reading.prepare import infer_types
+from ampconv.validation import ValidateOptions, validate
+from ampconv.validation.criteria import default_criteria
+from ampconv.validation.detections import judge_detections
+from ampconv.validation.natures import Nature, output_natures
 
 import validate_models as vm
 
@@ -155,7 +155,7 @@ def _rows(outputs: dict, packed: bool):
 def _task(ref: dict, conv: dict, packed: bool, cut: float) -> bool:
     """The task metric: of the reference detections scoring over ``cut`` + 0.01, at least 95% have a converted
     detection with the same label at IoU >= 0.5 (greedy, best score first), and as few converted ones are extra."""
-    from ampconv.validate.detections import iou
+    from ampconv.validation.detections import iou
 
     rb, rs, rl = _rows(ref, packed)
     cb, cs, cl = _rows(conv, packed)

@@ -1,6 +1,6 @@
 """The floor (issue 30): each output's error judged against the error no LOW conversion can avoid.
 
-The floor model (``ampconv.validate.floor``) is the float32 reference with
+The floor model (``ampconv.validation.floor``) is the float32 reference with
 its weights, inputs, products, elementwise results and outputs rounded to the LOW type. A failing
 figure within ``FLOOR_FACTOR`` times the floor's passes, and says so; a
 changed result (a flipped clear label, a new NaN/Inf) never does. Each model
@@ -19,10 +19,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx import TensorProto as T
 
 import ampconv
-from ampconv.lowtypes import low_type
-from ampconv.validate import ValidateOptions, validate
-from ampconv.validate.criteria import FLOOR_FACTOR, default_criteria, judge
-from ampconv.validate.floor import floor_model, rounded
+from ampconv.core.lowtypes import low_type
+from ampconv.validation import ValidateOptions, validate
+from ampconv.validation.criteria import FLOOR_FACTOR, default_criteria, judge
+from ampconv.validation.floor import floor_model, rounded
 
 import validate_models as vm
 
@@ -60,7 +60,7 @@ def _break(dst: str, op: str, path, **attrs) -> str:
 
 
 def test_the_floor_model_rounds_inputs_weights_products_and_outputs(tmp_path):
-    from ampconv.prepare import infer_types
+    from ampconv.reading.prepare import infer_types
 
     model = ir.serde.deserialize_model(vm.sensitive_classifier())
     infer_types(model)

@@ -16,8 +16,8 @@ import ampconv
 from ampconv.calibration import tune as tuning
 from ampconv.numerics.ownerror import OwnError
 from ampconv.calibration.tune import Evaluation, search
-from ampconv.lowtypes import low_type
-from ampconv.validate.criteria import FLOOR_FACTOR
+from ampconv.core.lowtypes import low_type
+from ampconv.validation.criteria import FLOOR_FACTOR
 
 import validate_models as vm
 

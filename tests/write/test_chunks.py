@@ -1,4 +1,4 @@
-"""ampconv.chunks on its own: chunked reads (RSS follows one chunk, not the tensor),
+"""ampconv.tensors.chunks on its own: chunked reads (RSS follows one chunk, not the tensor),
 chunked casts, and finding the mapped sources a lazy tensor reads.
 """
 
@@ -15,8 +15,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ampconv.chunks import convert_chunked, read_chunks, tensor_sources  # noqa: E402
-from ampconv.load import external_tensors, load_model  # noqa: E402
+from ampconv.tensors.chunks import convert_chunked, read_chunks, tensor_sources  # noqa: E402
+from ampconv.reading.load import external_tensors, load_model  # noqa: E402
 from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 from sample_models import gpt  # noqa: E402
 

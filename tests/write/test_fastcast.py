@@ -7,9 +7,9 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from ampconv import fastcast
-from ampconv.low_range import to_low
-from ampconv.chunks import CHUNK_ELEMENTS, CastTensor
+from ampconv.tensors import fastcast
+from ampconv.tensors.low_range import to_low
+from ampconv.tensors.chunks import CHUNK_ELEMENTS, CastTensor
 
 
 def numpy_fp16(values: np.ndarray) -> np.ndarray:

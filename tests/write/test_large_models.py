@@ -7,7 +7,7 @@ pytest's own memory does not count.
 
 Tests marked ``converter`` go through the public ``ampconv.convert`` and are
 skipped until the converter is installed; the rest exercise the I/O modules
-(``ampconv.load``, ``ampconv.chunks``, ``ampconv.writer``, ``ampconv.outputs``)
+(``ampconv.reading.load``, ``ampconv.tensors.chunks``, ``ampconv.writing.writer``, ``ampconv.writing.outputs``)
 through a stand-in conversion (``bench/_io_standin.py``) and always run.
 """
 
@@ -201,9 +201,9 @@ def test_readonly_output_folder(tmp_path, monkeypatch):
 SIGINT_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
-from ampconv.load import load_model
-from ampconv.outputs import publish, staging_dir
-from ampconv.writer import write_model
+from ampconv.reading.load import load_model
+from ampconv.writing.outputs import publish, staging_dir
+from ampconv.writing.writer import write_model
 from bench import _io_standin
 # A shell's background jobs start with SIGINT ignored, and Python then keeps it
 # ignored: install the handler an interactive run has, so CI's launcher cannot matter.

@@ -1,4 +1,4 @@
-"""ampconv.outputs for the converted model: output-path checks, staging, publishing, names."""
+"""ampconv.writing.outputs for the converted model: output-path checks, staging, publishing, names."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ampconv.errors import OutputError  # noqa: E402
-from ampconv.load import load_model  # noqa: E402
-from ampconv.outputs import check_output_path, data_file_name, default_output_path, publish, staging_dir  # noqa: E402
+from ampconv.reading.load import load_model  # noqa: E402
+from ampconv.writing.outputs import check_output_path, data_file_name, default_output_path, publish, staging_dir  # noqa: E402
 from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
 
 TINY = tiny_gpt_spec()
@@ -89,7 +89,7 @@ def test_default_and_data_names():
 
 def test_a_small_file_cannot_hold_weights_over_the_inline_limit(tmp_path):
     """The weight walk is skipped only when the file is too small to hold that many inline weight bytes."""
-    from ampconv.outputs import _file_may_hold
+    from ampconv.writing.outputs import _file_may_hold
 
     path = tmp_path / "m.onnx"
     path.write_bytes(b"x" * 100)
@@ -99,7 +99,7 @@ def test_a_small_file_cannot_hold_weights_over_the_inline_limit(tmp_path):
 
 
 def test_a_model_read_without_external_data_answers_no_external_tensors(tmp_path):
-    from ampconv.load import EXTERNAL_META_KEY, external_data_files
+    from ampconv.reading.load import EXTERNAL_META_KEY, external_data_files
 
     inline = load_model(_build(tmp_path, layout="inline"))
     external = load_model(_build(tmp_path))

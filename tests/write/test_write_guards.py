@@ -19,7 +19,9 @@ import pytest
 from ampconv_cli.main import cli
 from conftest import sha256, tiny_mlp
 
-from ampconv import outputs, stages
+from ampconv.writing import outputs
+
+from ampconv.pipeline import stages
 from ampconv.errors import ModelLoadError
 
 

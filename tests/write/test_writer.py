@@ -1,9 +1,9 @@
-"""ampconv.writer on its own: streaming writes, progress, source release, inline/external.
+"""ampconv.writing.writer on its own: streaming writes, progress, source release, inline/external.
 
 The converter is not involved: a stand-in (``bench/_io_standin.py``) turns
 every float32 initializer into a float16 ``ir.LazyTensor`` with a Cast back, the
 shape of what the converter's initializer pass produces. The written model is
-checked with ``ampconv.loadcheck.check_written``, which has its test here too.
+checked with ``ampconv.runtime.loadcheck.check_written``, which has its test here too.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ampconv import writer  # noqa: E402
-from ampconv.chunks import tensor_sources  # noqa: E402
+from ampconv.writing import writer  # noqa: E402
+from ampconv.tensors.chunks import tensor_sources  # noqa: E402
 from ampconv.errors import ConversionError, OutputError  # noqa: E402
-from ampconv.load import load_model  # noqa: E402
-from ampconv.loadcheck import check_written  # noqa: E402
-from ampconv.outputs import publish, staging_dir  # noqa: E402
-from ampconv.writer import write_model  # noqa: E402
+from ampconv.reading.load import load_model  # noqa: E402
+from ampconv.runtime.loadcheck import check_written  # noqa: E402
+from ampconv.writing.outputs import publish, staging_dir  # noqa: E402
+from ampconv.writing.writer import write_model  # noqa: E402
 from bench import _io_standin as standin  # noqa: E402
 from sample_models import gpt  # noqa: E402
 

@@ -1,0 +1,1 @@
+"""What a runtime accepts: operator schemas (onnx and onnxruntime contrib), runtime facts, the load check and its verdict, isolated runs."""

@@ -1,0 +1,277 @@
+"""Render a ValidationResult for people (text, markdown) or machines (json).
+
+Renderers only format; every figure comes from the result, and every table
+names the backend that produced it and, per output, which criterion decided.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ampconv.core.precision import Precision
+from ampconv.validation.criteria import FLOOR_FACTOR, STRICT, Criteria
+from ampconv.validation.result import ValidationResult
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}"
+
+
+def _needed(value: float | None) -> str:
+    return "none passes" if value is None else _num(value)
+
+
+def _verdict(result: ValidationResult) -> str:
+    return "PASS" if result.passed else "FAIL"
+
+
+def _strict(result: ValidationResult) -> bool:
+    return result.judged_by.mode == STRICT
+
+
+def _summary(result: ValidationResult) -> str:
+    return result.summary_line()
+
+
+def _criteria_line(criteria: Criteria) -> str | None:
+    """The default thresholds in one sentence (strict mode's rule is on the summary line)."""
+    if criteria.mode == STRICT:
+        return None
+    return (
+        f"Default criteria for {criteria.dtype}, per output and sample: no new NaN/Inf; "
+        f"argmax agreement >= {criteria.min_label_agreement:g} on rows whose top-1 leads by more than "
+        f"{criteria.clear_margin:g} x scale; cosine >= {criteria.min_cosine:g} (from {criteria.cosine_min_size} "
+        f"elements); error / scale <= {criteria.p99_error:g} at p99 and <= {criteria.max_error:g} at max, "
+        f"scale = RMS of the reference (at least {criteria.scale_floor:g}); integers exact. "
+        f"A figure within {FLOOR_FACTOR:g}x the unavoidable error passes (x floor: the float32 model with its "
+        "weights, inputs, products, elementwise results and outputs rounded to the LOW type; docs/validation.md). "
+        "Pass --rtol/--atol for the strict elementwise rule."
+    )
+
+
+def _clear_top1(m) -> str:
+    if m.label_agreement is None:
+        return "-"
+    return f"{m.label_agreement:.1%} of {m.clear_rows}"
+
+
+def _rows(result: ValidationResult):
+    strict = _strict(result)
+    width = len(_headers(result))
+    for out in result.outputs:
+        m = out.worst
+        status = "ok" if out.passed else "FAIL"
+        if out.error or m is None:
+            yield [out.name, status, out.error or "-"] + [""] * (width - 3)
+            continue
+        row = [
+            out.name,
+            status + (" (exact)" if out.exact else ""),
+            _num(m.max_abs),
+            _num(m.max_rel),
+            _num(m.mean_abs),
+            _num(m.rmse),
+            _num(m.cosine, 6),
+            str(m.new_nonfinite),
+            "-" if m.top1 is None else f"{m.top1:.1%}",
+        ]
+        if strict:
+            row += [_needed(m.needed_atol), _needed(m.needed_rtol)]
+        elif out.exact:
+            row += ["-", "-", "-", "-", "-"]
+        else:
+            row += [_num(m.scale), _num(m.scaled_p99_error), _num(m.scaled_max_error), _clear_top1(m),
+                    _floor_ratio(m)]
+        yield row + [m.decided_by or "-"]
+
+
+HEADERS = [
+    "output", "status", "max abs", "max rel", "mean abs", "rmse", "cosine",
+    "new nan/inf", "top-1", "atol needed", "rtol needed", "decided by",
+]
+DEFAULT_HEADERS = HEADERS[:9] + ["scale", "p99 err/scale", "max err/scale", "clear top-1", "x floor", "decided by"]
+
+
+def _floor_ratio(m) -> str:
+    """The RMS error over the floor model's ("2.1x"), or "-" when the floor was not measured."""
+    return "-" if m.floor_ratio is None else f"{_num(m.floor_ratio, 2)}x"
+
+
+def _headers(result: ValidationResult) -> list[str]:
+    return HEADERS if _strict(result) else DEFAULT_HEADERS
+
+
+def _nonfinite_lines(result: ValidationResult) -> list[str]:
+    """For outputs with unmatched NaN/Inf: why the row reads inf/nan, and the finite part's figures."""
+    lines = []
+    for out in result.outputs:
+        m = out.worst
+        if out.error or m is None or not m.unmatched_nonfinite:
+            continue
+        new = f", {m.new_nonfinite} of them new in the converted model" if m.new_nonfinite else ""
+        if m.finite_size:
+            rest = (
+                f"over the {m.finite_size} element(s) finite in both: max abs {_num(m.finite_max_abs)}, "
+                f"cosine {_num(m.finite_cosine, 6)}"
+            )
+        else:
+            rest = "no element is finite in both"
+        lines.append(
+            f"{out.name}: {m.unmatched_nonfinite} of {m.size} value(s) are NaN/Inf in one model only{new}, "
+            f"so its errors are inf and its cosine nan; {rest}."
+        )
+    return lines
+
+
+def _localization_lines(result: ValidationResult) -> list[str]:
+    loc = result.localization
+    if loc is None:
+        return []
+    if loc.node is None:
+        return [
+            (
+                f"Localization ({loc.backend}, sample {loc.sample}): none of {loc.checked} matched "
+                "intermediate tensors is over tolerance; drift starts at the outputs themselves (or inside a body onnxruntime could not expose)."
+            )
+        ]
+    return [
+        (
+            f"Localization ({loc.backend}, sample {loc.sample}): drift starts at node {loc.node!r} "
+            f"({loc.op_type}{f', inside {loc.inside}' if loc.inside else ''}), output {loc.output!r}: {loc.reason} "
+            f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)})."
+        ),
+        f"  precision {loc.precision}: {loc.rule}.",
+        _cause_line(loc),
+    ]
+
+
+def _cause_line(loc) -> str:
+    """The node that loses the precision (or overflows), and a fix checked before it is suggested."""
+    cause = loc.cause
+    if cause is not None and loc.overflow:
+        runs = (loc.fix or {}).get("runs")
+        action = ("run in bf16 (float32's range) every node that makes or reads a tensor beyond it"
+                  if runs == "bf16" else "keep float32 every node that makes or reads a tensor beyond it")
+        return (
+            f"  Cause: node {cause['node']!r} ({cause['op_type']}) is where the values leave the LOW range; "
+            f"{action}: convert again with {cause['suggestion']}.{_fix_words(loc)}"
+        )
+    if cause is not None:
+        error = cause["own_error"]
+        figure = "a new inf/NaN" if error == "inf" else f"scaled error {_num(error)}"
+        return (
+            f"  Cause: node {cause['node']!r} ({cause['op_type']}) in low precision: computed alone from the "
+            f"reference's exact inputs, its output {cause['output']!r} has {figure}. "
+            f"To fix: convert again with {cause['suggestion']}.{_fix_words(loc)}"
+        )
+    if loc.precision == Precision.LOW:
+        return (
+            "  No single low-precision node's own rounding stands out (the drift accumulates over many): "
+            "use convert --tune to find the fewest nodes to keep float32."
+        )
+    return (
+        "  This node is already float32 and no single low-precision node's own error explains the drift "
+        "(it accumulates over many): use convert --tune to find the fewest nodes to keep float32."
+    )
+
+
+def _fix_words(loc) -> str:
+    """What the suggested fix did when it was tried (under emulation, on the failing sample)."""
+    fix = loc.fix
+    if fix is None:
+        return " (not checked: the fixed copy could not run)"
+    tried = (f" The same nodes in bf16 were checked first and do not pass ({fix['bf16_after']})."
+             if fix.get("bf16_after") else "")
+    if fix["passes"]:
+        return f" Checked under emulation on sample {loc.sample}: this fix passes ({fix['after']}).{tried}"
+    return (f" Checked under emulation on sample {loc.sample}: not enough alone, the worst output then reads: "
+            f"{fix['after']}.{tried}")
+
+
+def _needed_line(result: ValidationResult) -> str | None:
+    if result.passed:
+        return None
+    atol, rtol = result.needed_tolerance()
+    if atol is None and rtol is None:
+        return "No tolerance would pass: the converted model has NaN/Inf (or mismatched values) the reference lacks."
+    if not _strict(result):
+        return None  # the default criteria have no tolerance to loosen; "decided by" says what failed
+    return (
+        f"Would pass with atol >= {_needed(atol)} at rtol={_num(result.rtol)}, "
+        f"or rtol >= {_needed(rtol)} at atol={_num(result.atol)}."
+    )
+
+
+def render_text(result: ValidationResult) -> str:
+    """Plain-text report: a verdict line, a table of outputs, hints and notes."""
+    lines = [_summary(result), f"reference: {result.reference}", f"converted: {result.converted}", ""]
+    headers = _headers(result)
+    rows = [headers] + list(_rows(result))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    for r in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    lines.append("")
+    criteria = _criteria_line(result.judged_by)
+    if criteria:
+        lines.append(criteria)
+    lines.extend(_nonfinite_lines(result))
+    needed = _needed_line(result)
+    if needed:
+        lines.append(needed)
+    lines.extend(_localization_lines(result))
+    lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_markdown(result: ValidationResult) -> str:
+    """GitHub-flavoured markdown, sized for a CI job summary."""
+    icon = ":white_check_mark:" if result.passed else ":x:"
+    lines = [f"### {icon} ampconv validation: {_verdict(result)}", "", _summary(result), ""]
+    lines.append(f"- reference: `{result.reference}`")
+    lines.append(f"- converted: `{result.converted}`")
+    lines.append("")
+    headers = _headers(result)
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "---|" * len(headers))
+    for r in _rows(result):
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
+    lines.append("")
+    criteria = _criteria_line(result.judged_by)
+    if criteria:
+        lines.append(criteria)
+        lines.append("")
+    for line in _nonfinite_lines(result):
+        lines.append(f"- {line}")
+    if _nonfinite_lines(result):
+        lines.append("")
+    needed = _needed_line(result)
+    if needed:
+        lines.append(needed)
+        lines.append("")
+    for line in _localization_lines(result):
+        lines.append(f"> {line.strip()}")
+    for note in result.notes:
+        lines.append(f"> **note:** {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_json(result: ValidationResult) -> str:
+    """The result's dict as indented JSON."""
+    return json.dumps(result.to_dict(), indent=2) + "\n"
+
+
+RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
+
+
+def render(result: ValidationResult, fmt: str) -> str:
+    """Render ``result`` as ``text``, ``markdown`` or ``json``."""
+    return RENDERERS[fmt](result)
