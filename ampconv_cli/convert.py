@@ -9,6 +9,7 @@ import click
 import ampconv
 from ampconv.writing import outputs
 from ampconv.config import Config
+from ampconv.options.conversion import OPTIONS
 from ampconv.writing.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
 from ampconv.validation import check_inputs
@@ -21,9 +22,13 @@ from ampconv_cli.options import (
     constant_options,
     data_options,
     model_argument,
+    format_flag,
     model_options,
+    output_flag,
     policy_options,
     precision_options,
+    quiet_flag,
+    report_flag,
 )
 from ampconv_cli.progress import make_progress
 from ampconv_cli.validation_options import (
@@ -41,37 +46,32 @@ from ampconv_cli.validation_options import (
 # The command's own options, grouped for --help like the groups that build Config.
 output_options = OptionGroup(
     "Where the model and report go, and the checks of the written model.",
+    (OPTIONS["overwrite"], OPTIONS["check_runtime"]),
     (
-        click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-                     help="Output path (default: <stem>.<dtype>.onnx beside the input)."),
-        click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-                     help="Write the conversion report (every node, rule, initializer) as JSON; "
-                     "'ampconv report FILE' makes it a page."),
+        output_flag("Output path (default: <stem>.<dtype>.onnx beside the input)."),
+        report_flag("Write the conversion report (every node, rule, initializer) as JSON; "
+                    "'ampconv report FILE' makes it a page."),
         click.option("--dry-run", is_flag=True, help="Print the plan; write no model."),
-        click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input)."),
-        click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output."),
     ),
     title="Output and checks",
 )
 validate_run_options = OptionGroup(
     "--validate and what it does with the verdict.",
-    (
+    options=(
         click.option("--validate", "do_validate", is_flag=True,
                      help="Validate the written model against the input (the options below apply)."),
         click.option("--fail-on-drift", is_flag=True,
                      help="With --validate: exit 3 when over tolerance (without it the exit status stays 0)."),
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-                     help="Format of the validation result."),
+        format_flag(FORMATS, "Format of the validation result."),
     ),
     title="Validation (with --validate)",
 )
 display_options = OptionGroup(
     "How much the command prints.",
-    (
+    options=(
         click.option("-v", "--verbose", is_flag=True,
                      help="List every node's decision, and every line the summary groups."),
-        click.option("-q", "--quiet", is_flag=True,
-                     help="No summary, no progress bar (errors and warnings still print)."),
+        quiet_flag("No summary, no progress bar (errors and warnings still print)."),
     ),
     title="Display",
 )
@@ -119,11 +119,11 @@ def command(**params):
     _check_command_flags(params, given)
     # The option groups build their parts of the request (their own usage errors first, before any work).
     fields: dict = {}
-    for group in CONFIG_GROUPS:
+    for group in CONFIG_GROUPS + (output_options,):
         fields.update(group.config_fields(params, given))
     tune, random_data = fields["tune"], fields["calibration_data"] == ("random",)
     fields.update(
-        check_runtime=not params["no_runtime_check"], overwrite=params["overwrite"], shapes=tuple(validation["shapes"]),
+        shapes=tuple(validation["shapes"]),
         input_ranges=tuple(validation["input_ranges"]) if random_data else (),
         rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
     )

@@ -18,14 +18,28 @@ from ampconv.writing import outputs
 from ampconv.errors import AmpconvError, Parameter
 
 
-# Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
-FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": "--mixlist", "block_ops": "--block-op",
-              "natures": "--nature", "limits": "--limit"}
+def _flag_names() -> dict:
+    """``{field: flag}`` of every declared option whose flag is not the field's name with dashes."""
+    from ampconv.options.conversion import CONVERSION_OPTIONS
+    from ampconv.validation.options import VALIDATION_OPTIONS
+
+    names = {}
+    for option in CONVERSION_OPTIONS + VALIDATION_OPTIONS:
+        if option.flag is not None:
+            names[option.name] = option.flag.decls[0]
+    return names
+
+
+# The declared flags' spellings, read on the first error (the option tables load numpy-free modules only).
+_FLAG_NAMES: dict = {}
 
 
 def flag_of(parameter: Parameter) -> str:
     """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``."""
-    text = FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-"))
+    if not _FLAG_NAMES:
+        _FLAG_NAMES.update(_flag_names())
+    positive, _, negative = _FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-")).partition("/")
+    text = negative if parameter.value is False and negative else positive
     if parameter.value is not None and parameter.value is not True:
         text = f"{text} {parameter.value}"
     return text if parameter.entry is None else f"{text} {parameter.entry}"

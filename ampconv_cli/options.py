@@ -1,5 +1,10 @@
 """Option groups shared between commands (defined once, reused).
 
+An option of the library is declared once (``ampconv.options.declared.Option``:
+its field, default, check and flag); ``click_option`` makes its click option,
+with the field's name as the parameter, so a command's values build a record
+by name (``declared_values``), with no per-option code here.
+
 Each group (an ``OptionGroup``, after Polygraphy's argument groups) adds its
 click options to a command and builds its part of the conversion request
 from their values (``config_fields``): ``policy_options`` the policy fields,
@@ -13,12 +18,14 @@ lists its options (``TopicCommand``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, Tuple
+from typing import Any, Callable, Dict, Mapping, Sequence, Tuple
 
 import click
 
-from ampconv.config import DTYPES, KV_CACHE, LEVELS, TARGETS
-from ampconv.policy.lists import PRESETS
+from ampconv.errors import UsageError
+from ampconv.options.conversion import OPTIONS
+from ampconv.options.declared import REPEATED, SWITCH, Option
+from ampconv_cli.errors import flag_of
 
 
 def _stack(func: Callable, decorators) -> Callable:
@@ -27,18 +34,8 @@ def _stack(func: Callable, decorators) -> Callable:
     return func
 
 
-
-
-
-# The ONNX names of the LOW types, accepted for --dtype as people also write them.
-DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
 # Where ``_keep_io_names`` leaves a model path that --keep-io-types would have taken as its value.
 SWALLOWED_MODEL = "ampconv.swallowed_model"
-
-
-def _dtype_key(ctx, param, value):
-    """``float16``/``bfloat16`` -> the --dtype key (fp16/bf16)."""
-    return DTYPE_NAMES.get(value.lower(), value.lower()) if value else value
 
 
 def _keep_io_names(ctx, param, value):
@@ -65,7 +62,7 @@ def model_argument(ctx: click.Context, model):
 
 
 def keep_io_value(keep_io, no_keep_io):
-    """Turn the two keep-io options into ``Config.keep_io_types``."""
+    """Turn the two keep-io flags into ``Config.keep_io_types``."""
     if no_keep_io and keep_io not in (None,):
         raise click.UsageError("--keep-io-types and --no-keep-io-types contradict each other")
     if no_keep_io:
@@ -78,20 +75,92 @@ def keep_io_value(keep_io, no_keep_io):
     return names
 
 
+# ----------------------------------------------------------------- click options from declarations
+def _parse_each(parse: Callable[[str], Any]) -> Callable:
+    """A click callback applying ``parse`` to every value; its ``UsageError`` becomes click's."""
+    def callback(ctx, param, values):
+        try:
+            if isinstance(values, (tuple, list)):
+                return tuple(parse(text) for text in values)
+            return values if values is None else parse(values)
+        except UsageError as exc:
+            raise click.BadParameter(exc.render(flag_of), ctx=ctx, param=param) from None
+
+    return callback
+
+
+def _click_type(option: Option):
+    flag = option.flag
+    if flag.choices:
+        return click.Choice(flag.choices, case_sensitive=not flag.any_case)
+    if flag.number:
+        kind, low, high, low_open = flag.number
+        if low is None and high is None:
+            return int if kind == "int" else float
+        if kind == "int":
+            return click.IntRange(min=low, max=high, min_open=low_open)
+        return click.FloatRange(min=low, max=high, min_open=low_open)
+    return None
+
+
+def click_option(option: Option) -> Callable:
+    """The click option of a declared option: its flag's spellings, help, type; the field's name and default."""
+    flag = option.flag
+    kwargs: Dict[str, Any] = {"help": flag.help, "show_default": flag.show_default}
+    if flag.metavar:
+        kwargs["metavar"] = flag.metavar
+    if flag.form == SWITCH:
+        kwargs.update(is_flag=True, default=option.default)
+    elif flag.form == REPEATED:
+        kwargs.update(multiple=True)
+    else:  # VALUE and TOGGLE
+        kwargs["default"] = option.default
+    click_type = _click_type(option)
+    if click_type is not None:
+        kwargs["type"] = click_type
+    if flag.parse is not None:
+        kwargs["callback"] = _parse_each(flag.parse)
+    return click.option(*flag.decls, option.name, **kwargs)
+
+
+def declared_values(options: Sequence[Option], params: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fields ``options`` set from a command's values: by name, repeatables as tuples, each one checked.
+
+    The option's own check normalizes what was typed (``float16`` -> ``fp16``)
+    and refuses a bad value before any work, in the flag's words.
+    """
+    fields = {}
+    for option in options:
+        value = params[option.name]
+        value = tuple(value) if isinstance(value, list) else value
+        fields[option.name] = option.check(value) if option.check is not None else value
+    return fields
+
+
 @dataclasses.dataclass(frozen=True)
 class OptionGroup:
-    """Click options that build one part of ``Config``: a decorator, and the builder of its fields."""
+    """Click options that build one part of a record: a decorator, and the builder of its fields.
+
+    ``declared``: the options declared once (``ampconv.options.declared.Option``)
+    whose flags the group adds; their values pass to the record by name.
+    ``options``: click options of the command's own (its output, display);
+    ``build`` turns their values into record fields where they make any.
+    ``check``: usage errors only the command line can see (a flag that does
+    nothing given the others).
+    """
 
     doc: str
-    options: Tuple[Callable, ...]
-    # (the command's parameter values, the names given on the command line) -> Config fields
+    declared: Tuple[Option, ...] = ()
+    options: Tuple[Callable, ...] = ()
+    # (the command's parameter values, the names given on the command line) -> record fields
     build: Callable[[Mapping[str, Any], frozenset], Dict[str, Any]] = lambda params, given: {}
+    check: Callable[[Mapping[str, Any], frozenset], None] = lambda params, given: None
     # The --help section that lists the group's options (``TopicCommand``); groups may share one.
     title: str = "Options"
 
     def __call__(self, func: Callable) -> Callable:
         """Add the group's options to the click command ``func``."""
-        return _stack(func, self.options)
+        return _stack(func, tuple(click_option(option) for option in self.declared) + self.options)
 
     def param_names(self) -> Tuple[str, ...]:
         """The click parameter names of the group's options, in the order the group declares them."""
@@ -99,170 +168,107 @@ class OptionGroup:
         return tuple(param.name for param in reversed(probe.__click_params__))
 
     def config_fields(self, params: Mapping[str, Any], given: frozenset = frozenset()) -> Dict[str, Any]:
-        """The ``Config`` fields this group's values set (click errors for contradictions only the CLI sees)."""
-        return self.build(params, given)
+        """The record fields this group's values set (click errors for contradictions only the CLI sees)."""
+        self.check(params, given)
+        return {**declared_values(self.declared, params), **self.build(params, given)}
 
 
-def _fields(*names: str) -> Callable[[Mapping[str, Any], frozenset], Dict[str, Any]]:
-    """A builder passing the named parameters on unchanged (tuples for repeatable options)."""
-
-    def build(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
-        return {name: tuple(params[name]) if isinstance(params[name], list) else params[name] for name in names}
-
-    return build
-
-
-def _precision_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
-    return {
-        "dtype": params["dtype"], "keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"]),
-        "keep_fp32": tuple(params["keep_fp32"]), "keep_bf16": tuple(params["keep_bf16"]),
-        "force_low": tuple(params["force_low"]),
-        "kv_cache": params["kv_cache"], "fallback_dtype": params["fallback_dtype"],
-    }
+# ----------------------------------------------------------------- flags of the commands' own
+# Several commands write a file, a format or less: each flag is spelled here once, its help
+# the command's own words.
+def output_flag(help: str) -> Callable:
+    """``-o/--output FILE``: where the command writes its main file."""
+    return click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help=help)
 
 
-def _data_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
-    """The calibration fields; options that would do nothing without ``--calibration-data`` are usage errors."""
+def report_flag(help: str) -> Callable:
+    """``--report FILE``: the JSON report the command writes or merges into."""
+    return click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help=help)
+
+
+def format_flag(choices: Sequence[str], help: str) -> Callable:
+    """``--format``: how the command prints its result."""
+    return click.option("--format", "fmt", type=click.Choice(tuple(choices)), default=choices[0], show_default=True,
+                        help=help)
+
+
+def quiet_flag(help: str) -> Callable:
+    """``-q/--quiet``: print less."""
+    return click.option("-q", "--quiet", is_flag=True, help=help)
+
+
+# ``--overwrite`` is the library's option (``Config.overwrite``): every command that writes a file takes it.
+overwrite_flag = click_option(OPTIONS["overwrite"])
+
+
+def _of(*names: str) -> Tuple[Option, ...]:
+    return tuple(OPTIONS[name] for name in names)
+
+
+def _keep_io_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
+    return {"keep_io_types": keep_io_value(params["keep_io"], params["no_keep_io"])}
+
+
+def _check_data_flags(params: Mapping[str, Any], given: frozenset) -> None:
+    """Options that would do nothing without ``--calibration-data`` (or its ``random``) are usage errors."""
     calibration_data = tuple(params["calibration_data"])
     if calibration_data:
         if "calibration_samples" in given and calibration_data != ("random",):
             raise click.UsageError("--calibration-samples sets how many random samples to draw; "
                                    "it needs --calibration-data random")
-    else:
-        for name in ("tune", "data_max", "underflow_fraction", "calibration_samples", "calibration_seed"):
-            if name in given:
-                raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
-    return {"calibration_data": calibration_data,
-            **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune",
-                      "synthetic_run")(params, given)}
+        return
+    for name in ("tune", "data_max", "underflow_fraction", "calibration_samples", "calibration_seed"):
+        if name in given:
+            raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
 
 
 policy_options = OptionGroup(
     "--level, --preset, --op-info, --mixlist, --block-op, --target.",
-    (
-        click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default="O2", show_default=True,
-                     metavar="|".join(LEVELS),
-                     help="O0 no change, O1 white list LOW, O2 all LOW but the black list, "
-                     "O3 everything LOW, auto by --target."),
-        click.option("--preset", type=click.Choice(sorted(PRESETS)), default="default", show_default=True,
-                     help="Built-in op lists."),
-        click.option("--op-info", "op_info", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="Ascend operator-info JSON (aic-<soc>-ops-info.json): precision_reduce true -> "
-                     "white, false -> black, absent -> gray; applied after --preset, before --mixlist."),
-        click.option("--mixlist", "mixlists", multiple=True, type=click.Path(dir_okay=False),
-                     metavar="FILE", help="Ascend modify_mixlist JSON; repeatable, applied left to right."),
-        click.option("--block-op", "block_ops", multiple=True, metavar="OP",
-                     help="Keep this op type float32 at every level (OpType or domain::OpType)."),
-        click.option("--target", type=click.Choice(TARGETS), default=None,
-                     help="Deployment device for --level auto (default: from the installed onnxruntime)."),
-    ),
-    _fields("level", "preset", "op_info", "mixlists", "block_ops", "target"),
+    _of("level", "preset", "op_info", "mixlists", "block_ops", "target"),
     title="Policy: which ops run LOW",
 )
 
 
 precision_options = OptionGroup(
     "--dtype, keep-io, the name regex overrides: the planner's choices beyond the policy.",
+    _of("dtype", "fallback_dtype"),
     (
-        click.option("--dtype", type=click.Choice(DTYPES + tuple(DTYPE_NAMES), case_sensitive=False),
-                     default="fp16", show_default=True, callback=_dtype_key, metavar="fp16|bf16",
-                     help="The low-precision type (fp16/float16 or bf16/bfloat16)."),
-        click.option("--fallback-dtype", "fallback_dtype", type=click.Choice(("float32", "bf16"),
-                     case_sensitive=False), default="float32", show_default=True,
-                     help="What a node runs in when its values do not fit fp16 (constants, calibration "
-                     "data, the synthetic run, the range analysis): float32, or bf16 where its schema "
-                     "admits it (float32's range at fp16's speed); the rest stays fp16. bf16 needs --dtype fp16."),
+        # Two flags build one field (keep_io_types): a bare flag, a comma list, or its negation.
         click.option("--keep-io-types", "keep_io", default=None, is_flag=False, flag_value="*",
                      metavar="[NAMES]", callback=_keep_io_names,
                      help="Keep graph inputs/outputs float32 (the default); with a comma list, only those."),
         click.option("--no-keep-io-types", "no_keep_io", is_flag=True,
                      help="Convert graph inputs/outputs to the low type too."),
-        click.option("--kv-cache", "kv_cache", type=click.Choice(KV_CACHE), default="keep", show_default=True,
-                     help="low: a decoder's KV cache inputs and outputs (past/present pairs, found by "
-                     "structure) in the low type, so the cache never round-trips through float32; keep: "
-                     "as --keep-io-types says."),
-        click.option("--keep-fp32", multiple=True, metavar="REGEX",
-                     help="Keep nodes whose name matches float32; repeatable."),
-        click.option("--keep-bf16", multiple=True, metavar="REGEX",
-                     help="Run nodes whose name matches in bf16 (float32 where their schema refuses it); "
-                     "repeatable; needs --fallback-dtype bf16."),
-        click.option("--force-low", multiple=True, metavar="REGEX",
-                     help="Force nodes whose name matches to the low type (schema limits still apply)."),
+        click_option(OPTIONS["kv_cache"]), click_option(OPTIONS["keep_fp32"]), click_option(OPTIONS["keep_bf16"]),
+        click_option(OPTIONS["force_low"]),
     ),
-    _precision_fields,
+    lambda params, given: {**_keep_io_fields(params, given),
+                           **declared_values(_of("kv_cache", "keep_fp32", "keep_bf16", "force_low"), params)},
     title="Policy: which ops run LOW",
 )
 
 
 constant_options = OptionGroup(
     "--clamp and the constant guard's range limits.",
-    (
-        click.option("--clamp", is_flag=True,
-                     help="Clamp out-of-range constants to the low type's range instead of keeping "
-                     "their consumers float32."),
-        click.option("--max-finite", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
-                     help="Constants with |x| above X keep their consumers float32 (--clamp: clamped to "
-                     "+-X). Default: the low type's max, 65504 for fp16."),
-        click.option("--min-positive", type=click.FloatRange(min=0, min_open=True), default=None, metavar="Y",
-                     help="Non-zero constants with |x| below Y count as too small (default: those that "
-                     "round to 0; --clamp raises them to the smallest subnormal, 5.96e-08 for fp16)."),
-        click.option("--clamp-small", type=click.Choice(("raise", "flush")), default=None,
-                     help="With --clamp: raise too small values to +-min positive (default) or flush "
-                     "them to 0."),
-    ),
-    _fields("clamp", "max_finite", "min_positive", "clamp_small"),
+    _of("clamp", "max_finite", "min_positive", "clamp_small"),
     title="Constants out of the LOW range",
 )
 
 
 model_options = OptionGroup(
     "What happens to the model around the conversion: --opset upgrade first, --annotate stamps after.",
-    (
-        click.option("--opset", type=click.IntRange(min=1), default=None, metavar="N",
-                     help="Upgrade the model to default-domain opset N with onnx's version converter before "
-                     "converting. By default a model whose opset keeps its heavy ops or Q/DQ nodes from the "
-                     "LOW type is upgraded to the first opset that admits them (bf16 Conv: 22; a float16 "
-                     "Q/DQ scale: 19)."),
-        click.option("--keep-opset", is_flag=True,
-                     help="Never upgrade the model's opset by default (not with --opset)."),
-        click.option("--annotate", is_flag=True,
-                     help="Stamp each node's precision and rule into its metadata_props "
-                     "(ampconv.core.precision, ampconv.rule), visible in model viewers."),
-    ),
-    _fields("opset", "keep_opset", "annotate"),
+    _of("opset", "keep_opset", "annotate"),
     title="Output and checks",
 )
 
 
 data_options = OptionGroup(
     "--calibration-data and what it enables: the data guards' thresholds and --tune.",
-    (
-        click.option("--calibration-data", "calibration_data", multiple=True, metavar="PATH",
-                     help="Calibration samples: FILE.npz, a folder of .npz, ONNX test_data_set_* folders "
-                     "(repeatable), or 'random'. Nodes whose activations overflow or underflow the low "
-                     "type stay float32."),
-        click.option("--calibration-samples", type=click.IntRange(min=1), default=8, show_default=True, metavar="N",
-                     help="How many samples --calibration-data random draws."),
-        click.option("--calibration-seed", type=int, default=0, show_default=True, metavar="S",
-                     help="Seed of --calibration-data random."),
-        click.option("--data-max", type=click.FloatRange(min=0, min_open=True), default=None, metavar="X",
-                     help="Keep a node float32 when a calibration value exceeds this "
-                     "(default: half the low type's max, 32752 for fp16)."),
-        click.option("--underflow-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
-                     metavar="F",
-                     help="Share of non-zero values below the low type's normal range above which a tensor "
-                     "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
-        click.option("--synthetic-run/--no-synthetic-run", "synthetic_run", default=True, show_default=True,
-                     help="Without --calibration-data, run a small model once in float32 on one seeded random "
-                     "sample and keep float32 the nodes whose values overflow the low type there."),
-        click.option("--tune", is_flag=True,
-                     help="With --calibration-data: validate on the samples and keep float32 the fewest "
-                     "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),
-    ),
-    _data_fields,
+    _of("calibration_data", "calibration_samples", "calibration_seed", "data_max", "underflow_fraction",
+        "synthetic_run", "tune"),
+    check=_check_data_flags,
     title="Calibration and tune",
 )
-
 
 
 # The groups that build ``Config``, in the order a command applies them.

@@ -10,7 +10,7 @@ import ampconv
 from ampconv.policy import LEVEL_TABLE
 from ampconv.errors import spell_parameters
 from ampconv_cli.errors import flag_of, handle_errors
-from ampconv_cli.options import policy_options
+from ampconv_cli.options import format_flag, policy_options
 
 
 @click.group("policy")
@@ -20,8 +20,7 @@ def group() -> None:
 
 @group.command("show")
 @policy_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json writes the lists in the Ascend mixlist format.")
+@format_flag(("text", "json"), "json writes the lists in the Ascend mixlist format.")
 @handle_errors
 def show(level, preset, mixlists, block_ops, target, fmt, op_info=None):
     """Print the effective WHITE/BLACK/GRAY lists (every other op is UNLISTED) and where each op's class came from."""

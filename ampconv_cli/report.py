@@ -8,13 +8,13 @@ from __future__ import annotations
 import click
 
 from ampconv_cli.errors import handle_errors
+from ampconv_cli.options import output_flag, overwrite_flag
 
 
 @click.command("report")
 @click.argument("report", type=click.Path(dir_okay=True))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Page path (default: <report stem>.html beside the report).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing page file (never the report).")
+@output_flag("Page path (default: <report stem>.html beside the report).")
+@overwrite_flag
 @handle_errors
 def command(report, output, overwrite):
     """Write a self-contained HTML page from a conversion REPORT (JSON).

@@ -12,7 +12,15 @@ from pathlib import Path
 import click
 from ampconv.writing import outputs
 from ampconv_cli.errors import handle_errors
-from ampconv_cli.options import OptionGroup, TopicCommand, topics_of
+from ampconv_cli.options import (
+    OptionGroup,
+    TopicCommand,
+    format_flag,
+    overwrite_flag,
+    quiet_flag,
+    report_flag,
+    topics_of,
+)
 from ampconv_cli.validation_options import (
     FORMATS,
     check_input_range_names,
@@ -26,14 +34,12 @@ from ampconv_cli.validation_options import (
 
 result_options = OptionGroup(
     "How the result is written.",
-    (
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-                     help="Result format; markdown fits a CI job summary."),
-        click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-                     help="Merge the result into this JSON report (top-level 'validation' key)."),
-        click.option("--overwrite", is_flag=True,
-                     help="Let --report replace an existing file that is not an ampconv report."),
-        click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+    options=(
+        format_flag(FORMATS, "Result format; markdown fits a CI job summary."),
+        report_flag("Merge the result into this JSON report (top-level 'validation' key); an existing file that "
+                    "is not an ampconv report only with --overwrite."),
+        overwrite_flag,
+        quiet_flag("No progress bar."),
     ),
     title="Result and display",
 )

@@ -22,110 +22,32 @@ import click
 from ampconv.errors import AmpconvError, UsageError
 from ampconv.runtime.isolated import IsolatedFailure, run_isolated
 from ampconv_cli.errors import flag_of
+from ampconv.options.declared import by_name, pick
 from ampconv_cli.options import OptionGroup
-from ampconv.validation import ValidateOptions, parse_shape, validate
-from ampconv.validation.nature_kinds import NATURE_OVERRIDES
-from ampconv.core.shapespec import parse_input_range
-from ampconv.validation.options import parse_limit, parse_nature
+from ampconv.validation import ValidateOptions, validate
+from ampconv.validation.options import VALIDATION_OPTIONS
 from ampconv.validation.render import render
 from ampconv.validation.reportfile import merge_into_report
 
-VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize",
-                     "natures", "limits")
 FORMATS = ("text", "json", "markdown")
+_OPTIONS = by_name(VALIDATION_OPTIONS)
 EXIT_OK = 0
 EXIT_DRIFT = 3
 
 
-def _parse_each(ctx, param, values, parse) -> list:
-    """``parse`` applied to every value of a repeatable option; its ``UsageError`` becomes click's."""
-    try:
-        return [parse(text) for text in values]
-    except UsageError as exc:
-        raise click.BadParameter(exc.render(flag_of), ctx=ctx, param=param) from None
-
-
-def _parse_shapes(ctx, param, values):
-    return tuple(_parse_each(ctx, param, values, parse_shape))
-
-
-def _parse_limits(ctx, param, values):
-    return tuple(_parse_each(ctx, param, values, parse_limit))
-
-
-def _parse_natures(ctx, param, values):
-    return tuple(_parse_each(ctx, param, values, parse_nature))
-
-
-def _parse_input_ranges(ctx, param, values):
-    parsed = _parse_each(ctx, param, values, parse_input_range)
-    names = [name for name, _ in parsed]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise click.BadParameter(f"input {twice[0]!r} given twice", ctx=ctx, param=param)
-    return tuple(parsed)
-
-
 validation_input_options = OptionGroup(
     "What the two models are fed: samples from files, or seeded random inputs and their shapes and ranges.",
-    (
-        click.option(
-            "--inputs", "inputs", multiple=True, metavar="PATH",
-            help="Input sample(s): FILE.npz, a folder of .npz, or ONNX test-data folder(s) "
-            "(test_data_set_*/input_*.pb). Repeatable. Default: seeded random data.",
-        ),
-        click.option(
-            "--shape", "shapes", multiple=True, metavar="NAME:DIMS", callback=_parse_shapes,
-            help="Shape of a random input (x:1x3x224x224), value of a dimension symbol (batch:1), or "
-            "size of one axis of an input (x[2]:48, axis from 0; x[-1]:192 counts from the end). "
-            "Dimensions left unset (-1, unnamed '?', or a symbol not given) are 1, with a note. Repeatable.",
-        ),
-        click.option(
-            "--input-range", "input_ranges", multiple=True, metavar="NAME:LOW,HIGH", callback=_parse_input_ranges,
-            help="Value range of a random input (audio:-32768,32767, image:0,255): floats uniform in "
-            "[LOW, HIGH), integers in [LOW, HIGH]; equal ends hold it constant (sr:16000,16000). "
-            "Default: floats N(0, 1), integers small indices. Repeatable; not with --inputs.",
-        ),
-        click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-                     help="Number of random samples (without --inputs)."),
-        click.option("--seed", type=int, default=0, show_default=True, metavar="S", help="Seed for random inputs."),
-    ),
+    pick(_OPTIONS, "inputs", "shapes", "input_ranges", "samples", "seed"),
     title="Validation inputs",
 )
 
 
 validation_judging_options = OptionGroup(
     "How the outputs are judged and on what: the tolerance rule, the backend, localization of a failure.",
-    (
-        click.option("--rtol", type=click.FloatRange(min=0), default=None, metavar="R",
-                     help="Relative tolerance of the strict elementwise rule |conv-ref| <= atol + rtol*|ref| "
-                     "(the other defaults per dtype: fp16 1e-2, bf16 5e-2). Without --rtol/--atol the default "
-                     "criteria judge each output: no new NaN/Inf, argmax on clear rows, cosine, p99/max error "
-                     "against the output's scale (docs/validation.md)."),
-        click.option("--atol", type=click.FloatRange(min=0), default=None, metavar="A",
-                     help="Absolute tolerance: switches to the strict elementwise rule (see --rtol; "
-                     "default per dtype: fp16 1e-2, bf16 5e-2)."),
-        click.option(
-            "--backend", type=click.Choice(["auto", "native", "emulate"]), default="auto", show_default=True,
-            help="native: run the converted model as is (CUDA if available); emulate: float32 compute "
-            "rounded to fp16/bf16 after every LOW tensor (faithful on a CPU); auto: native on CUDA, else emulate.",
-        ),
-        click.option("--localize/--no-localize", default=False, show_default=True,
-                     help="On failure, name the first node whose output drifts."),
-        click.option(
-            "--nature", "natures", multiple=True, metavar="OUTPUT=KIND", callback=_parse_natures,
-            help=f"How to judge an output, in place of what the graph says ({', '.join(NATURE_OVERRIDES)}): "
-            "boxes/scores/labels make outputs one detection set, matched as a set; probability judges on "
-            "[0, 1]; values on the output's RMS with no argmax read. Repeatable (docs/validation.md).",
-        ),
-        click.option(
-            "--limit", "limits", multiple=True, metavar="OUTPUT:CRITERION=VALUE", callback=_parse_limits,
-            help="A default-criteria threshold for one output: cosine, p99, max or label "
-            "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).",
-        ),
-    ),
+    pick(_OPTIONS, "rtol", "atol", "backend", "localize", "natures", "limits"),
     title="Validation criteria",
 )
+VALIDATION_PARAMS = validation_input_options.param_names() + validation_judging_options.param_names()
 
 
 def validation_options(func: Callable) -> Callable:
@@ -147,21 +69,10 @@ def options_from_cli(
         raise UsageError("--shape sets the shape of random inputs; with --inputs it does nothing")
     if inputs and input_ranges:
         raise UsageError("--input-range sets the values of random inputs; with --inputs it does nothing")
-    return ValidateOptions(
-        inputs=tuple(inputs),
-        rtol=params["rtol"],
-        atol=params["atol"],
-        backend=params["backend"],
-        samples=params["samples"],
-        seed=params["seed"],
-        shapes=tuple((name, tuple(dims)) for name, dims in shapes),
-        input_ranges=tuple(input_ranges),
-        localize=params["localize"],
-        natures=tuple(params.get("natures", ())),
-        limits=tuple(params.get("limits", ())),
-        decisions=decisions,
-        show_progress=show_progress,
-    )
+    fields = {}
+    for group in (validation_input_options, validation_judging_options):
+        fields.update(group.config_fields(params))
+    return ValidateOptions(**fields, decisions=decisions, show_progress=show_progress)
 
 
 def check_input_range_names(model_path, input_ranges: Sequence) -> None:

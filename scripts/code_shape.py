@@ -155,6 +155,79 @@ def _cycles(edges: dict) -> list[list[str]]:
     return found
 
 
+# Where an option of a conversion or a validation may be declared: the records' modules and the CLI.
+OPTION_RECORD_MODULES = ("ampconv/config.py", "ampconv/options", "ampconv/validation/options.py")
+OPTION_CLI_PACKAGE = "ampconv_cli"
+
+
+def option_declarations(root: pathlib.Path | None = None) -> dict:
+    """``{option name: [where, ...]}``: every place an option's name is declared.
+
+    A place is a field written in an option record's class (``Config`` or a
+    class named ``...Options`` in ``OPTION_RECORD_MODULES``), an ``Option(...)``
+    declaration, a click option or argument of the CLI (its parameter name),
+    or a key the CLI writes into a dict literal when it builds a record. A
+    value passed to a record by keyword is a use, not a declaration. An option
+    declared once has one place.
+    """
+    root = root or ROOT
+    found: dict = defaultdict(list)
+    paths = []
+    for entry in OPTION_RECORD_MODULES:
+        path = root / entry
+        paths += sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.exists() else []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and _is_record(node):
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        found[item.target.id].append(f"{path.relative_to(root)}:{item.lineno} {node.name}")
+            elif _called(node) == "Option" and node.args and isinstance(node.args[0], ast.Constant):
+                found[node.args[0].value].append(f"{path.relative_to(root)}:{node.lineno} Option")
+    for path in sorted((root / OPTION_CLI_PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+            if _called(node) in ("option", "argument"):
+                name = _click_name(node)
+                if name:
+                    found[name].append(f"{where} click")
+            elif isinstance(node, ast.Dict):
+                for key in node.keys:
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value in found:
+                        found[key.value].append(f"{where} dict")
+    return dict(found)
+
+
+def _is_record(node: ast.ClassDef) -> bool:
+    """An option record: ``Config`` or an ``...Options`` class, a dataclass or an ``option_record``."""
+    named_as_record = node.name == "Config" or node.name.endswith("Options")
+    return named_as_record and any("dataclass" in ast.unparse(d) or "option_record" in ast.unparse(d)
+                                   for d in node.decorator_list)
+
+
+def _called(node) -> str:
+    """The name a call calls (``click.option`` -> ``option``), '' for anything else."""
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _click_name(node: ast.Call) -> str:
+    """A click option's parameter name: the identifier among its strings, else its longest flag's."""
+    texts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    plain = [t for t in texts if not t.startswith("-")]
+    if plain:
+        return plain[0]
+    flags = [t.split("/")[0] for t in texts]
+    return max(flags, key=len).lstrip("-").replace("-", "_") if flags else ""
+
+
+def repeated_options(root: pathlib.Path | None = None) -> dict:
+    """The options declared in more than one place (``option_declarations``)."""
+    return {name: wheres for name, wheres in option_declarations(root).items() if len(wheres) > 1}
+
+
 if __name__ == "__main__":
     figures = measure()
     print(f"functions over {MAX_LINES} lines: {len(figures['long_functions'])}")
@@ -165,6 +238,10 @@ if __name__ == "__main__":
     for key in ("long_functions", "many_params", "cycles"):
         for entry in figures[key]:
             print(f"  {key}: {entry}")
+    repeated = repeated_options()
+    print(f"option fields declared in more than one place: {len(repeated)}")
+    for name, wheres in sorted(repeated.items()):
+        print(f"  {name}: {len(wheres)} places")
     units = measure_units()
     print(f"unit cycles: {len(units['cycles'])}, imports up the layers: {len(units['upward'])}, "
           f"units without a layer: {len(units['unplaced'])}")

@@ -6,77 +6,56 @@
 - ``WriteOptions``: opset upgrade, writing, checks, annotation, progress;
 - ``DataOptions``: calibration data, random-input shapes and ranges, ``tune``.
 
-Each group checks its own fields once when it is made. This module sits below
-every unit that reads a group (the planner, calibration, the converter), so it
-imports none of them; ``Config`` registers the user's rules (``ampconv.plan.rules``)
-before it builds ``PlanOptions``. Light: ``import ampconv`` loads it.
+Each group is an ``option_record`` of the options it carries (declared once,
+in ``ampconv.options.conversion``): every field is checked by its option when
+the group is made, and the group's own ``__post_init__`` holds the checks that
+read several fields. This module sits below every unit that reads a group (the
+planner, calibration, the converter), so it imports none of them; ``Config``
+registers the user's rules (``ampconv.plan.rules``) before it builds
+``PlanOptions``. Light: ``import ampconv`` loads it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union  # noqa: F401 - the records' field annotations
 
 from ampconv.errors import UsageError, named
-from ampconv.core.shapespec import range_pairs, shape_pairs
+from ampconv.options.conversion import (  # noqa: F401 - the words of the options, re-exported
+    DTYPES,
+    FALLBACK_ALIASES,
+    FALLBACK_DTYPES,
+    KV_CACHE,
+    LEVELS,
+    OPTIONS,
+    TARGETS,
+    check_tolerances,
+)
+from ampconv.options.declared import option_record, pick
 
-LEVELS = ("O0", "O1", "O2", "O3", "auto")
-DTYPES = ("fp16", "bf16")
-# What a node whose values do not fit the LOW type runs in (issue 32): float32 (the default), or bf16.
-FALLBACK_DTYPES = ("float32", "bf16")
-FALLBACK_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "bf16": "bf16", "bfloat16": "bf16"}
-KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
-TARGETS = ("cuda", "cpu")
+POLICY_FIELDS = ("level", "target", "preset", "mixlists", "op_info", "block_ops")
+PLAN_FIELDS = ("dtype", "keep_io_types", "keep_fp32", "keep_bf16", "force_low", "clamp", "max_finite", "min_positive",
+               "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype")
+WRITE_FIELDS = ("check_runtime", "overwrite", "max_workers", "opset", "keep_opset", "annotate", "progress")
+DATA_FIELDS = ("calibration_data", "calibration_samples", "calibration_seed", "shapes", "input_ranges", "tune", "rtol",
+               "atol", "synthetic_run")
 
 
-@dataclasses.dataclass(frozen=True)
+@option_record(pick(OPTIONS, *POLICY_FIELDS))
 class PolicyOptions:
     """Which op lists decide, at which level (``Config``'s fields of the same names)."""
 
-    level: str = "O2"
-    target: Optional[str] = None
-    preset: str = "default"
-    mixlists: Tuple[str, ...] = ()
-    op_info: Optional[str] = None
-    block_ops: Tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.level not in LEVELS:
-            raise UsageError(f"unknown {named('level')} {self.level!r}: choose one of {', '.join(LEVELS)}")
-        if self.target is not None and self.target not in TARGETS:
-            raise UsageError(f"unknown {named('target')} {self.target!r}: choose cuda or cpu")
-
-
-@dataclasses.dataclass(frozen=True)
+@option_record(pick(OPTIONS, *PLAN_FIELDS))
 class PlanOptions:
     """What the planner reads besides the policy and the model (``Config``'s fields of the same names)."""
 
-    dtype: str = "fp16"
-    keep_io_types: Union[bool, Tuple[str, ...]] = True
-    keep_fp32: Tuple[str, ...] = ()
-    keep_bf16: Tuple[str, ...] = ()
-    force_low: Tuple[str, ...] = ()
-    clamp: bool = False
-    max_finite: Optional[float] = None
-    min_positive: Optional[float] = None
-    clamp_small: Optional[str] = None
-    data_max: Optional[float] = None
-    underflow_fraction: Optional[float] = None
-    kv_cache: str = "keep"
-    rules: Tuple[object, ...] = ()
-    fallback_dtype: str = "float32"
-
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise UsageError(f"unknown {named('dtype')} {self.dtype!r}: choose fp16 or bf16")
-        _check_fallback(self.dtype, self.fallback_dtype)
+        if self.fallback_dtype == "bf16" and self.dtype == "bf16":
+            raise UsageError(f"{named('fallback_dtype', 'bf16')} with {named('dtype', 'bf16')} does nothing: bf16 "
+                             f"already has float32's range; use it with {named('dtype', 'fp16')}")
         if self.keep_bf16 and self.fallback_dtype != "bf16":
             raise UsageError(f"{named('keep_bf16')} puts nodes in the fallback type; it needs "
                              f"{named('fallback_dtype', 'bf16')} (with {named('dtype', 'fp16')})")
-        if self.kv_cache not in KV_CACHE:
-            raise UsageError(f"unknown {named('kv_cache')} {self.kv_cache!r}: choose {' or '.join(KV_CACHE)}")
-        for pattern in self.keep_fp32 + self.keep_bf16 + self.force_low:
-            _check_regex(pattern)
         if self.clamp_small is not None and not self.clamp:
             raise UsageError(f"{named('clamp_small')} sets what {named('clamp')} does to tiny values; "
                              "without it it does nothing")
@@ -84,50 +63,23 @@ class PlanOptions:
             from ampconv.core.lowtypes import check_limits  # numpy: only when limits are given
 
             check_limits(self.dtype, self.max_finite, self.min_positive, self.clamp_small)
-        if self.data_max is not None and not self.data_max > 0:
-            raise UsageError(f"{named('data_max')} must be a number > 0, got {self.data_max}")
-        if self.underflow_fraction is not None and not 0 < self.underflow_fraction <= 1:
-            raise UsageError(f"{named('underflow_fraction')} must be in (0, 1], got {self.underflow_fraction}")
 
 
-@dataclasses.dataclass(frozen=True)
+@option_record(pick(OPTIONS, *WRITE_FIELDS))
 class WriteOptions:
     """How the converted model is made and written (``Config``'s fields of the same names)."""
 
-    check_runtime: bool = True
-    overwrite: bool = False
-    max_workers: int = 2
-    opset: Optional[int] = None
-    keep_opset: bool = False
-    annotate: bool = False
-    progress: Optional[Callable[[int, int], None]] = dataclasses.field(default=None, compare=False, repr=False)
-
     def __post_init__(self) -> None:
-        if self.opset is not None and (isinstance(self.opset, bool) or not isinstance(self.opset, int)
-                                       or self.opset < 1):
-            raise UsageError(f"{named('opset')} must be a positive integer, got {self.opset!r}")
         if self.keep_opset and self.opset is not None:
             raise UsageError(f"{named('keep_opset')} and {named('opset', self.opset)} contradict each other: "
                              "the first keeps the model's opset, the second upgrades it; pass one")
 
 
-@dataclasses.dataclass(frozen=True)
+@option_record(pick(OPTIONS, *DATA_FIELDS))
 class DataOptions:
     """Calibration data, the random inputs' shapes and ranges, and the accuracy search (``Config``'s fields)."""
 
-    calibration_data: Tuple[str, ...] = ()
-    calibration_samples: int = 8
-    calibration_seed: int = 0
-    shapes: Tuple[Tuple[str, Tuple[int, ...]], ...] = ()
-    input_ranges: Tuple[Tuple[str, Tuple[float, float]], ...] = ()
-    tune: bool = False
-    rtol: Optional[float] = None
-    atol: Optional[float] = None
-    synthetic_run: bool = True
-
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
-        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
         if self.input_ranges and tuple(self.calibration_data) != ("random",):
             raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
                              f"it needs {named('calibration_data', 'random')}")
@@ -138,31 +90,3 @@ class DataOptions:
                              "without it they do nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:
             raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")
-        if self.calibration_samples < 1:
-            raise UsageError(f"{named('calibration_samples')} must be at least 1, got {self.calibration_samples}")
-        check_tolerances(self.rtol, self.atol)
-
-
-def check_tolerances(rtol: float | None, atol: float | None) -> None:
-    """``UsageError`` naming the parameter unless each given tolerance is a number >= 0 (validation and --tune)."""
-    for label, value in (("rtol", rtol), ("atol", atol)):
-        if value is not None and not value >= 0:
-            raise UsageError(f"{named(label)} must be a number >= 0, got {value}")
-
-
-def _check_fallback(dtype: str, fallback_dtype: str) -> None:
-    """Refuse a fallback type that is unknown, or that cannot change anything under ``dtype``."""
-    if fallback_dtype not in FALLBACK_DTYPES:
-        raise UsageError(f"unknown {named('fallback_dtype')} {fallback_dtype!r}: choose float32 or bf16")
-    if fallback_dtype == "bf16" and dtype == "bf16":
-        raise UsageError(f"{named('fallback_dtype', 'bf16')} with {named('dtype', 'bf16')} does nothing: bf16 "
-                         f"already has float32's range; use it with {named('dtype', 'fp16')}")
-
-
-def _check_regex(pattern: str) -> None:
-    import re
-
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"bad node-name regex {pattern!r}: {exc}") from None

@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from ampconv.errors import UsageError, named
-from ampconv.options.groups import check_tolerances
-from ampconv.core.shapespec import range_pairs, shape_pairs
+from ampconv.options.conversion import SHARED_WITH_VALIDATION
+from ampconv.options.declared import REPEATED, TOGGLE, Flag, Option, by_name, option_record, pick
 from ampconv.validation.nature_kinds import NATURE_OVERRIDES
 from ampconv.validation.criteria import (
     ELEMENTWISE_TOLERANCES,
@@ -26,89 +26,90 @@ BACKENDS = ("auto", "native", "emulate")
 DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = ELEMENTWISE_TOLERANCES
 
 
-@dataclasses.dataclass(frozen=True)
+def _inputs(value) -> tuple:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _backend(value):
+    if value not in BACKENDS:
+        raise UsageError(f"unknown {named('backend')} {value!r}: choose one of {', '.join(BACKENDS)}")
+    return value
+
+
+def _samples(value):
+    if value < 1:
+        raise UsageError(f"{named('samples')} must be at least 1, got {value}")
+    return value
+
+
+# The options of a validation run, declared once (``ampconv.options.declared``): ``ValidateOptions``'
+# fields and the CLI's flags. rtol, atol, shapes and input_ranges are the conversion's declarations.
+_OWN = by_name((
+    Option("inputs", (), "``.npz`` files, folders of ``.npz``, or ONNX test-data folders (a model folder holding "
+           "``test_data_set_*`` or one such set). Empty: seeded random inputs from the declared input types.",
+           "tuple[str, ...]", _inputs,
+           Flag(("--inputs",), "Input sample(s): FILE.npz, a folder of .npz, or ONNX test-data folder(s) "
+                "(test_data_set_*/input_*.pb). Repeatable. Default: seeded random data.", REPEATED, metavar="PATH")),
+    Option("backend", "auto", "``auto`` (native when onnxruntime has CUDA, else emulate), ``native`` (run the "
+           "converted model as is) or ``emulate`` (float32 compute rounded to the LOW type after every LOW "
+           "tensor).", "str", _backend,
+           Flag(("--backend",), "native: run the converted model as is (CUDA if available); emulate: float32 "
+                "compute rounded to fp16/bf16 after every LOW tensor (faithful on a CPU); auto: native on CUDA, "
+                "else emulate.", choices=BACKENDS, show_default=True)),
+    Option("samples", 1, "how many random samples to draw.", "int", _samples,
+           Flag(("--samples",), "Number of random samples (without --inputs).", number=("int", 1, None, False),
+                metavar="N", show_default=True)),
+    Option("seed", 0, "the seed of the random samples.", "int", None,
+           Flag(("--seed",), "Seed for random inputs.", number=("int", None, None, False), metavar="S",
+                show_default=True)),
+    Option("localize", False, "on failure, name the first node whose output drifts.", "bool", None,
+           Flag(("--localize/--no-localize",), "On failure, name the first node whose output drifts.", TOGGLE,
+                show_default=True)),
+    Option("decisions", None, "optional ``node_name -> {\"precision\", \"rule\"}`` from the converter, used to "
+           "explain the localized node.", "Mapping[str, Mapping[str, str]] | None", None, compare=False),
+    Option("show_progress", False, "a hint for front ends (the library never draws); the CLI draws a progress bar "
+           "through ``progress`` when this is set.", "bool", None),
+    Option("progress", None, "optional ``callback(done, total)`` called after each sample.",
+           "Callable[[int, int], None] | None", None, compare=False),
+    Option("floor", True, "in default mode, also run the floor model (``validation.floor``: the float32 model on "
+           "its inputs and weights rounded to the LOW type) and judge each output's error against that "
+           "unavoidable error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.", "bool", None),
+    Option("natures", (), "``(output, kind)`` pairs, or a dict ``{\"det_boxes\": \"boxes\"}``: how an output is "
+           "judged, in place of what the graph says (``values`` judged on its RMS with no argmax read; "
+           "``probability`` on [0, 1]; ``boxes``/``scores``/``labels`` one set of detections, matched as a set).",
+           "tuple[tuple[str, str], ...]", lambda value: nature_pairs(value),
+           Flag(("--nature",), f"How to judge an output, in place of what the graph says "
+                f"({', '.join(NATURE_OVERRIDES)}): boxes/scores/labels make outputs one detection set, matched as "
+                "a set; probability judges on [0, 1]; values on the output's RMS with no argmax read. Repeatable "
+                "(docs/validation.md).", REPEATED, metavar="OUTPUT=KIND", parse=lambda text: parse_nature(text))),
+    Option("extra_criteria", (), "``criteria.Criterion`` objects judging outputs beside the built-in criteria "
+           "(default mode): a task's own figure, e.g. a PSNR of at least 30 dB on a decoded image.", "tuple", tuple),
+    Option("limits", (), "``(output, key, threshold)`` triples, or a dict ``{\"logits\": {\"cosine\": 0.999}}``: "
+           "a built-in threshold for one output (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.",
+           "tuple[tuple[str, str, float], ...]", lambda value: limit_triples(value),
+           Flag(("--limit",), "A default-criteria threshold for one output: cosine, p99, max or label "
+                "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).", REPEATED,
+                metavar="OUTPUT:CRITERION=VALUE", parse=lambda text: parse_limit(text))),
+))
+SHARED = {option.name: option for option in SHARED_WITH_VALIDATION}
+VALIDATION_OPTIONS = pick({**_OWN, **SHARED}, "inputs", "rtol", "atol", "backend", "samples", "seed", "shapes",
+                          "localize", "decisions", "show_progress", "progress", "input_ranges", "floor", "natures",
+                          "extra_criteria", "limits")
+
+
+@option_record(VALIDATION_OPTIONS)
 class ValidateOptions:
     """Everything that decides a validation run.
 
-    Attributes:
-        inputs: ``.npz`` files, folders of ``.npz``, or ONNX test-data folders
-            (a model folder holding ``test_data_set_*`` or one such set). Empty:
-            seeded random inputs from the declared input types.
-        rtol, atol: giving either switches to the strict elementwise rule
-            ``|conv - ref| <= atol + rtol*|ref|``, the other taken from
-            ``DEFAULT_TOLERANCES`` for the LOW type found in the converted
-            model (bf16 if any bfloat16 tensor). Both None: the default
-            criteria for that type (``criteria.default_criteria``).
-        backend: ``auto`` (native when onnxruntime has CUDA, else emulate),
-            ``native`` (run the converted model as is) or ``emulate`` (float32
-            compute rounded to the LOW type after every LOW tensor).
-        samples, seed: how many random samples to draw, and the seed.
-        shapes: ``(name, dims)`` pairs fixing dimensions of random inputs;
-            ``name`` is an input name (whole shape), a dimension symbol (one
-            value) or ``"input[axis]"`` (one axis of one input, one value).
-            Dimensions left unset (-1, unnamed, or a symbol not given) are 1, with a note.
-        localize: on failure, name the first node whose output drifts.
-        input_ranges: ``(name, (low, high))`` pairs, or a dict ``{"audio":
-            (-32768, 32767)}``: random values of input ``name`` are drawn
-            uniformly from ``[low, high)`` (integer inputs: integers in
-            ``[low, high]``) instead of N(0, 1) or small indices. Only for
-            random inputs: with ``inputs`` it is an error.
-        decisions: optional ``node_name -> {"precision", "rule"}`` from the
-            converter, used to explain the localized node.
-        show_progress: a hint for front ends (the library never draws); the
-            CLI draws a progress bar through ``progress`` when this is set.
-        progress: optional ``callback(done, total)`` called after each sample.
-        floor: in default mode, also run the floor model (``validate.floor``:
-            the float32 model on its inputs and weights rounded to the LOW
-            type) and judge each output's error against that unavoidable
-            error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.
-        natures: ``(output, kind)`` pairs, or a dict ``{"det_boxes": "boxes"}``:
-            how an output is judged, in place of what the graph says
-            (``natures.OVERRIDES``: ``values`` judged on its RMS with no
-            argmax read; ``probability`` on [0, 1]; ``boxes``/``scores``/
-            ``labels`` one set of detections, matched as a set).
-        extra_criteria: ``criteria.Criterion`` objects judging outputs
-            beside the built-in criteria (default mode): a task's own figure,
-            e.g. a PSNR of at least 30 dB on a decoded image.
-        limits: ``(output, key, threshold)`` triples, or a dict ``{"logits":
-            {"cosine": 0.999}}``: a built-in threshold for one output
-            (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.
+    Giving ``rtol`` or ``atol`` switches to the strict elementwise rule
+    ``|conv - ref| <= atol + rtol*|ref|``, the other taken from
+    ``DEFAULT_TOLERANCES`` for the LOW type found in the converted model (bf16
+    if any bfloat16 tensor). Both None: the default criteria for that type
+    (``criteria.default_criteria``). ``shapes`` and ``input_ranges`` shape
+    the random inputs only: with ``inputs``, ``input_ranges`` is an error.
     """
 
-    inputs: tuple[str, ...] = ()
-    rtol: float | None = None
-    atol: float | None = None
-    backend: str = "auto"
-    samples: int = 1
-    seed: int = 0
-    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    localize: bool = False
-    decisions: Mapping[str, Mapping[str, str]] | None = dataclasses.field(
-        default=None, compare=False, repr=False
-    )
-    show_progress: bool = False
-    progress: Callable[[int, int], None] | None = dataclasses.field(
-        default=None, compare=False, repr=False
-    )
-    input_ranges: tuple[tuple[str, tuple[float, float]], ...] = ()
-    floor: bool = True
-    natures: tuple[tuple[str, str], ...] = ()
-    extra_criteria: tuple = ()
-    limits: tuple[tuple[str, str, float], ...] = ()
-
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise UsageError(f"unknown backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
-        if self.samples < 1:
-            raise UsageError(f"samples must be at least 1, got {self.samples}")
-        check_tolerances(self.rtol, self.atol)
-        if isinstance(self.inputs, str):
-            object.__setattr__(self, "inputs", (self.inputs,))
-        object.__setattr__(self, "shapes", shape_pairs(self.shapes))
-        object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
-        object.__setattr__(self, "natures", nature_pairs(self.natures))
-        object.__setattr__(self, "limits", limit_triples(self.limits))
-        object.__setattr__(self, "extra_criteria", tuple(self.extra_criteria))
         if self.inputs and self.input_ranges:
             raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 

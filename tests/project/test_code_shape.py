@@ -48,3 +48,21 @@ def test_the_cli_holds_the_same_function_limits():
     figures = code_shape.measure("ampconv_cli")
     assert figures["long_functions"] == [], figures["long_functions"]
     assert figures["many_params"] == [], figures["many_params"]
+
+
+def test_an_option_is_declared_in_one_place():
+    """Issue 36: a field, its check, its docs and its flag come from one ``Option``; at most 5 names repeat."""
+    repeated = code_shape.repeated_options()
+    assert len(repeated) <= 5, repeated
+
+
+def test_the_option_measure_sees_a_second_declaration(tmp_path, monkeypatch):
+    """Negative: a Config field written again as a click option and in a builder's dict is three places."""
+    (tmp_path / "ampconv" / "options").mkdir(parents=True)
+    (tmp_path / "ampconv_cli").mkdir()
+    (tmp_path / "ampconv" / "config.py").write_text(
+        "import dataclasses\n\n\n@dataclasses.dataclass\nclass Config:\n    level: str = 'O2'\n    once: int = 0\n")
+    (tmp_path / "ampconv_cli" / "opts.py").write_text(
+        "import click\n\nflag = click.option('--level', help='x')\n\n\ndef build(p):\n    return {'level': p}\n")
+    found = code_shape.repeated_options(tmp_path)
+    assert list(found) == ["level"] and len(found["level"]) == 3, found

@@ -8,13 +8,15 @@ import pytest
 import validate_models as vm
 
 import ampconv
-import ampconv.validation  # the subpackage is already imported: this binds nothing over the function
+import ampconv.validation
 import ampconv.validation.render
 from ampconv.validation import ValidateOptions, validate
 
 
 def test_top_level_validate_is_the_function_after_importing_the_subpackage(tmp_path):
-    assert type(sys.modules["ampconv.validate"]) is types.ModuleType  # a plain module, no class swap
+    """Issue 36: ``ampconv.validate`` is only the function; its package has a name of its own."""
+    assert "ampconv.validate" not in sys.modules  # no module of that name: nothing can shadow the function
+    assert type(sys.modules["ampconv.validation"]) is types.ModuleType
     assert isinstance(ampconv.validate, types.FunctionType)
     assert ampconv.validate is validate and ampconv.ValidateOptions is ValidateOptions
     ref, conv = vm.mlp_pair(tmp_path)
