@@ -443,7 +443,7 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
     release = margin.release
     pins, result = _search_with(release, (src, fresh, samples, build, request, external), margins,
                                 (low_nodes, rank_once, node_floor_of(low), decisive))
-    if not result.passed and margins and request.plan_options.fallback_dtype != "float32":
+    if not result.passed and margins and request.plan_options.fallback is not None:
         release = _float32_margins
         pins, result = _search_again(result, release, (src, fresh, samples, build, request, external), margins,
                                      (low_nodes, rank_once, node_floor_of(low), decisive))

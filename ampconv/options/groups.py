@@ -64,6 +64,15 @@ class PlanOptions:
 
             check_limits(self.dtype, self.max_finite, self.min_positive, self.clamp_small)
 
+    @property
+    def fallback(self):
+        """The fallback type's record (``ampconv.core.lowtypes.LowType``), or None: float32 is the fallback."""
+        if self.fallback_dtype == "float32":
+            return None
+        from ampconv.core.lowtypes import low_type  # numpy: only when a fallback type is asked for
+
+        return low_type(self.fallback_dtype)
+
 
 @option_record(pick(OPTIONS, *WRITE_FIELDS))
 class WriteOptions:

@@ -135,8 +135,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         dry_run=request.dry_run, casts_before=done.casts_before, weight_bytes_before=done.weights_before,
         warnings=list(policy.warnings),
     )
-    if request.plan_options.fallback_dtype != "float32":  # three classes: LOW, FALLBACK (bf16), HIGH
-        report.fallback_dtype = request.plan_options.fallback_dtype
+    if request.plan_options.fallback is not None:  # three classes: LOW, FALLBACK (bf16), HIGH
+        report.fallback_dtype = request.plan_options.fallback.key
     report.notes.extend(request.repairs)
     if policy.level_note:
         report.notes.append(policy.level_note)

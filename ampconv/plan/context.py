@@ -32,6 +32,7 @@ class PlanContext:
     runtime_pins: Mapping[str, str]
     low: str  # the LOW type's key: fp16 or bf16
     low_record: LowType
+    fallback: Optional[LowType]  # the fallback type's record (bf16), None when float32 is the fallback
     opsets: Mapping[str, int]  # normalized domain -> version
     keep_fp32: Tuple["re.Pattern[str]", ...]
     keep_bf16: Tuple["re.Pattern[str]", ...]  # node names put in the fallback type (``fallback_dtype="bf16"``)
@@ -72,6 +73,7 @@ class PlanContext:
             runtime_pins=dict(runtime_pins),
             low=options.dtype,
             low_record=low_type(options.dtype),
+            fallback=options.fallback,
             opsets={normalize_domain(d): v for d, v in model.opset_imports.items()},
             keep_fp32=tuple(re.compile(p) for p in options.keep_fp32),
             keep_bf16=tuple(re.compile(p) for p in options.keep_bf16),

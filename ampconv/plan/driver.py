@@ -126,7 +126,7 @@ class Planner:
             self.warnings.append(refused)
         return Plan(
             low=self.ctx.low,
-            fallback=None if self.ctx.options.fallback_dtype == "float32" else self.ctx.options.fallback_dtype,
+            fallback=None if self.ctx.fallback is None else self.ctx.fallback.key,
             fallback_refused=tuple((op, opset, n) for (op, opset), n in
                                    sorted(self.ctx.memo.get("fallback_refused", {}).items())),
             level=self.ctx.policy.level,
@@ -318,7 +318,7 @@ class Planner:
             return None
         decision = self.decisions.get(producer)
         if decision is not None and decision.precision == FALLBACK:
-            runs = self.ctx.options.fallback_dtype
+            runs = self.ctx.fallback.key
             return f"its producer {producer.name or producer.op_type} runs {runs}: {decision.reason}"
         if decision is None or decision.precision != HIGH:
             return None

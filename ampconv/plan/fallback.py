@@ -31,7 +31,6 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.errors import named
-from ampconv.core.lowtypes import low_type
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
@@ -51,7 +50,7 @@ RANGE_RULES = frozenset({
 
 def active(ctx: PlanContext) -> bool:
     """Whether a fallback type is in use (``fallback_dtype="bf16"`` under ``dtype="fp16"``)."""
-    return ctx.options.fallback_dtype != "float32"
+    return ctx.fallback is not None
 
 
 def admits(ctx: PlanContext, facts: Optional[NodeFacts]) -> bool:
@@ -59,7 +58,7 @@ def admits(ctx: PlanContext, facts: Optional[NodeFacts]) -> bool:
     if facts is None or not active(ctx) or ctx.opsets.get("", 1) < CAST_BF16_OPSET:
         return False  # the rewrite casts to and from bfloat16: Cast takes it from opset 13
     info = facts.info
-    return low_type(ctx.options.fallback_dtype).type_string in info.allowed(info.main_type())
+    return ctx.fallback.type_string in info.allowed(info.main_type())
 
 
 def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision) -> Decision:
@@ -87,13 +86,13 @@ def refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
     """
     domain = normalize_domain(node.domain)
     opset = ctx.opsets.get(domain, 1)
-    later = first_opset_allowing(domain, node.op_type, opset, ctx.options.fallback_dtype)
+    later = first_opset_allowing(domain, node.op_type, opset, ctx.fallback.key)
     if domain != "" and ctx.opsets.get("", 1) < CAST_BF16_OPSET:
         later = None  # a contrib op that takes it: the default domain's Cast does not yet
     if later is None:
         return decision
     ctx.memo.setdefault("fallback_refused", Counter())[(node.op_type, later)] += 1
-    record = low_type(ctx.options.fallback_dtype)
+    record = ctx.fallback
     return Decision(decision.precision, decision.rule,
                     f"{decision.reason}; {node.op_type} takes {record.name} only from opset {later}, so it runs "
                     f"float32 at opset {opset}", follows=decision.follows)
@@ -109,7 +108,7 @@ def refused_warning(ctx: PlanContext) -> Optional[str]:
     for (op, _), count in refused.items():
         ops[op] += count
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
-    record = low_type(ctx.options.fallback_dtype)
+    record = ctx.fallback
     return (f"{sum(ops.values())} node(s) ({listed}) whose values do not fit {ctx.low_name} run float32, not "
             f"{record.name}: opset {ctx.opsets.get('', 1)} does not accept {record.name} for them; convert with "
             f"{named('opset', target)} to upgrade the model first")
@@ -143,7 +142,7 @@ def seen_within_low(ctx: PlanContext, inputs) -> Optional[tuple]:
 
 def because(ctx: PlanContext, underflow: bool = False) -> str:
     """What a fallback decision's reason adds: the type, and why it holds the values."""
-    record = low_type(ctx.options.fallback_dtype)
+    record = ctx.fallback
     fails = "flushes them" if underflow else "overflows"
     return f"runs {record.name} ({ctx.low_name} {fails}; {record.name} has float32's range)"
 
@@ -155,7 +154,7 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     max); else what float16 did to them: ``overflow`` when one overflows it,
     ``underflow`` when they only flush to 0 there.
     """
-    top = low_type(ctx.options.fallback_dtype).max
+    top = ctx.fallback.max
     kind = "underflow"
     for i in facts.main_in:
         value = node.inputs[i]

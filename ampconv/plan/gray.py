@@ -66,7 +66,7 @@ def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
 
 def _refused(ctx: PlanContext, node: ir.Node) -> str:
     """Why a node following the fallback type runs float32: its schema does not take that type."""
-    return (f"{ctx.options.fallback_dtype}, which {node.op_type} does not take at opset "
+    return (f"{ctx.fallback.key}, which {node.op_type} does not take at opset "
             f"{ctx.opsets.get(normalize_domain(node.domain), 1)}; float32")
 
 
@@ -93,7 +93,7 @@ def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision
             source = origin(low_voter)
             return Decision(
                 LOW, "gray-narrow",
-                f"gray: follows {source}; {ctx.options.fallback_dtype} input {value.name or '?'} was seen at "
+                f"gray: follows {source}; {ctx.fallback.key} input {value.name or '?'} was seen at "
                 f"max |x| = {peak:.3g}, inside {ctx.low_name}'s range: cast down, not promoted", follows=source)
         return _to_fallback(ctx, node, facts, narrowed)
     value, bound = narrowed[0]
@@ -113,11 +113,11 @@ def _to_fallback(ctx: PlanContext, node: ir.Node, facts: NodeFacts, narrowed: li
     if narrowed:
         value, bound = narrowed[0]
         return Decision(fallback.FALLBACK, "gray-narrow",
-                        f"gray: follows its {ctx.options.fallback_dtype} inputs; float32 input {value.name or '?'} "
+                        f"gray: follows its {ctx.fallback.key} inputs; float32 input {value.name or '?'} "
                         f"is bounded by |x| <= {bound:g} ({_maker(value)}): cast down, not promoted")
     return Decision(fallback.FALLBACK, "gray-promote",
-                    f"gray: inputs {ctx.low} and {ctx.options.fallback_dtype} disagree; promoted to "
-                    f"{ctx.options.fallback_dtype}, which holds both ranges (one direct cast, not via float32)")
+                    f"gray: inputs {ctx.low} and {ctx.fallback.key} disagree; promoted to "
+                    f"{ctx.fallback.key}, which holds both ranges (one direct cast, not via float32)")
 
 
 def _maker(value: ir.Value) -> str:
@@ -175,7 +175,7 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
             continue
         needs = state.consumer_needs(node, facts)
         target = _shared_low(state.ctx, facts, needs)
-        word = state.ctx.options.fallback_dtype if target == fallback.FALLBACK else target
+        word = state.ctx.fallback.key if target == fallback.FALLBACK else target
         if decision.precision == FREE:  # case 4
             if target is not None:
                 state.set_decision(node, Decision(target, "free-low", f"free: all float consumers are {word}"))

@@ -19,7 +19,6 @@ from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import CHECK, USER, Rule, builtin
-from ampconv.core.lowtypes import low_type
 from ampconv.policy import HIGH, LOW
 from ampconv.runtime.schema import normalize_domain
 
@@ -55,13 +54,13 @@ def keep_bf16(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
         if pattern.search(node.name or ""):
             reason = f"user: --keep-bf16 {pattern.pattern!r}"
             if fallback.admits(ctx, facts):
-                return Decision(fallback.FALLBACK, "user-keep-bf16", f"{reason}; runs {low_type(ctx.options.fallback_dtype).name}")
+                return Decision(fallback.FALLBACK, "user-keep-bf16", f"{reason}; runs {ctx.fallback.name}")
             kept = Decision(HIGH, "user-keep-bf16", reason)
             later = fallback.refused(ctx, node, kept)  # names the opset that takes it, if one does
             if later is not kept:
                 return later
             return Decision(HIGH, "user-keep-bf16", f"{reason}; {node.op_type} does not take "
-                            f"{ctx.options.fallback_dtype} at opset {ctx.opsets.get(normalize_domain(node.domain), 1)} "
+                            f"{ctx.fallback.key} at opset {ctx.opsets.get(normalize_domain(node.domain), 1)} "
                             "or later, so it runs float32")
     return None
 
