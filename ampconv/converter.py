@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List
 
 import onnx
 import onnx.defs
@@ -37,8 +37,6 @@ from ampconv.core.graphs import fixed_graph_list
 MAX_RUNTIME_RETRIES = 8
 
 
-
-
 def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
     """See ``ampconv.convert``."""
     # The IR allocates millions of small objects on big graphs; Python's cyclic
@@ -54,11 +52,15 @@ def convert(src, dst, config: Config, *, dry_run: bool = False) -> Report:
 
 
 def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
-    """One linear pipeline: read the input once, guard the output, upgrade the opset if asked or needed, convert.
+    """Read the input once, guard the output, choose the opset, then run one linear pipeline.
 
-    ``config.opset`` upgrades first and fails with the upgrade; the default
-    upgrade (``auto_upgrade_target``: the model's opset keeps heavy ops or Q/DQ
-    nodes from the LOW type) falls back to the model's own opset, with a note.
+    The opset is chosen first, in a stage of its own (``_choose_opset``):
+    ``config.opset``, else the default upgrade when the model's opset keeps
+    heavy ops or Q/DQ nodes from the LOW type or from the fallback type. The
+    pipeline then runs once, on the upgraded copy or on the model as it is;
+    it never calls back into this choice. ``config.opset`` fails with its
+    upgrade; a default upgrade that fails converts the model at its own opset,
+    with a note.
     """
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
     policy = load_policy(**dataclasses.asdict(config.policy_options))
@@ -66,62 +68,99 @@ def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
     _check_opset(src, model)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
-    if config.opset is not None:
-        return _convert_upgraded(src, dst, config, policy, (config.opset, ""), dry_run)
-    target = None if config.keep_opset else auto_upgrade_target(model, config.dtype, policy)
-    if target is None:
-        return _pipeline(src, dst, config, policy, model, dry_run, may_upgrade=not config.keep_opset)
+    request = _request(src, dst, policy, config, dry_run)
+    choice, at_model = _choose_opset(request, model, config)
+    if choice is None:
+        return _pipeline(at_model or _Prepared.of(request, model))
     try:
-        return _convert_upgraded(src, dst, config, policy, target, dry_run)
-    except ConversionError as exc:  # the upgraded copy, or its conversion, failed: convert as it is
-        return _not_upgraded(_pipeline(src, dst, config, policy, model, dry_run), target, exc, model)
+        return _convert_upgraded(request, choice)
+    except ConversionError as exc:  # the upgraded copy, or its conversion, failed
+        if choice.forced:
+            raise
+        return _not_upgraded(_pipeline(at_model or _Prepared.of(request, model)), choice, exc, model)
 
 
-def _not_upgraded(report: Report, target: Tuple[int, str], exc: ConversionError, model: ir.Model) -> Report:
-    """``report`` of a conversion at the model's opset after the default upgrade to ``target`` failed, saying so."""
-    report.notes.insert(0, f"not upgraded to opset {target[0]} ({target[1]}): {exc}; converted at the "
+@dataclasses.dataclass(frozen=True)
+class _OpsetChoice:
+    """The opset the pipeline runs at: ``target``, why (empty for ``opset=N``), and whether the user asked it."""
+
+    target: int
+    why: str
+    forced: bool
+
+
+def _choose_opset(request: Request, model: ir.Model, config: Config):
+    """The opset stage: ``(choice or None, the model prepared at its own opset or None)``.
+
+    ``opset=N`` is forced; ``keep_opset`` keeps the model's; else the default
+    upgrade for the LOW type (``auto_upgrade_target``, read from the graph).
+    With a fallback type, heavy ops whose values do not fit the LOW type may
+    need a later opset for bf16 too: which ones the plan alone says, so the
+    model is prepared (accepted, its data read) and planned once in memory
+    (``_fallback_target``); the preparation is handed on for the pipeline when
+    no upgrade follows.
+    """
+    if config.opset is not None:
+        return _OpsetChoice(config.opset, "", True), None
+    if config.keep_opset:
+        return None, None
+    target = auto_upgrade_target(model, config.dtype, request.policy)
+    if target is not None:
+        return _OpsetChoice(target[0], target[1], False), None
+    fallback = request.plan_options.fallback
+    if fallback is None or auto_upgrade_target(model, fallback.key, request.policy) is None:
+        return None, None
+    prepared = _Prepared.of(request, model)
+    later = _fallback_target(prepared)
+    return (None if later is None else _OpsetChoice(later[0], later[1], False)), prepared
+
+
+def _not_upgraded(report: Report, choice: _OpsetChoice, exc: ConversionError, model: ir.Model) -> Report:
+    """``report`` of a conversion at the model's opset after the default upgrade to ``choice`` failed, saying so."""
+    report.notes.insert(0, f"not upgraded to opset {choice.target} ({choice.why}): {exc}; converted at the "
                            f"model's opset {default_opset(model)}")
     # The opset the upgrade could not reach is no advice: converting there is what failed.
-    report.warnings = [w for w in report.warnings if f"--opset {target[0]})" not in w]
+    report.warnings = [w for w in report.warnings if f"--opset {choice.target})" not in w]
     return report
 
 
-def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Model, dry_run: bool,
-              may_upgrade: bool = False) -> Report:
-    """Accept (or repair) ``model``, read ``src``'s data, and rewrite, write and check until it loads.
+@dataclasses.dataclass
+class _Prepared:
+    """A model accepted (or repaired) and its evidence read: what the attempts start from."""
 
-    ``may_upgrade``: the default upgrade may still happen, for heavy ops the
-    fallback type (``fallback_dtype``) reaches only at a later opset, which a
-    plan shows once the data is read (``_fallback_target``).
-    """
-    complaint = accept_input(src, model)  # raises when the input is invalid for onnxruntime too
-    # A model the checker refused is repaired before its types are inferred
-    # (repair reports what inference must fill): read it again, as it is.
-    infer_at_load = complaint is None
-    if not infer_at_load:
-        model = load_model(src)
-    data, data_notes = DataFindings(), []
-    request = _request(src, dst, policy, config, dry_run)
-    if config.calibration_data:
-        data = _data_findings(request, model, complaint)
-    elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
-        calibration, data_notes = synthetic.synthetic_run(str(src), model, request.data_options,
-                                                          low_type(config.dtype))
-        data = DataFindings(calibration=calibration)
+    request: Request
+    model: ir.Model
+    complaint: object  # the checker's refusal of an input onnxruntime loads, or None
+    data: DataFindings
+    data_notes: List[str]
 
-    def fresh() -> ir.Model:
-        # A pin was added: plan again from the original.
-        return load_model(src, infer_types=infer_at_load)
+    @classmethod
+    def of(cls, request: Request, model: ir.Model) -> "_Prepared":
+        """Accept ``model`` (read from ``request.src``) and read its evidence: calibration data or the synthetic run."""
+        src, policy = request.src, request.policy
+        complaint = accept_input(src, model)  # raises when the input is invalid for onnxruntime too
+        # A model the checker refused is repaired before its types are inferred
+        # (repair reports what inference must fill): read it again, as it is.
+        if complaint is not None:
+            model = load_model(src)
+        data, data_notes = DataFindings(), []
+        if request.data_options.calibration_data:
+            data = _data_findings(request, model, complaint)
+        elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
+            calibration, data_notes = synthetic.synthetic_run(str(src), model, request.data_options,
+                                                              low_type(request.plan_options.dtype))
+            data = DataFindings(calibration=calibration)
+        return cls(request, model, complaint, data, list(data_notes))
 
-    later = _fallback_target(request, model, fresh, data, complaint) if may_upgrade else None
-    if later is None:
-        report = _attempts(request, model, fresh, complaint, data)
-    else:  # the fallback type needs a later opset for heavy ops (plan/fallback.py)
-        try:
-            return _convert_upgraded(src, dst, config, policy, later, dry_run)
-        except ConversionError as exc:
-            report = _not_upgraded(_attempts(request, model, fresh, complaint, data), later, exc, model)
-    report.notes.extend(data_notes)
+    def fresh(self) -> ir.Model:
+        """A new copy of the input, read as this preparation read it (a pin was added: plan again)."""
+        return load_model(self.request.src, infer_types=self.complaint is None)
+
+
+def _pipeline(prepared: _Prepared) -> Report:
+    """Rewrite, write and check ``prepared`` until it loads; the evidence's notes close the report."""
+    report = _attempts(prepared.request, prepared.model, prepared.fresh, prepared.complaint, prepared.data)
+    report.notes.extend(prepared.data_notes)
     return report
 
 
@@ -154,56 +193,52 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
     raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
 
-def _convert_upgraded(src: Path, dst: Path, config: Config, policy: Policy, target: Tuple[int, str],
-                      dry_run: bool) -> Report:
-    """Convert a copy of ``src`` upgraded to opset ``target[0]`` by onnx's version converter.
+def _convert_upgraded(request: Request, choice: _OpsetChoice) -> Report:
+    """Run the pipeline on a copy of ``request.src`` upgraded to ``choice.target`` by onnx's version converter.
 
     The output was checked against the user's own input first (the copy lives
-    in a private folder); the report and any error name ``src``. ``target[1]``
-    says what the default upgrade is for (``auto_upgrade_target``; empty for
-    ``opset=N``).
+    in a private folder); the report and any error name the user's file.
     """
-    opset, why = target
-    with upgraded_copy(src, opset) as (path, note):
+    src = request.src
+    with upgraded_copy(src, choice.target) as (path, note):
         try:
             model = load_model(path, infer_types=True)
             _check_opset(src, model)
-            report = _pipeline(path, dst, config, policy, model, dry_run)
+            report = _pipeline(_Prepared.of(dataclasses.replace(request, src=path), model))
         except AmpconvError as exc:
             if path != src:
                 exc.replace_text(str(path), str(src))
             raise
     report.source = str(src)
     if note:
-        reason = f" ({why}; {named('keep_opset', True)} keeps the model's opset)" if why else ""
+        reason = f" ({choice.why}; {named('keep_opset', True)} keeps the model's opset)" if choice.why else ""
         report.notes.insert(0, note + reason)
         if report.unchanged:
             # Not "unchanged": the written model has the new opset, and nothing gained by it.
             report.unchanged = False
             report.warnings.append(
-                f"no node converts even at opset {opset}: the output differs from the input only by the opset "
-                f"upgrade; {named('keep_opset', True)} writes the model as it is"
+                f"no node converts even at opset {choice.target}: the output differs from the input only by the "
+                f"opset upgrade; {named('keep_opset', True)} writes the model as it is"
             )
     return report
 
 
-def _fallback_target(request: Request, model: ir.Model, fresh, data: DataFindings, complaint):
-    """``fallback_upgrade_target`` of a plan made in memory, or None (only with a fallback type: one plan more).
+def _fallback_target(prepared: _Prepared):
+    """``fallback_upgrade_target`` of ``prepared`` planned once in memory, or None.
 
     Asked only when some heavy op refuses the fallback type at the model's
     opset (cheap to see); an input the checker refused (repaired before
     planning) is converted at its opset.
     """
-    fallback_dtype = request.plan_options.fallback_dtype
-    if fallback_dtype == "float32" or complaint is not None \
-            or auto_upgrade_target(model, fallback_dtype, request.policy) is None:
+    if prepared.complaint is not None:
         return None
-    candidate = fresh()
+    request = prepared.request
+    candidate = prepared.fresh()
     with fixed_graph_list(candidate):
-        done = rewrite(dataclasses.replace(request, dry_run=True), candidate, {}, data)
+        done = rewrite(dataclasses.replace(request, dry_run=True), candidate, {}, prepared.data)
     if done.plan is None:
         return None
-    return fallback_upgrade_target(done.plan, fallback_dtype)
+    return fallback_upgrade_target(done.plan, request.plan_options.fallback.key)
 
 
 def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:

@@ -15,7 +15,10 @@ Where a decision is made, in one step:
 - one module per family: ``hard`` (schema and runtime facts), ``user`` (user
   overrides and checker/runtime pins), ``guards`` (constant ranges),
   ``levels`` (level table and op lists), ``gray`` (gray rule and backward pass);
-- ``driver``: runs the table over every graph, recursing through If/Loop/Scan;
+- ``phases``: the steps around the table, each declaring what it requires and
+  ensures (inputs, every graph with If/Loop/Scan through their subgraphs and
+  the backward pass, shared weights, outputs, slot needs); ``state``: what
+  they share; ``driver``: orders them and makes the ``Plan``;
 - ``decision``: the data (Decision, NodePlan, Plan); ``context``: what rules
   read; ``facts``: an op's schema facts and a node's float slots; ``ranges``:
   weights' range facts.

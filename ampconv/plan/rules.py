@@ -46,7 +46,7 @@ class Rule:
     The built-in rules are such objects, each defined beside its function in
     its family's module (``plan.hard``, ``plan.evidence`` ...) and listed in
     order in ``plan.table.RULE_TABLE``; the backward, structural, interface
-    and attribute rules, decided by the driver's passes around the table, are
+    and attribute rules, decided by the planner's phases around the table, are
     objects without ``decide``. A rule from outside the package
     (``Config(rules=[...])``) is the same object: the planner tries user rules
     after the hard facts, the earlier checks' pins, the user's

@@ -66,6 +66,7 @@ def test_an_output_whose_producer_was_never_planned_stays_float32():
 
     from ampconv.config import Config
     from ampconv.plan import Planner
+    from ampconv.plan.phases.outputs import unkept_output
     from ampconv.policy import load_policy
     from helpers import model_from_text
 
@@ -73,7 +74,7 @@ def test_an_output_whose_producer_was_never_planned_stays_float32():
     planner = Planner(model, load_policy(), Config(keep_io_types=False).plan_options)
     planner.run()
     orphan = ir.Value(name="orphan", type=ir.TensorType(ir.DataType.FLOAT))
-    decision = planner._unkept_output(orphan)
+    decision = unkept_output(planner.state, orphan)
     assert (decision.precision, decision.rule) == ("HIGH", "io-undecided")
     planned = next(v for v in model.graph.outputs if v.name == "y")
-    assert planner._unkept_output(planned).rule == "io-converted"
+    assert unkept_output(planner.state, planned).rule == "io-converted"
