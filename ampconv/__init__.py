@@ -31,7 +31,7 @@ from ampconv.errors import (  # noqa: E402
 
 # ``ampconv.validate`` is the function; its implementation is the package
 # ``ampconv.validation`` (a name of its own, so the two never shadow each other).
-from ampconv.validation import ValidateOptions, validate
+from ampconv.validation import ValidateOptions, validate  # noqa: E402
 
 __version__ = "0.1.0"
 

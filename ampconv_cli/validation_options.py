@@ -21,7 +21,6 @@ import click
 
 from ampconv.errors import AmpconvError, UsageError
 from ampconv.runtime.isolated import IsolatedFailure, run_isolated
-from ampconv_cli.errors import flag_of
 from ampconv.options.declared import by_name, pick
 from ampconv_cli.options import OptionGroup
 from ampconv.validation import ValidateOptions, validate

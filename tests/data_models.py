@@ -440,3 +440,21 @@ def write_samples(folder, samples) -> list[str]:
         np.savez(path, **sample)
         paths.append(str(path))
     return paths
+
+
+# The overflow guard's margin (calibration/margin.py): values between the default guard (32752) and fp16's max.
+# y = Sub(x, c) * 0.1: with x = 4e4 + a signal of +-10, fp16's spacing there is 32, bf16's 256: both lose the
+# signal; float32 keeps it.
+MARGIN_SUB = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[1, 64] x) => (float[1, 64] y) <float c = {40000.0}, float k = {0.1}> {
+    d = Sub (x, c)
+    y = Mul (d, k)
+}
+"""
+# y = Mul(x, 1e-4): the same range, and its fp16 rounding (5e-4 relative) is far inside rtol 1e-2.
+MARGIN_SCALE = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[1, 64] x) => (float[1, 64] y) <float k = {0.0001}> {
+    s = Mul (x, k)
+    y = Relu (s)
+}
+"""

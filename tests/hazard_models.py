@@ -8,9 +8,7 @@ so a broken fixture fails here and not inside the converter.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -19,8 +17,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.graphstats import value_types  # noqa: E402  (one element-type walk for tests and benches)
+from bench.graphstats import value_types  # one element-type walk for tests and benches
 
 IR_VERSION = 8  # onnxruntime 1.31 rejects IR > 11
 OPSET = 17

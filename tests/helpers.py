@@ -72,12 +72,7 @@ def run(path, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
 
 
 def _gpt_module():
-    """``sample_models/gpt.py`` (the repository root put on the import path once)."""
-    import sys
-
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    """``sample_models/gpt.py`` (the repository root is on the tests' import path: setup.cfg ``pythonpath``)."""
     from sample_models import gpt
 
     return gpt

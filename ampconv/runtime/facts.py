@@ -138,8 +138,8 @@ class OnnxRuntimeFacts(RuntimeFacts):
 
 
 ONNXRUNTIME = OnnxRuntimeFacts()
-# The ops some provider of onnxruntime cannot run in LOW with a reduction (``policy.lists`` names them for the
-# ``hard-runtime-kernel`` rule).
+# The ops some provider of onnxruntime cannot run in LOW with a reduction (``policy.lists`` re-exports the
+# set for its readers; the ``hard-runtime-kernel`` rule asks the runtime facts themselves).
 REDUCTION_NEEDS_FLOAT32 = frozenset().union(*(gap.op_types for gap in _ONNXRUNTIME_GAPS))
 _active: List[RuntimeFacts] = [ONNXRUNTIME]
 _resets: List[Callable[[], None]] = []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from ampconv.errors import UsageError, named
 from ampconv.options.conversion import SHARED_WITH_VALIDATION

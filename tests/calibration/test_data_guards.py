@@ -15,6 +15,7 @@ from ampconv.validation.inputs import RandomDraw, SampleStream
 from ampconv.numerics.modelio import declared_inputs, load
 from ampconv_cli.main import cli
 from helpers import decisions, model_from_text, save
+from data_models import MARGIN_SCALE, MARGIN_SUB
 
 FP16 = low_type("fp16")
 
@@ -226,20 +227,7 @@ def test_cli_summary_lists_the_data_guards(tmp_path):
 
 
 # ---------------------------------------------------------------- the overflow guard's margin under --tune
-# y = Sub(x, c) * 0.1: the Sub reads x, whose values lie between the default guard (32752) and fp16's max.
-MARGIN_SUB = '<ir_version: 8, opset_import: ["" : 17]>' + """
-g (float[1, 64] x) => (float[1, 64] y) <float c = {40000.0}, float k = {0.1}> {
-    d = Sub (x, c)
-    y = Mul (d, k)
-}
-"""
-# y = Mul(x, 1e-4): the same range, but its fp16 rounding (5e-4 relative) is far inside rtol 1e-2.
-MARGIN_SCALE = '<ir_version: 8, opset_import: ["" : 17]>' + """
-g (float[1, 64] x) => (float[1, 64] y) <float k = {0.0001}> {
-    s = Mul (x, k)
-    y = Relu (s)
-}
-"""
+# The two margin models are data_models.MARGIN_SUB and MARGIN_SCALE: values between the guard (32752) and fp16's max.
 
 
 def _margin_samples(seed=0, count=4, spread=1e4):
@@ -343,9 +331,7 @@ def test_the_planner_checks_a_release_pin_again(peak, config, released):
 
 
 def _attention(tmp_path, name):
-    import sys
 
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))
     import hazard_models as hm
 
     path = tmp_path / f"{name}.onnx"

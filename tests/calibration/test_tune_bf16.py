@@ -13,22 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 import ampconv
+from data_models import MARGIN_SCALE, MARGIN_SUB  # x = 4e4 + a signal of +-10; y = Mul(x, 1e-4)
 from helpers import decisions, model_from_text, save
 
-# x = 4e4 + a signal of +-10: fp16's spacing there is 32, bf16's 256: both lose the signal; float32 keeps it.
-MARGIN_SUB = '<ir_version: 8, opset_import: ["" : 17]>' + """
-g (float[1, 64] x) => (float[1, 64] y) <float c = {40000.0}, float k = {0.1}> {
-    d = Sub (x, c)
-    y = Mul (d, k)
-}
-"""
-# y = Mul(x, 1e-4): the same range, and its fp16 rounding is far inside rtol 1e-2.
-MARGIN_SCALE = '<ir_version: 8, opset_import: ["" : 17]>' + """
-g (float[1, 64] x) => (float[1, 64] y) <float k = {0.0001}> {
-    s = Mul (x, k)
-    y = Relu (s)
-}
-"""
 
 
 def _tune(tmp_path, text, spread, **config):

@@ -92,10 +92,7 @@ def test_one_rejection_pins_every_node_of_the_signature(tmp_path):
 
 def test_no_node_limit_on_the_load_check(tmp_path):
     """A 12,000-node chain is load-checked (the old check was skipped above 10,000 nodes)."""
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench.models import build_chain
 
     src = save(build_chain(12_000), tmp_path / "chain.onnx")

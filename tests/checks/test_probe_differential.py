@@ -24,8 +24,7 @@ import hazard_models
 from probe_differential import compare
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from bench.models import build_chain  # noqa: E402
+from bench.models import build_chain
 
 
 def _load_script(name: str, path: Path):

@@ -2,8 +2,6 @@
 loads in onnxruntime (bf16: resolves; the CPU provider has no bf16 kernels), and stays
 close to float32 (fp16 natively and emulated; bf16 emulated)."""
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -12,8 +10,7 @@ import pytest
 import ampconv
 from helpers import run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from sample_models.build import build_all  # noqa: E402
+from sample_models.build import build_all
 
 SHAPES = {"batch": 2, "N": 2, "seq": 5}
 

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import onnx
 import onnx_ir as ir
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from ampconv.errors import ModelLoadError  # noqa: E402
-from ampconv.reading.load import external_data_files, external_tensors, load_model, weight_bytes  # noqa: E402
-from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
-from sample_models import gpt  # noqa: E402
+from ampconv.errors import ModelLoadError
+from ampconv.reading.load import external_data_files, external_tensors, load_model, weight_bytes
+from helpers import build_tiny_gpt, tiny_gpt_spec
+from sample_models import gpt
 
 TINY = tiny_gpt_spec()
 _build = build_tiny_gpt

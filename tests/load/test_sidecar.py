@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import pathlib
-import sys
 
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from ampconv.reading import sidecar  # noqa: E402
-from ampconv.reading.load import CHECKER_META_KEY, INFERRED_META_KEY, input_checker_error, load_model  # noqa: E402
-from ampconv.reading.repair import accept_input  # noqa: E402
-from helpers import build_tiny_gpt, model_from_text, save  # noqa: E402
+from ampconv.reading import sidecar
+from ampconv.reading.load import CHECKER_META_KEY, INFERRED_META_KEY, input_checker_error, load_model
+from ampconv.reading.repair import accept_input
+from helpers import build_tiny_gpt, model_from_text, save
 
 SEQUENCES = """
 <ir_version: 8, opset_import: ["" : 17]>

@@ -123,10 +123,7 @@ def test_initializer_shared_by_low_and_high_consumers_duplicated_once(tmp_path):
 
 
 def test_every_cast_left_is_on_a_boundary(tmp_path):
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from sample_models.build import build_all
 
     paths = build_all(tmp_path / "samples")

@@ -18,7 +18,6 @@ import onnx_ir as ir
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 import ampconv
 from ampconv.errors import UsageError

@@ -215,10 +215,7 @@ def test_loop_body_values_of_unknown_shape_and_public_output_shape_survive(tmp_p
     body output): they are written untyped, as the input had them; a graph output whose cast
     the cleanup bypasses keeps its declared shape. Both are required by onnx.checker.
     """
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     import corpus
 
     case = corpus._load_node_cases()["test_range_float16_type_positive_delta_expanded"]

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import pathlib
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from bench import run_all
 

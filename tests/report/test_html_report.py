@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -23,10 +22,9 @@ from ampconv.report.html.columns import page_data, scope_of
 from ampconv.report.html.page import DATA_ID
 from ampconv_cli.main import cli
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.bench_html import render_ms, synthetic_report  # noqa: E402
+from bench.bench_html import render_ms, synthetic_report
 
-from helpers import model_from_text, save  # noqa: E402
+from helpers import model_from_text, save
 
 CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(

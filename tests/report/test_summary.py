@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import onnx
@@ -22,8 +21,6 @@ def _run(*args):
 
 
 def _gpt_module():
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from sample_models import gpt
 
     return gpt

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import os
 import pathlib
-import sys
 
 import numpy as np
 import onnx_ir as ir
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from ampconv.tensors.chunks import convert_chunked, read_chunks, tensor_sources  # noqa: E402
-from ampconv.reading.load import external_tensors, load_model  # noqa: E402
-from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
-from sample_models import gpt  # noqa: E402
+from ampconv.tensors.chunks import convert_chunked, read_chunks, tensor_sources
+from ampconv.reading.load import external_tensors, load_model
+from helpers import build_tiny_gpt, tiny_gpt_spec
+from sample_models import gpt
 
 TINY = tiny_gpt_spec()
 _build = build_tiny_gpt

@@ -27,9 +27,8 @@ import onnx
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from sample_models import gpt  # noqa: E402
+from sample_models import gpt
 
 MB = 1024**2
 SMALL = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)

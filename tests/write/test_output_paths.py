@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 import pathlib
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from ampconv.errors import OutputError  # noqa: E402
-from ampconv.reading.load import load_model  # noqa: E402
-from ampconv.writing.outputs import check_output_path, data_file_name, default_output_path, publish, staging_dir  # noqa: E402
-from helpers import build_tiny_gpt, tiny_gpt_spec  # noqa: E402
+from ampconv.errors import OutputError
+from ampconv.reading.load import load_model
+from ampconv.writing.outputs import check_output_path, data_file_name, default_output_path, publish, staging_dir
+from helpers import build_tiny_gpt, tiny_gpt_spec
 
 TINY = tiny_gpt_spec()
 _build = build_tiny_gpt

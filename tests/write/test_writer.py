@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
-import sys
 
 import numpy as np
 import onnx
@@ -18,17 +17,16 @@ import onnx_ir as ir
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from ampconv.writing import writer  # noqa: E402
-from ampconv.tensors.chunks import tensor_sources  # noqa: E402
-from ampconv.errors import ConversionError, OutputError  # noqa: E402
-from ampconv.reading.load import load_model  # noqa: E402
-from ampconv.runtime.loadcheck import check_written  # noqa: E402
-from ampconv.writing.outputs import publish, staging_dir  # noqa: E402
-from ampconv.writing.writer import write_model  # noqa: E402
-from bench import _io_standin as standin  # noqa: E402
-from sample_models import gpt  # noqa: E402
+from ampconv.writing import writer
+from ampconv.tensors.chunks import tensor_sources
+from ampconv.errors import ConversionError, OutputError
+from ampconv.reading.load import load_model
+from ampconv.runtime.loadcheck import check_written
+from ampconv.writing.outputs import publish, staging_dir
+from ampconv.writing.writer import write_model
+from bench import _io_standin as standin
+from sample_models import gpt
 
 TINY = gpt.GptSpec(layers=2, hidden=64, vocab=500, max_positions=64)
 
