@@ -16,9 +16,10 @@ CONSTRAINTS := $(CURDIR)/constraints.txt
 PINNED := PIP_CONSTRAINT=$(CONSTRAINTS)
 LATEST_VENV := .venv-latest
 GPU_VENV := .venv-gpu
+GPU_WHEEL_VENV := .venv-gpu-wheel
 LOCK_VENV := .venv-lock
 
-.PHONY: venv install install-test install-bench demo test test-browser test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
+.PHONY: venv install install-test install-bench demo test test-gpu-wheel test-browser test-latest lock dist samples bench bench-gpu corpus fuzz lint clean
 
 $(VENV)/.created: constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,20 @@ demo: samples
 
 test: install-test
 	$(PY) -m pytest -q -m "not slow" tests
+
+# The GPU wheel as a CI runner has it (issue 41): a second pinned environment that holds onnxruntime-gpu
+# and not the CPU wheel (both install the package onnxruntime) runs the CLI smoke test, tests/gpu_wheel:
+# convert fp16, bf16, the bf16 fallback on a model that overflows fp16, validate, report, --level auto,
+# each in a process of its own, each to exit 0 with no line of onnxruntime's own on stderr. Without CUDA's
+# libraries (no GPU) that is the runner's case; where a GPU is lent, run the same target there too.
+# Bounded: about 1 minute to build the environment from pip's cache, 10-40 s to run (2 cores).
+test-gpu-wheel:
+	test -d $(GPU_WHEEL_VENV) || $(PYTHON) -m venv $(GPU_WHEEL_VENV)
+	$(PINNED) timeout 150 $(GPU_WHEEL_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
+	$(PINNED) timeout 240 $(GPU_WHEEL_VENV)/bin/python -m pip install -q -e ".[gpu]" pytest
+	@if $(GPU_WHEEL_VENV)/bin/python -m pip show onnxruntime >/dev/null 2>&1; then \
+	    echo "test-gpu-wheel: $(GPU_WHEEL_VENV) holds the CPU wheel onnxruntime beside onnxruntime-gpu; rm -rf $(GPU_WHEEL_VENV)"; exit 1; fi
+	AMPCONV_GPU_WHEEL=1 timeout 180 $(GPU_WHEEL_VENV)/bin/python -m pytest -q tests/gpu_wheel
 
 # The HTML report page in headless Chromium (installed with apt when missing; needs root for that).
 # Screenshots of a passing and a failing page are kept in $(SCREENSHOTS) (report_page_pass.png, report_page_fail.png).
@@ -117,4 +132,4 @@ lint: install-test
 	$(VENV)/bin/ruff check ampconv ampconv_cli tests sample_models bench scripts
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(SAMPLES) build dist *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) $(LOCK_VENV) $(GPU_VENV) $(GPU_WHEEL_VENV) $(SAMPLES) build dist *.egg-info

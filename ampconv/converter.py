@@ -30,6 +30,8 @@ from ampconv.pipeline.opset_upgrade import auto_upgrade_target, default_opset, f
 from ampconv.writing.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
 from ampconv.reading.repair import accept_input, repair
+from ampconv.runtime.installed import unreadable_ir
+from ampconv.runtime.target import choose_target
 from ampconv.report import Report
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
 from ampconv.core.graphs import fixed_graph_list
@@ -63,9 +65,12 @@ def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
     with a note.
     """
     dst = Path(dst) if dst is not None else default_output_path(src, config.dtype)
-    policy = load_policy(**dataclasses.asdict(config.policy_options))
+    target = choose_target(config.target, config.runtime)
+    policy = load_policy(**{**dataclasses.asdict(config.policy_options), "target": target})
     model = load_model(src, infer_types=True)
     _check_opset(src, model)
+    if config.check_runtime:
+        _check_ir(src, model)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
     request = _request(src, dst, policy, config, dry_run)
@@ -243,7 +248,8 @@ def _fallback_target(prepared: _Prepared):
 
 def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:
     """The typed request of one conversion: ``config`` split into the option groups each stage reads."""
-    return Request(src, dst, policy, config.plan_options, config.write_options, config.data_options, dry_run)
+    return Request(src, dst, policy, config.plan_options, config.write_options, config.data_options, dry_run,
+                   target=choose_target(config.target, config.runtime))
 
 
 def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings:
@@ -286,6 +292,15 @@ def _check_opset(src: Path, model: ir.Model) -> None:
         raise UnsupportedModelError(
             f"{src}: opset {default} is newer than the installed onnx supports ({supported}); upgrade onnx"
         )
+
+
+def _check_ir(src: Path, model: ir.Model) -> None:
+    """Refuse a model at an IR version the installed onnxruntime cannot read: its load check could not judge
+    the output (one line naming the runtime and the newest IR it reads, not onnxruntime's own words)."""
+    words = unreadable_ir(model.ir_version)
+    if words is not None:
+        raise UnsupportedModelError(f"{src}: {words}, so its load check cannot judge the output; use an "
+                                    "onnxruntime that reads it, or export the model at a lower IR version")
 
 
 __all__ = ["convert"]

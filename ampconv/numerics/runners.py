@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ampconv.errors import AmpconvError, RuntimeMissingError
+from ampconv.runtime.installed import ProviderState, provider_state, runtime_words
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -46,8 +47,20 @@ def import_runtime():
 
 
 def cuda_available() -> bool:
-    """Whether the installed onnxruntime offers the CUDA execution provider."""
-    return CUDA in import_runtime().get_available_providers()
+    """Whether the installed onnxruntime offers the CUDA execution provider and it loads on this machine.
+
+    onnxruntime-gpu lists CUDA on a machine without CUDA's libraries too; a
+    session asked for it there prints the load errors and falls back to the
+    CPU. Whether it loads is asked once, in a forked child whose words are
+    captured (``ampconv.runtime.installed.provider_state``).
+    """
+    import_runtime()
+    return cuda_state().loads
+
+
+def cuda_state() -> ProviderState:
+    """The CUDA provider's state: listed by the installed onnxruntime, loadable here, and why not."""
+    return provider_state(CUDA)
 
 
 @dataclasses.dataclass
@@ -103,7 +116,8 @@ def _as_declared(array: np.ndarray, onnx_type: str, path: str, name: str) -> np.
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    """The first line of onnxruntime's error, in ampconv's words where it has some (an IR it cannot read)."""
+    lines = [line for line in runtime_words(str(exc)).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 

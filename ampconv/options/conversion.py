@@ -120,6 +120,19 @@ def _tolerance(name: str) -> Callable[[Any], Any]:
     return check
 
 
+# What the planner asks of a runtime's facts (``ampconv.runtime.facts.RuntimeFacts``, which this layer cannot import).
+_RUNTIME_QUESTIONS = ("schema", "knows", "kernel_gaps", "missing_low_kernel", "has_kernel", "listed_providers",
+                      "provider_state")
+
+
+def _runtime_facts(value):
+    """A runtime's facts, or None: an object that answers the planner's questions (a ``RuntimeFacts``)."""
+    if value is not None and not all(callable(getattr(value, name, None)) for name in _RUNTIME_QUESTIONS):
+        # Not ``named``: a library-only option, which no flag of the CLI spells.
+        raise UsageError(f"runtime must be an ampconv.runtime.facts.RuntimeFacts, got {type(value).__name__}")
+    return value
+
+
 def check_tolerances(rtol: float | None, atol: float | None) -> None:
     """``UsageError`` naming the parameter unless each given tolerance is a number >= 0 (validation and --tune)."""
     _tolerance("rtol")(rtol)
@@ -132,9 +145,12 @@ _POLICY = (
            "``auto`` (by ``target``).", "str", _one_of("level", LEVELS),
            Flag(("--level",), "O0 no change, O1 white list LOW, O2 all LOW but the black list, O3 everything LOW, "
                 "auto by --target.", choices=LEVELS, any_case=True, metavar="|".join(LEVELS), show_default=True)),
-    Option("target", None, "``cuda`` or ``cpu``; only ``auto`` reads it. None: from the installed onnxruntime.",
+    Option("target", None, "``cuda`` or ``cpu``: the device the output is for. ``auto`` reads it for the level; "
+           "the planner asks its provider's kernels (``ampconv.runtime.target``). None: ``cuda`` when the runtime "
+           "lists the CUDA provider (whether or not it loads here), else ``cpu``.",
            "Optional[str]", _one_of("target", TARGETS, words="cuda or cpu", optional=True),
-           Flag(("--target",), "Deployment device for --level auto (default: from the installed onnxruntime).",
+           Flag(("--target",), "Deployment device: --level auto reads it, the plan asks its provider's kernels "
+                "(default: cuda when the installed onnxruntime lists CUDA, whether or not it loads here).",
                 choices=TARGETS)),
     Option("preset", "default", "name of the built-in op lists (``default`` or ``mindspore``).", "str", None,
            Flag(("--preset",), "Built-in op lists.", choices=PRESET_NAMES, show_default=True)),
@@ -214,6 +230,10 @@ _PLAN = (
            "error.", "Optional[str]", None,
            Flag(("--clamp-small",), "With --clamp: raise too small values to +-min positive (default) or flush "
                 "them to 0.", choices=("raise", "flush"))),
+    Option("runtime", None, "the facts of the runtime the output is for (an ``ampconv.runtime.facts.RuntimeFacts``: "
+           "its schemas, providers and kernels). None: the installed onnxruntime's. Another runtime, or a test's "
+           "stand-in, plugs in here, for this conversion alone (the plan's context carries it; nothing is switched "
+           "process-wide).", "Optional[Any]", _runtime_facts),  # library-only: no flag
 )
 _WRITE = (
     Option("check_runtime", True, "load the result in onnxruntime (when installed) before writing.", "bool", None,

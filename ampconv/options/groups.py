@@ -34,7 +34,7 @@ from ampconv.options.declared import option_record, pick
 
 POLICY_FIELDS = ("level", "target", "preset", "mixlists", "op_info", "block_ops")
 PLAN_FIELDS = ("dtype", "keep_io_types", "keep_fp32", "keep_bf16", "force_low", "clamp", "max_finite", "min_positive",
-               "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype")
+               "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype", "runtime")
 WRITE_FIELDS = ("check_runtime", "overwrite", "max_workers", "opset", "keep_opset", "annotate", "progress")
 DATA_FIELDS = ("calibration_data", "calibration_samples", "calibration_seed", "shapes", "input_ranges", "tune", "rtol",
                "atol", "synthetic_run")

@@ -48,6 +48,7 @@ from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
 from ampconv.runtime.schema import normalize_domain
+from ampconv.runtime.target import Target, choose_target
 from ampconv.plan.coverage import bf16_kernel_notes, coverage_notes, heavy_warning
 from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy
@@ -70,6 +71,8 @@ class Request:
     data_options: DataOptions
     dry_run: bool = False
     repairs: tuple = ()  # what the repair of a checker-refused input did, for the report
+    # Where the output will run (the runtime's facts and the provider): the plan's context carries it.
+    target: Target = dataclasses.field(default_factory=lambda: choose_target(None))
 
 
 @dataclasses.dataclass
@@ -108,14 +111,14 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     rewrite checks Loop/Scan state types after it (``ConversionError``);
     cleanup repeats its sweep until nothing changes.
     """
-    run_passes(model, NameNodesPass(), InferTypesPass())
+    run_passes(model, NameNodesPass(), InferTypesPass(request.target.runtime))
     weights, casts = weights_and_casts(model)
     done = Rewritten(model, None, ApplyResult(), casts, weights, bool(external_data_files(model)))
     if request.policy.level == "O0":
         return done
     done.plan = Planner(
         model, request.policy, request.plan_options, runtime_pins=dict(pins), calibration=data.calibration,
-        tune_pins=data.tune_pins,
+        tune_pins=data.tune_pins, target=request.target,
     ).run()
     apply, opset = ApplyPlanPass(done.plan), EnsureDefaultOpsetPass()
     run_passes(model, apply, cast_cleanup(CleanupPass()), opset, UntypeShapelessSubgraphIOPass())
@@ -207,7 +210,7 @@ def plan_warnings(report: Report, plan: Plan, model: ir.Model, dtype: str) -> No
     opset_warning = schema_opset_warning(plan.nodes, plan.low, model)
     if opset_warning:
         report.warnings.append(opset_warning)
-    report.notes.extend(coverage_notes(plan.nodes))
+    report.notes.extend(coverage_notes(plan.nodes, plan.target.runtime))
     report.notes.extend(bf16_kernel_notes(plan, {normalize_domain(d): v for d, v in model.opset_imports.items()}))
     report.warnings.extend(heavy_warning(plan.nodes, low_type(dtype).name))
 

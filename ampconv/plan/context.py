@@ -1,4 +1,4 @@
-"""What every rule reads: the policy, the user's settings, the weights' ranges and the planning so far."""
+"""What every rule reads: the policy, the user's settings, the target runtime, the weights' ranges and the planning so far."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from ampconv.plan.kvcache import CachePair, find_cache_pairs
 from ampconv.plan.ranges import RangeReader
 from ampconv.policy import Policy
 from ampconv.core.lowtypes import LowType, low_type, range_limits
+from ampconv.runtime.facts import RuntimeFacts
 from ampconv.runtime.schema import normalize_domain
+from ampconv.runtime.target import Target, choose_target
 from ampconv.reading.shapes import ShapeSource, inferred_shapes
 
 
@@ -45,6 +47,8 @@ class PlanContext:
     # guard kept only by its margin that it lowers again (``plan.search_pins.SearchPins``).
     tune_pins: SearchPins
     shapes: ShapeSource  # real shapes of values, inferred once when first asked (range guards)
+    # Where the output will run: the runtime (its facts: schemas, kernels, providers) and the provider.
+    target: Target = dataclasses.field(default_factory=lambda: choose_target(None))
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
@@ -63,8 +67,10 @@ class PlanContext:
         runtime_pins: Mapping[str, str],
         calibration: Optional[Calibration] = None,
         tune_pins: Optional[SearchPins] = None,
+        target: Optional[Target] = None,
     ) -> "PlanContext":
-        """The context of planning ``model`` under ``policy`` and ``options`` (and calibration data, if any)."""
+        """The context of planning ``model`` under ``policy`` and ``options`` (and calibration data, if any),
+        for ``target`` (None: chosen from the installed onnxruntime, ``runtime.target.choose_target``)."""
         record = low_type(options.dtype)
         return cls(
             model=model,
@@ -86,6 +92,7 @@ class PlanContext:
             thresholds=Thresholds.default(record, options.data_max, options.underflow_fraction),
             tune_pins=tune_pins or SearchPins(),
             shapes=inferred_shapes(model),
+            target=target if target is not None else choose_target(None),
         )
 
     def nodes_by_op(self) -> Dict[str, List[ir.Node]]:
@@ -116,6 +123,11 @@ class PlanContext:
         if pairs is None:
             pairs = self.memo["cache_pairs"] = find_cache_pairs(self.model.graph)
         return pairs
+
+    @property
+    def runtime(self) -> RuntimeFacts:
+        """The facts of the runtime the output will run on (the target's)."""
+        return self.target.runtime
 
     @property
     def low_type(self) -> str:

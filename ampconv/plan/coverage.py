@@ -12,8 +12,9 @@ Two things a GPU user cannot afford to miss in a summary:
   fused norms) all stay float32: converted, it is no faster, so that is a
   warning with the rules that kept them, never a silent 100%;
 - nodes written in bfloat16 that the GPU provider has no bfloat16 kernel for
-  (``bf16_kernel_notes``), asked of the installed runtime's kernel registry
-  (``runtime_facts``): onnxruntime would run them elsewhere, with copies.
+  (``bf16_kernel_notes``), asked of the target runtime's kernel registry
+  (``Plan.target``): onnxruntime would run them elsewhere, with copies; or,
+  once, why that could not be asked (a provider listed but not loadable here).
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ from typing import Dict, List, Mapping
 
 import onnx_ir as ir
 
-from ampconv.runtime import facts as runtime_facts
 from ampconv.core.heavy_ops import HEAVY_OPS
 from ampconv.plan.decision import NodePlan, Plan
 from ampconv.core.precision import Precision
 from ampconv.policy import HIGH, LOW
+from ampconv.runtime.facts import RuntimeFacts
 from ampconv.runtime.schema import normalize_domain
 
 # Domains whose schemas onnxruntime ships (com.microsoft and its layout variants).
 RUNTIME_DOMAINS = frozenset({"com.microsoft", "com.microsoft.nchwc", "com.ms.internal.nhwc"})
 
 
-def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
-    """One note per domain whose nodes stayed float32 for want of a schema, with the remedy."""
+def coverage_notes(nodes: Mapping[ir.Node, NodePlan], runtime: RuntimeFacts) -> List[str]:
+    """One note per domain whose nodes stayed float32 for want of a schema (``runtime``'s or onnx's), with
+    the remedy."""
     missing: Dict[str, Counter] = {}
     unknown_inputs = 0
     for node, plan in nodes.items():
@@ -44,22 +46,22 @@ def coverage_notes(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
             missing.setdefault(normalize_domain(node.domain) or "ai.onnx", Counter())[node.op_type] += 1
         elif rule == "hard-unknown-type":
             unknown_inputs += 1
-    notes = _runtime_only_note(nodes)
+    notes = _runtime_only_note(nodes, runtime)
     after = f", and {unknown_inputs} node(s) reading their outputs (input types unknown)" if unknown_inputs else ""
     for domain, ops in sorted(missing.items()):
         listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops.most_common(4))
         more = f" and {len(ops) - 4} more op types" if len(ops) > 4 else ""
         notes.append(
             f"{sum(ops.values())} node(s) of domain {domain} ({listed}{more}){after} stay float32: "
-            f"no schema is known for them; {_remedy(domain)}"
+            f"no schema is known for them; {_remedy(domain, runtime)}"
         )
         after = ""  # said once, with the first domain
     return notes
 
 
-def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
+def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan], runtime: RuntimeFacts) -> List[str]:
     """A note when the model holds onnxruntime's own ops in the default domain (its output loads there only)."""
-    found = runtime_facts.active().own_default_domain_ops_among(nodes)
+    found = runtime.own_default_domain_ops_among(nodes)
     if not found:
         return []
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in found.most_common(4))
@@ -68,9 +70,9 @@ def _runtime_only_note(nodes: Mapping[ir.Node, NodePlan]) -> List[str]:
             "operators (TensorRT, OpenVINO) will refuse the model, as they refuse the input"]
 
 
-def _remedy(domain: str) -> str:
+def _remedy(domain: str, runtime: RuntimeFacts) -> str:
     """What would let ampconv decide the nodes of ``domain``."""
-    if domain in RUNTIME_DOMAINS and not runtime_facts.active().schemas_available():
+    if domain in RUNTIME_DOMAINS and not runtime.schemas_available():
         return "install onnxruntime (pip install 'ampconv[cpu]'), whose contrib operator schemas decide them"
     if domain in RUNTIME_DOMAINS:
         return "the installed onnxruntime does not define these ops; a newer onnxruntime may"
@@ -98,14 +100,16 @@ def is_heavy(node: ir.Node) -> bool:
 
 
 def bf16_kernel_notes(plan: Plan, opsets: Mapping[str, int]) -> List[str]:
-    """Where the output runs as written on the GPU: bfloat16 nodes onnxruntime's CUDA provider has no kernel for.
+    """Where the output runs as written on the GPU: bfloat16 nodes the target's GPU provider has no kernel for.
 
     The nodes asked about are those the plan writes in bfloat16: every LOW node
     under ``dtype="bf16"``, the FALLBACK nodes under ``fallback_dtype="bf16"``.
-    The answer comes from the installed onnxruntime's kernel registry
-    (``runtime_facts``), which lists CUDA's kernels only in a build with the
-    CUDA provider (onnxruntime-gpu): with the CPU wheel a fallback conversion
-    says it could not ask; a plain bf16 conversion says nothing.
+    The answer comes from the target runtime's kernel registry
+    (``plan.target``), which lists CUDA's kernels only in a build with the
+    CUDA provider (onnxruntime-gpu), and only where that provider loads: when
+    it cannot be asked, one note says why (a fallback conversion always; a
+    plain bf16 conversion only when the runtime lists the provider: the user
+    installed it for this).
     """
     wanted = [Precision.LOW] if plan.low == "bf16" else []
     if plan.fallback == "bf16":
@@ -113,24 +117,27 @@ def bf16_kernel_notes(plan: Plan, opsets: Mapping[str, int]) -> List[str]:
     written = [node for node, node_plan in plan.nodes.items() if node_plan.decision.precision in wanted]
     if not written:
         return []
-    facts = runtime_facts.active()
-    if runtime_facts.CUDA not in facts.kernel_providers():
-        if plan.fallback != "bf16":
+    facts, provider = plan.target.runtime, plan.target.bf16_provider
+    short = provider.replace("ExecutionProvider", "")
+    if provider not in facts.kernel_providers():
+        if plan.fallback != "bf16" and provider not in facts.listed_providers():
             return []
-        return [f"{len(written)} node(s) run bfloat16 as the fallback type; whether onnxruntime's CUDA provider has "
-                f"bfloat16 kernels for them could not be asked: the installed {facts.name} has no CUDA provider "
-                "(onnxruntime-gpu lists them)"]
+        if provider in facts.listed_providers():
+            return [f"{facts.why_no_kernels(provider)}; whether its bfloat16 kernels cover the {len(written)} "
+                    "node(s) written in bfloat16 could not be checked"]
+        return [f"{len(written)} node(s) run bfloat16 as the fallback type; whether onnxruntime's {short} provider "
+                f"has bfloat16 kernels for them could not be asked: {facts.why_no_kernels(provider)}"]
     missing = Counter()
     for node in written:
         domain = normalize_domain(node.domain)
-        if not facts.has_kernel(runtime_facts.CUDA, domain, node.op_type, opsets.get(domain, 1), "tensor(bfloat16)"):
+        if not facts.has_kernel(provider, domain, node.op_type, opsets.get(domain, 1), "tensor(bfloat16)"):
             missing[node.op_type] += 1
     if not missing:
         return [f"every one of the {len(written)} node(s) written in bfloat16 has a bfloat16 kernel in "
-                f"{facts.name}'s CUDA provider"]
+                f"{facts.name}'s {short} provider"]
     listed = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in missing.most_common(6))
     return [f"{sum(missing.values())} of the {len(written)} node(s) written in bfloat16 have no bfloat16 kernel in "
-            f"{facts.name}'s CUDA provider ({listed}): onnxruntime runs them on another provider, with copies "
+            f"{facts.name}'s {short} provider ({listed}): onnxruntime runs them on another provider, with copies "
             "between devices"]
 
 

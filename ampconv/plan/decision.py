@@ -13,6 +13,7 @@ from ampconv.core.lowtypes import LOW_TYPES, RangeLimits
 from ampconv.plan.interface import InterfaceDecision
 from ampconv.plan.kvcache import CachePair
 from ampconv.plan.rules import check_rule_id
+from ampconv.runtime.target import Target, choose_target
 
 # Precisions. LOW and HIGH come from the policy (the LOW type and float32).
 NONE = Precision.NONE  # no float32 data in the node's main type
@@ -95,6 +96,9 @@ class Plan:
     # Nodes whose values do not fit ``low`` but whose schema refuses the fallback type at the model's opset:
     # (op type, first opset that admits it, count) (``plan.fallback``; the default upgrade reads it).
     fallback_refused: Tuple[Tuple[str, int, int], ...] = ()
+    # Where the output will run, as the plan's context had it (the runtime's facts and the provider): the
+    # notes on what the plan leaves to the runtime (``plan.coverage``) ask it.
+    target: Target = dataclasses.field(default_factory=lambda: choose_target(None))
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

@@ -30,6 +30,7 @@ from ampconv.plan.search_pins import SearchPins
 from ampconv.plan.state import PlanState
 from ampconv.plan.table import RULE_TABLE
 from ampconv.policy import Policy
+from ampconv.runtime.target import Target
 
 PHASES: Tuple[Phase, ...] = (
     DecideInputs(), DecideGraphs(), weights.ShareWeights(), NamePatterns(), DecideOutputs(),
@@ -55,8 +56,9 @@ class Planner:
         runtime_pins: Optional[Mapping[str, str]] = None,
         calibration: Optional[Calibration] = None,
         tune_pins: Optional[SearchPins] = None,
+        target: Optional[Target] = None,
     ) -> None:
-        self.ctx = PlanContext.create(model, policy, options, runtime_pins or {}, calibration, tune_pins)
+        self.ctx = PlanContext.create(model, policy, options, runtime_pins or {}, calibration, tune_pins, target)
         self.state = PlanState(self.ctx)
 
     def run(self) -> Plan:
@@ -78,4 +80,5 @@ class Planner:
             warnings=list(state.warnings),
             interface=tuple(state.interface),
             kv_cache=state.kv_cache,
+            target=ctx.target,
         )

@@ -15,6 +15,7 @@ from typing import Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.policy.lists import ANY_TYPE_INPUT, behaviour_kind
+from ampconv.runtime.facts import ONNXRUNTIME, RuntimeFacts
 from ampconv.runtime.schema import OpInfo, normalize_domain, op_info
 
 _TENSOR_TYPE = ir.TensorType
@@ -27,7 +28,7 @@ class OpFacts:
 
     The planner keeps one per op for a conversion (``PlanContext.ops``), so
     identity is equality (``eq=False``): its per-op caches key on the object.
-    Not cached for the process: ``schema.op_info`` may be cleared (new schemas).
+    Not cached for the process: each plan asks its own runtime (``PlanContext.runtime``).
     """
 
     domain: str  # normalized: "" for the default domain
@@ -47,9 +48,10 @@ class OpFacts:
         return tuple(i for i in range(count) if self.info.input_type(i) == self.main and i not in self.any_in)
 
 
-def op_facts(domain: str, op_type: str, opset: int) -> OpFacts:
-    """The ``OpFacts`` of ``domain::op_type`` at ``opset`` (``domain`` normalized)."""
-    info = op_info(domain, op_type, opset)
+def op_facts(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONNXRUNTIME) -> OpFacts:
+    """The ``OpFacts`` of ``domain::op_type`` at ``opset`` (``domain`` normalized; ``runtime``: whose schemas
+    answer for ops onnx does not define)."""
+    info = op_info(domain, op_type, opset, runtime)
     label = op_type if domain == "" else f"{domain}::{op_type}"
     kind = behaviour_kind(op_type, domain)
     if not info.known:
@@ -88,17 +90,19 @@ class NodeFacts(NamedTuple):
         return self.op.any_in
 
 
-def node_facts(node: ir.Node, opsets: Mapping[str, int], ops: Optional[Dict[tuple, tuple]] = None) -> NodeFacts:
+def node_facts(node: ir.Node, opsets: Mapping[str, int], ops: Optional[Dict[tuple, tuple]] = None,
+               runtime: RuntimeFacts = ONNXRUNTIME) -> NodeFacts:
     """The facts of ``node`` (``opsets``: normalized domain -> version).
 
     ``ops``: a dict in which to keep what is found once per op for these
-    ``opsets`` (the planner's ``PlanContext.ops``; its layout is this
-    module's); None: found anew.
+    ``opsets`` and this ``runtime`` (the planner's ``PlanContext.ops``; its
+    layout is this module's); None: found anew. ``runtime``: whose schemas
+    answer for ops onnx does not define (the plan's context's).
     """
     inputs, outputs = node.inputs, node.outputs
     known = ops.get((node.domain, node.op_type, len(inputs), len(outputs))) if ops is not None else None
     if known is None:
-        known = _op_slots(node, opsets, len(inputs), len(outputs), ops)
+        known = _op_slots(node, opsets, len(inputs), len(outputs), ops, runtime)
     op, in_slots, out_slots = known
     float_in, plain_in = _float_flags(inputs)
     float_out, plain_out = _float_flags(outputs)
@@ -107,7 +111,8 @@ def node_facts(node: ir.Node, opsets: Mapping[str, int], ops: Optional[Dict[tupl
     return NodeFacts(op, main_in, main_out, float_in, float_out, plain_in and plain_out)
 
 
-def _op_slots(node: ir.Node, opsets: Mapping[str, int], n_in: int, n_out: int, ops: Optional[dict]) -> tuple:
+def _op_slots(node: ir.Node, opsets: Mapping[str, int], n_in: int, n_out: int, ops: Optional[dict],
+              runtime: RuntimeFacts) -> tuple:
     """(``OpFacts``, main input slots, main output slots) of ``node``'s op with this many inputs and outputs.
 
     Kept in ``ops`` under (domain, op type, n_in, n_out), with the op's one
@@ -117,7 +122,7 @@ def _op_slots(node: ir.Node, opsets: Mapping[str, int], n_in: int, n_out: int, o
     op = ops.get(op_key) if ops is not None else None
     if op is None:
         domain = normalize_domain(node.domain)
-        op = op_facts(domain, node.op_type, opsets.get(domain, 1))
+        op = op_facts(domain, node.op_type, opsets.get(domain, 1), runtime)
     known = (op, op.main_slots(n_in, False), op.main_slots(n_out, True))
     if ops is not None:
         ops[op_key] = op

@@ -86,7 +86,7 @@ def refused(ctx: PlanContext, node: ir.Node, decision: Decision) -> Decision:
     """
     domain = normalize_domain(node.domain)
     opset = ctx.opsets.get(domain, 1)
-    later = first_opset_allowing(domain, node.op_type, opset, ctx.fallback.key)
+    later = first_opset_allowing(domain, node.op_type, opset, ctx.fallback.key, ctx.runtime)
     if domain != "" and ctx.opsets.get("", 1) < CAST_BF16_OPSET:
         later = None  # a contrib op that takes it: the default domain's Cast does not yet
     if later is None:

@@ -11,7 +11,6 @@ from typing import Callable, Optional
 
 import onnx_ir as ir
 
-from ampconv.runtime import facts as runtime_facts
 from ampconv.core.domains import is_default, op_label
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import NONE, Decision
@@ -99,10 +98,14 @@ def function_body(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional
 
 
 def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """A LOW kernel the runtime's CPU provider lacks although the model loads (``runtime_facts``: the scatter
-    reductions of onnxruntime, which load in LOW and then fail at run time)."""
-    why = runtime_facts.active().missing_low_kernel(node, runtime_facts.CPU)
-    return Decision(HIGH, "hard-runtime-kernel", f"hard: {why}") if why is not None else None
+    """A LOW kernel that a provider the output must run on lacks although the model loads (``ctx.runtime``'s
+    facts, for ``ctx.target.runs_on``: onnxruntime's CPU provider and the scatter reductions, which load in
+    LOW and then fail at run time)."""
+    for provider in ctx.target.runs_on:
+        why = ctx.runtime.missing_low_kernel(node, provider)
+        if why is not None:
+            return Decision(HIGH, "hard-runtime-kernel", f"hard: {why}")
+    return None
 
 
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -121,7 +124,7 @@ def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decisi
         return None
     domain = normalize_domain(node.domain)
     opset = ctx.opsets.get(domain, 1)
-    later = first_opset_allowing(domain, node.op_type, opset, ctx.low)
+    later = first_opset_allowing(domain, node.op_type, opset, ctx.low, ctx.runtime)
     hint = ""
     if later and domain == "" and stays_high(ctx.policy, node.op_type):
         hint = f"; it takes {ctx.low_name} from opset {later}, but the level table keeps it float32 anyway"
@@ -138,8 +141,8 @@ def _default_op_in(ops) -> Callable[[PlanContext, OpFacts], bool]:
 
 
 def _has_kernel_gap(ctx: PlanContext, op: OpFacts) -> bool:
-    """``applies``: a default-domain op the runtime's CPU provider has a LOW kernel gap for (some forms of it)."""
-    gaps = runtime_facts.active().kernel_gaps(runtime_facts.CPU)
+    """``applies``: a default-domain op that a provider the output runs on has a LOW kernel gap for (some forms)."""
+    gaps = [gap for provider in ctx.target.runs_on for gap in ctx.runtime.kernel_gaps(provider)]
     return op.domain == "" and any(op.op_type in gap.op_types for gap in gaps)
 
 
@@ -163,7 +166,8 @@ RULES = tuple(builtin(rule) for rule in (
          decide=bitcast, applies=_default_op_in({"BitCast"})),
     Rule("hard-function-body", HARD, "the op's ONNX function body only type-checks in float32",
          decide=function_body, applies=_default_op_in(FLOAT32_FUNCTION_BODY)),
-    Rule("hard-runtime-kernel", HARD, "onnxruntime's CPU provider runs this form of the op only in float32",
+    Rule("hard-runtime-kernel", HARD, "a provider the output runs on (onnxruntime's CPU provider, say) runs this "
+         "form of the op only in float32",
          decide=runtime_kernel, applies=_has_kernel_gap),
     Rule("hard-quantization", HARD, "quantization and training ops stay float32",
          decide=quantization, applies=_quantization_op),

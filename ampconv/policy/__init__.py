@@ -23,6 +23,7 @@ from ampconv.policy.lists import (
 from ampconv.policy.mixlist import MixList, apply_mixlist, mixlist_origins
 from ampconv.policy.names import did_you_mean, op_key, read_name
 from ampconv.policy.opinfo import OpInfoFile, read_op_info
+from ampconv.runtime.target import Target, as_target
 
 LOW, HIGH, INHERIT = Precision.LOW, Precision.HIGH, Precision.INHERIT
 
@@ -78,29 +79,24 @@ class Policy:
         return {c: tuple(sorted(v)) for c, v in out.items()}
 
 
-def resolve_level(level: str, target: Optional[str]) -> Tuple[str, Optional[str], str]:
-    """Turn ``auto`` into a concrete level for ``target``; returns (level, note, target)."""
-    if target is None:
-        target = detect_target()
+def resolve_level(level: str, target: Union[Target, str, None]) -> Tuple[str, Optional[str], str]:
+    """Turn ``auto`` into a concrete level for ``target``; returns (level, note, target name).
+
+    ``target``: a ``Target``, a name (``cuda``/``cpu``), or None (chosen from
+    the installed onnxruntime's listed providers). The note says why the
+    target when the user did not name it (``Target.level_reason``).
+    """
+    target = as_target(target)
     if level != "auto":
-        return level, None, target
-    if target == "cuda":
-        return "O2", "level auto: target cuda -> O2", target
+        return level, None, target.name
+    if target.name == "cuda":
+        return "O2", f"level auto: target cuda{target.level_reason()} -> O2", target.name
     return (
         "O0",
-        "level auto: target cpu -> O0 (onnxruntime's CPU provider has few float16 kernels and "
-        "no bfloat16 arithmetic, so a CPU deployment gains nothing); use --level O2 to convert anyway",
-        target,
+        f"level auto: target cpu{target.level_reason()} -> O0 (onnxruntime's CPU provider has few float16 kernels "
+        "and no bfloat16 arithmetic, so a CPU deployment gains nothing); use --level O2 to convert anyway",
+        target.name,
     )
-
-
-def detect_target() -> str:
-    """``cuda`` when the installed onnxruntime offers the CUDA provider, else ``cpu``."""
-    try:
-        import onnxruntime
-    except ImportError:
-        return "cpu"
-    return "cuda" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
 
 
 def load_policy(
@@ -108,7 +104,7 @@ def load_policy(
     mixlists: Iterable[str] = (),
     level: str = "O2",
     block_ops: Iterable[str] = (),
-    target: Optional[str] = None,
+    target: Union[Target, str, None] = None,
     op_info: Optional[Union[str, os.PathLike]] = None,
 ) -> Policy:
     """Build the effective policy: preset, operator-info base, policy files left to right; ``block_ops`` recorded.

@@ -23,6 +23,7 @@ import onnx_ir as ir
 from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.reading.load import INFERRED_META_KEY
+from ampconv.runtime.facts import RuntimeFacts
 from ampconv.runtime.schema import normalize_domain, op_info
 from ampconv.core.graphs import all_graphs
 
@@ -69,11 +70,14 @@ class NameNodesPass(InPlacePass):
 class InferTypesPass(InPlacePass):
     """Fill value types: onnx inference first, then schema unification for the rest.
 
-    ``filled`` counts the values whose type or shape it set.
+    ``filled`` counts the values whose type or shape it set. ``runtime``
+    answers for the ops onnx does not define (the conversion's target
+    runtime; None: the installed onnxruntime's).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: Optional[RuntimeFacts] = None) -> None:
         self.filled = 0
+        self.runtime = runtime
 
     def call(self, model: ir.Model) -> PassResult:
         before = self.filled
@@ -85,7 +89,7 @@ class InferTypesPass(InPlacePass):
         opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
         for graph in all_graphs(model):
             for node in graph:
-                self.filled += _fill_outputs(node, opsets)
+                self.filled += _fill_outputs(node, opsets, self.runtime)
         return PassResult(model, modified=self.filled > before)
 
     def _onnx_inference(self, model: ir.Model) -> None:
@@ -182,7 +186,7 @@ def weight_free_proto(model: ir.Model):
         graph.inputs.extend(inputs)
 
 
-def _fill_outputs(node: ir.Node, opsets) -> int:
+def _fill_outputs(node: ir.Node, opsets, runtime: Optional[RuntimeFacts]) -> int:
     """Type ``node``'s untyped outputs from its schema and inputs; returns how many it typed."""
     missing = [v for v in node.outputs if v.type is None]
     if not missing:
@@ -200,7 +204,7 @@ def _fill_outputs(node: ir.Node, opsets) -> int:
             _set(node.outputs[0], ir.DataType.FLOAT)
             return 1
         return 0
-    info = op_info(domain, node.op_type, opsets.get(domain, 1))
+    info = op_info(domain, node.op_type, opsets.get(domain, 1), runtime=runtime)
     if not info.known:
         return 0
     typed = 0

@@ -116,35 +116,6 @@ def _registry() -> Dict[Tuple[str, str], List[Tuple[int, RuntimeSchema]]]:
     return registry
 
 
-@functools.lru_cache(maxsize=1)
-def kernel_registry() -> Dict[Tuple[str, str, str], List[Tuple[int, int, FrozenSet[str]]]]:
-    """(provider, domain, op) -> [(first opset, last opset, types)] of every kernel the installed onnxruntime
-    registers; ``types``: every type any of the kernel's type constraints lists. Empty when it cannot be read.
-
-    Each execution provider the wheel was built with registers its kernels
-    here (the CPU wheel: the CPU provider alone; onnxruntime-gpu adds CUDA's).
-    """
-    try:
-        from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
-
-        kernels = ort_state.get_all_opkernel_def()
-    except Exception:  # noqa: BLE001 - not installed, or a build without the kernel API: nothing known
-        return {}
-    registry: Dict[Tuple[str, str, str], List[Tuple[int, int, FrozenSet[str]]]] = {}
-    for kernel in kernels:
-        domain = "" if kernel.domain == "ai.onnx" else kernel.domain
-        first, last = kernel.version_range
-        types = frozenset(t for listed in kernel.type_constraints.values() for t in listed)
-        registry.setdefault((kernel.provider, domain, kernel.op_name), []).append((first, last, types))
-    return registry
-
-
-@functools.lru_cache(maxsize=1)
-def kernel_providers() -> FrozenSet[str]:
-    """The execution providers whose kernels ``kernel_registry`` lists."""
-    return frozenset(provider for provider, _domain, _op in kernel_registry())
-
-
 def _convert(schema, domain: str) -> RuntimeSchema:
     """An onnxruntime pybind schema as a ``RuntimeSchema``."""
     return RuntimeSchema(

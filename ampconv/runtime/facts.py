@@ -1,6 +1,6 @@
-"""What a runtime knows of operators, asked of one object: its schemas and, per provider, its missing kernels.
+"""What a runtime knows of operators, asked of one object: its schemas, its providers and their kernels.
 
-ampconv reads two kinds of fact from the runtime a converted model will run on:
+ampconv reads these facts from the runtime a converted model will run on:
 
 - **schemas** of the ops ``onnx.defs`` does not define (onnxruntime's contrib
   operator sets, ``com.microsoft``, and its own ops in the default domain such
@@ -10,25 +10,32 @@ ampconv reads two kinds of fact from the runtime a converted model will run on:
 - **kernels a provider lacks** for the LOW type, which a load check cannot see
   because the model loads and fails only when it runs (onnxruntime's CPU
   provider and a ScatterND with a reduction in float16): ``kernel_gaps``,
-  ``missing_low_kernel``.
+  ``missing_low_kernel``; and every kernel a provider registers
+  (``has_kernel``: the bfloat16 kernel notes);
+- **providers**: which the runtime lists, and whether one loads on this
+  machine (``provider_state``: onnxruntime-gpu lists CUDA on a runner
+  without CUDA's libraries, where it cannot load).
 
 ``RuntimeFacts`` names these questions; ``OnnxRuntimeFacts`` answers them for
-onnxruntime (its schemas read through ``ampconv.runtime.contrib_schemas``), the first
-runtime and the one in force unless ``use`` says otherwise. Another runtime is
-one subclass: ``with runtime_facts.use(MyRuntimeFacts()): ampconv.convert(...)``
-(``tests/plan/test_runtime_facts.py``). Modules that cache what they derived from
-these facts register a reset with ``on_change``.
+the installed onnxruntime (its schemas read through
+``ampconv.runtime.contrib_schemas``, the questions that can kill a process
+asked in a child by ``ampconv.runtime.installed``). ``ONNXRUNTIME`` is the
+default; no switch is process-wide: a conversion reads the facts of its
+``Config.runtime`` through its plan's context (``ampconv.runtime.target``),
+so another runtime, or a test's stand-in, is one subclass passed there
+(``tests/plan/test_runtime_facts.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections import Counter
-from typing import Callable, FrozenSet, Iterator, List, Optional, Tuple
+from typing import Callable, FrozenSet, Optional, Tuple
 
 from ampconv.runtime import contrib_schemas as runtime_schemas
+from ampconv.runtime import installed
 from ampconv.runtime.contrib_schemas import RuntimeSchema
+from ampconv.runtime.installed import ProviderState
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -83,6 +90,40 @@ class RuntimeFacts:
         (``tensor(bfloat16)``); None when its registry cannot be read (not among ``kernel_providers``)."""
         return None
 
+    def why_no_kernels(self, provider: str) -> str:
+        """Why ``has_kernel`` cannot answer for ``provider`` (one clause for a summary): the runtime does not
+        list it, it is listed but does not load here (``provider_state``), or its registry could not be read."""
+        state = self.provider_state(provider)
+        if not state.listed:
+            short = provider.replace("ExecutionProvider", "")
+            gpu = " (onnxruntime-gpu lists them)" if provider == CUDA else ""
+            return f"the installed {self.describe()} has no {short} provider{gpu}"
+        if not state.loads:
+            return state.words()
+        return f"{self.describe()}'s kernel registry could not be read: {self.kernel_failure() or 'not shown'}"
+
+    def kernel_failure(self) -> Optional[str]:
+        """How asking for the kernel registry failed (None: it did not, or this runtime has none to ask)."""
+        return None
+
+    def listed_providers(self) -> Tuple[str, ...]:
+        """The execution providers the runtime offers, in its order of preference (not all may load here)."""
+        return ()
+
+    def provider_state(self, provider: str) -> ProviderState:
+        """Whether ``provider`` is listed and loads on this machine, and why not (this base: a listed provider
+        is taken at its word)."""
+        listed = provider in self.listed_providers()
+        return ProviderState(provider, listed=listed, loads=listed)
+
+    def max_ir_version(self) -> Optional[int]:
+        """The newest IR version the runtime reads (None: unknown)."""
+        return None
+
+    def describe(self) -> str:
+        """How messages name the runtime: ``onnxruntime-gpu 1.31.1``."""
+        return self.name
+
     def missing_low_kernel(self, node, provider: str) -> Optional[str]:
         """Why ``provider`` cannot run this default-domain ``node`` in the LOW type, or None when it can."""
         if node.domain not in ("", "ai.onnx"):
@@ -108,7 +149,8 @@ _ONNXRUNTIME_GAPS = (
 
 
 class OnnxRuntimeFacts(RuntimeFacts):
-    """onnxruntime's facts: its contrib and own schemas (``runtime_schemas``), the CPU provider's missing kernels."""
+    """The installed onnxruntime's facts: its contrib and own schemas (``runtime_schemas``), the CPU provider's
+    missing kernels, and what ``ampconv.runtime.installed`` asked it in a child (kernels, providers, IR)."""
 
     name = "onnxruntime"
 
@@ -128,48 +170,36 @@ class OnnxRuntimeFacts(RuntimeFacts):
         return tuple(gap for gap in _ONNXRUNTIME_GAPS if gap.provider == provider)
 
     def kernel_providers(self) -> FrozenSet[str]:
-        return runtime_schemas.kernel_providers()
+        return frozenset(provider for provider, _domain, _op in installed.kernel_answer().registry)
 
     def has_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
         if provider not in self.kernel_providers():
             return None
         return any(first <= opset <= last and type_string in types
-                   for first, last, types in runtime_schemas.kernel_registry().get((provider, domain, op_type), ()))
+                   for first, last, types in installed.kernel_answer().registry.get((provider, domain, op_type), ()))
+
+    def kernel_failure(self) -> Optional[str]:
+        return installed.kernel_answer().failure
+
+    def listed_providers(self) -> Tuple[str, ...]:
+        found = installed.installed()
+        return found.listed if found is not None else ()
+
+    def provider_state(self, provider: str) -> ProviderState:
+        return installed.provider_state(provider)
+
+    def max_ir_version(self) -> Optional[int]:
+        return installed.max_ir_version()
+
+    def describe(self) -> str:
+        found = installed.installed()
+        return found.words if found is not None else self.name
 
 
 ONNXRUNTIME = OnnxRuntimeFacts()
-# The ops some provider of onnxruntime cannot run in LOW with a reduction (``policy.lists`` re-exports the
-# set for its readers; the ``hard-runtime-kernel`` rule asks the runtime facts themselves).
+# The ops some provider of onnxruntime cannot run in LOW with a reduction (``policy.lists`` re-exports them;
+# the ``hard-runtime-kernel`` rule asks the context's runtime, ``missing_low_kernel``).
 REDUCTION_NEEDS_FLOAT32 = frozenset().union(*(gap.op_types for gap in _ONNXRUNTIME_GAPS))
-_active: List[RuntimeFacts] = [ONNXRUNTIME]
-_resets: List[Callable[[], None]] = []
 
-
-def active() -> RuntimeFacts:
-    """The runtime whose facts are in force (onnxruntime's unless ``use`` says otherwise)."""
-    return _active[-1]
-
-
-def on_change(*resets: Callable[[], None]) -> None:
-    """Call ``resets`` whenever the facts in force change (a module's caches of derived facts)."""
-    _resets.extend(resets)
-
-
-@contextlib.contextmanager
-def use(facts: RuntimeFacts) -> Iterator[RuntimeFacts]:
-    """Put ``facts`` in force inside the ``with`` block (process-wide: not for concurrent conversions)."""
-    _active.append(facts)
-    _reset()
-    try:
-        yield facts
-    finally:
-        _active.remove(facts)
-        _reset()
-
-
-def _reset() -> None:
-    for reset in _resets:
-        reset()
-
-
-__all__ = ["CPU", "CUDA", "ONNXRUNTIME", "KernelGap", "OnnxRuntimeFacts", "RuntimeFacts", "active", "on_change", "use"]
+__all__ = ["CPU", "CUDA", "ONNXRUNTIME", "REDUCTION_NEEDS_FLOAT32", "KernelGap", "OnnxRuntimeFacts", "ProviderState",
+           "RuntimeFacts"]

@@ -15,6 +15,7 @@ from typing import Callable, List, Optional, Sequence
 import onnx
 
 from ampconv.runtime import facts as runtime_facts
+from ampconv.runtime.installed import runtime_words
 from ampconv.errors import ConversionError
 from ampconv.runtime.verdict import ACCEPT, judge, unregistered_default_op
 
@@ -57,7 +58,7 @@ def checker_error(path: Path, *, full: bool, rankless: Sequence[str] = ()) -> Op
         if rankless:
             target = _edited_copy(Path(path), copies, lambda proto: _give_placeholder_shapes(proto, set(rankless)))
         error = _run_checker(target, full)
-        if error is not None and unregistered_default_op(str(error)) in runtime_facts.active().own_default_domain_ops():
+        if error is not None and unregistered_default_op(str(error)) in runtime_facts.ONNXRUNTIME.own_default_domain_ops():
             target = _edited_copy(target, copies, _move_runtime_only_ops)
             error = _run_checker(target, full)
         return error
@@ -93,7 +94,7 @@ def _give_placeholder_shapes(proto: onnx.ModelProto, names: set) -> None:
 
 def _move_runtime_only_ops(proto: onnx.ModelProto) -> None:
     """Move every default-domain node whose op only onnxruntime defines into ``RUNTIME_ONLY_DOMAIN``."""
-    ops = runtime_facts.active().own_default_domain_ops()
+    ops = runtime_facts.ONNXRUNTIME.own_default_domain_ops()
     moved = False
     for node in _all_proto_nodes(proto.graph):
         if node.domain in ("", "ai.onnx") and node.op_type in ops:
@@ -124,6 +125,9 @@ def runtime_available() -> bool:
 def runtime_refusal(path: Path) -> Optional[str]:
     """onnxruntime's whole message when a CPU session cannot load ``path``; None when it loads.
 
+    A model at an IR version the runtime cannot read gets ampconv's one line
+    instead (``installed.runtime_words``: which runtime reads which IR).
+
     Also None when onnxruntime is not installed (see ``runtime_available``).
     The session is created with graph optimizations and weight pre-packing
     disabled: onnxruntime memory-maps external data and, so configured, does not
@@ -145,7 +149,7 @@ def runtime_refusal(path: Path) -> Optional[str]:
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - any refusal is a verdict
-        return str(exc).replace(f"Load model from {path} failed:", "").strip()
+        return runtime_words(str(exc).replace(f"Load model from {path} failed:", "").strip())
     # Drop the session now: it holds maps of the data file, which the
     # converter is about to rename (and on Windows could not while mapped).
     del session

@@ -4,7 +4,8 @@ Nothing here is hard-coded per op: which slots share the node's main type
 variable, which types a variable admits at the model's opset, and from which
 opset a blocked type becomes legal all come from the installed schemas:
 ``onnx.defs``, and for ops onnx does not define (onnxruntime's contrib
-operator sets, ``com.microsoft``), onnxruntime's (``ampconv.runtime.contrib_schemas``).
+operator sets, ``com.microsoft``), the runtime's (``ampconv.runtime.facts``; onnxruntime's by
+default, read through ``ampconv.runtime.contrib_schemas``).
 
 Some schemas declare two type variables that must nevertheless be equal.
 Attention multiplies softmax(Q K^T) (T1) by V (T2) with one MatMul in its
@@ -28,14 +29,35 @@ from typing import Dict, FrozenSet, Hashable, List, Mapping, Optional, Sequence,
 import onnx
 import onnx.defs
 
-from ampconv.runtime import facts as runtime_facts
-
 from ampconv.runtime import contrib_schemas as runtime_schemas
+from ampconv.runtime.facts import ONNXRUNTIME, RuntimeFacts
 from ampconv.core.domains import normalize_domain
 from ampconv.core.lowtypes import low_type
 
 FLOAT = "tensor(float)"
 _FLOAT_TYPES = frozenset({"tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)"})
+
+
+def _per_runtime(function):
+    """``function`` cached once per argument tuple and runtime (its last parameter, ``runtime``).
+
+    A call that leaves the runtime out asks onnxruntime's (``ONNXRUNTIME``)
+    and shares the entries of one that names it: the planner passes its
+    context's runtime, type inference and the opset upgrade do not, and
+    neither computes what the other did. Different runtimes never share an
+    entry, so no cache is cleared when a conversion asks another runtime.
+    """
+    cached = functools.lru_cache(maxsize=None)(function)
+    arity = function.__code__.co_argcount
+
+    @functools.wraps(function)
+    def call(*args, runtime=None):
+        if len(args) == arity:
+            return cached(*args)
+        return cached(*args, runtime if runtime is not None else ONNXRUNTIME)
+
+    call.cache_clear, call.cache_info = cached.cache_clear, cached.cache_info
+    return call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,19 +116,21 @@ def _slot(types: Tuple[str, ...], variadic: bool, index: int) -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
+@_per_runtime
+def op_info(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONNXRUNTIME) -> OpInfo:
     """Signature of ``domain::op_type`` at ``opset``; ``known=False`` when no schema exists.
 
     A type variable tied to another one (``type_ties``) is read as that one,
-    and admits only the types both admit.
+    and admits only the types both admit. ``runtime`` answers for the ops
+    onnx does not define (the plan passes its context's; every answer is kept
+    per runtime, so two runtimes never share one).
     """
     domain = normalize_domain(domain)
-    schema = _schema(domain, op_type, opset)
+    schema = _schema(domain, op_type, opset, runtime)
     if schema is None:
         return OpInfo(known=False)
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    tied = dict(type_ties(domain, op_type, opset))
+    tied = dict(type_ties(domain, op_type, opset, runtime))
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
     for variable, canonical in tied.items():
         constraints[canonical] = constraints[canonical] & constraints[variable]
@@ -121,18 +145,18 @@ def op_info(domain: str, op_type: str, opset: int) -> OpInfo:
     )
 
 
-@functools.lru_cache(maxsize=None)
-def _schema(domain: str, op_type: str, opset: int):
-    """``onnx.defs``' schema of the op at ``opset``; for an op onnx does not define, onnxruntime's (or None)."""
+@_per_runtime
+def _schema(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONNXRUNTIME):
+    """``onnx.defs``' schema of the op at ``opset``; for an op onnx does not define, ``runtime``'s (or None)."""
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
     except onnx.defs.SchemaError:
-        return runtime_facts.active().schema(domain, op_type, opset)
+        return runtime.schema(domain, op_type, opset)
 
 
 # ------------------------------------------------------------------ type ties
-@functools.lru_cache(maxsize=None)
-def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], ...]:
+@_per_runtime
+def type_ties(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONNXRUNTIME) -> Tuple[Tuple[str, str], ...]:
     """Pairs (variable, canonical) of type variables that must hold one type.
 
     Two sources, both read from the installed onnx at ``opset``:
@@ -154,7 +178,7 @@ def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], .
     a synthetic node simply have fewer ties.
     """
     domain = normalize_domain(domain)
-    schema = _schema(domain, op_type, opset)
+    schema = _schema(domain, op_type, opset, runtime)
     if schema is None:
         return ()
     constraints = {c.type_param_str: tuple(c.allowed_type_strs) for c in schema.type_constraints}
@@ -165,7 +189,7 @@ def type_ties(domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], .
     if isinstance(schema, runtime_schemas.RuntimeSchema):
         found = _twin_ties(constraints, floaty)
     else:
-        found = _body_ties(schema, opset, constraints) + _inference_ties(schema, opset, constraints, floaty)
+        found = _body_ties(schema, opset, constraints, runtime) + _inference_ties(schema, opset, constraints, floaty)
     for a, b in found:
         groups.union(("outer", a), ("outer", b))
     pairs = []
@@ -331,7 +355,7 @@ def _function_body(schema: onnx.defs.OpSchema, opset: int, node: onnx.NodeProto,
     return body if body.node else None
 
 
-def _body_ties(schema: onnx.defs.OpSchema, opset: int, constraints) -> List[Tuple[str, str]]:
+def _body_ties(schema: onnx.defs.OpSchema, opset: int, constraints, runtime: RuntimeFacts) -> List[Tuple[str, str]]:
     """Pairs of the op's type variables that its function body binds to one type variable."""
     if not (schema.has_function or schema.has_context_dependent_function):
         return []
@@ -349,7 +373,7 @@ def _body_ties(schema: onnx.defs.OpSchema, opset: int, constraints) -> List[Tupl
                     groups.union(("value", name), ("outer", formals[min(k, len(formals) - 1)].type_str))
         versions = {normalize_domain(o.domain): o.version for o in body.opset_import}
         for index, inner in enumerate(body.node):
-            _bind_inner_node(groups, index, inner, versions)
+            _bind_inner_node(groups, index, inner, versions, runtime)
         outer = list(constraints)
         for i, a in enumerate(outer):
             for b in outer[:i]:
@@ -358,13 +382,14 @@ def _body_ties(schema: onnx.defs.OpSchema, opset: int, constraints) -> List[Tupl
     return ties
 
 
-def _bind_inner_node(groups: _UnionFind, index: int, node: onnx.NodeProto, versions: Mapping[str, int]) -> None:
+def _bind_inner_node(groups: _UnionFind, index: int, node: onnx.NodeProto, versions: Mapping[str, int],
+                     runtime: RuntimeFacts) -> None:
     """Join each value of a body node with the type variable its slot is bound to."""
     domain = normalize_domain(node.domain)
-    schema = _schema(domain, node.op_type, versions.get(domain, 1))
+    schema = _schema(domain, node.op_type, versions.get(domain, 1), runtime)
     if schema is None:
         return
-    tied = dict(type_ties(domain, node.op_type, versions.get(domain, 1)))
+    tied = dict(type_ties(domain, node.op_type, versions.get(domain, 1), runtime))
     names = {c.type_param_str for c in schema.type_constraints}
     for formals, values in ((schema.inputs, node.input), (schema.outputs, node.output)):
         for k, value in enumerate(values):
@@ -432,16 +457,17 @@ def _other_float(allowed: Sequence[str]) -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def first_opset_allowing(domain: str, op_type: str, opset: int, low: str) -> Optional[int]:
-    """The first opset above ``opset`` whose schema lets the main type be ``low``."""
+@_per_runtime
+def first_opset_allowing(domain: str, op_type: str, opset: int, low: str,
+                         runtime: RuntimeFacts = ONNXRUNTIME) -> Optional[int]:
+    """The first opset above ``opset`` whose schema (``runtime``'s where onnx has none) lets the main type be ``low``."""
     domain = normalize_domain(domain)
     try:
         latest = onnx.defs.onnx_opset_version() if domain == "" else opset + 30
     except Exception:  # pragma: no cover - defensive
         latest = opset + 30
     for version in range(opset + 1, latest + 1):
-        info = op_info(domain, op_type, version)
+        info = op_info(domain, op_type, version, runtime)
         if info.known and info.since_version > opset:
             main = info.main_type()
             if main is not None and low_type(low).type_string in info.allowed(main):
@@ -455,20 +481,15 @@ def default_domain_ops() -> FrozenSet[str]:
     return frozenset(s.name for s in onnx.defs.get_all_schemas() if s.domain == "")
 
 
-@functools.lru_cache(maxsize=None)
-def is_known_op(domain: str, op_type: str) -> bool:
-    """Whether any schema exists for ``domain::op_type`` (any version)."""
+@_per_runtime
+def is_known_op(domain: str, op_type: str, runtime: RuntimeFacts = ONNXRUNTIME) -> bool:
+    """Whether any schema exists for ``domain::op_type`` (any version): onnx's, else ``runtime``'s."""
     domain = normalize_domain(domain)
     try:
         onnx.defs.get_schema(op_type, domain=domain)
         return True
     except onnx.defs.SchemaError:
-        return runtime_facts.active().knows(domain, op_type)
-
-
-# What is cached above was derived from the runtime's facts too: a change of runtime starts afresh.
-runtime_facts.on_change(op_info.cache_clear, _schema.cache_clear, type_ties.cache_clear,
-                        first_opset_allowing.cache_clear, is_known_op.cache_clear)
+        return runtime.knows(domain, op_type)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ampconv.validation import criteria as judging
 from ampconv.numerics import ownerror
 from ampconv.reading.prepare import NameNodesPass
 from ampconv.reading.repair import input_refusal
+from ampconv.runtime.installed import unreadable_ir
 
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
@@ -134,6 +135,10 @@ def _prepare(reference: str, converted: str, options: ValidateOptions) -> _Run:
     runners.import_runtime()
     ref = _Loaded.read(reference)
     conv = _Loaded.read(converted)
+    for loaded in (ref, conv):  # one line naming the runtime and the IR it reads, not onnxruntime's words
+        words = unreadable_ir(loaded.model.ir_version)
+        if words is not None:
+            raise ModelLoadError(f"{loaded.path}: {words}; validate it with an onnxruntime that reads it")
     _check_same_interface(ref.model, conv.model, reference, converted)
     found_dtype = modelio.low_dtype(conv.model)
     _check_order(found_dtype, modelio.low_dtype(ref.model), reference, converted)
@@ -148,6 +153,9 @@ def _prepare(reference: str, converted: str, options: ValidateOptions) -> _Run:
         notes.append(f"{converted}: no float16/bfloat16 tensor found; judged with the fp16 criteria")
     if backend == "native" and provider == runners.CPU:
         notes.append(CPU_NATIVE_NOTE)
+    cuda = runners.cuda_state()
+    if cuda.listed and not cuda.loads:  # onnxruntime-gpu without CUDA's libraries (a CI runner): said once
+        notes.append(f"{cuda.words()}; the converted model ran on the CPU (backend {backend})")
     notes.extend(load_notes)
     return _Run(ref, conv, dtype, criteria, source, samples, backend, provider, notes)
 
@@ -252,7 +260,7 @@ def _runtime_only_ops_note(conv: "_Loaded") -> list:
     """A note when the model holds onnxruntime's own ops in the default domain: onnx.checker leaves them to
     onnxruntime (``loadcheck.checker_error``), and runtimes without them will refuse the model."""
     nodes = (node for graph in all_graphs(conv.model) for node in graph)
-    found = sorted(runtime_facts.active().own_default_domain_ops_among(nodes))
+    found = sorted(runtime_facts.ONNXRUNTIME.own_default_domain_ops_among(nodes))
     if not found:
         return []
     return [f"{conv.path}: onnx.checker refuses it (No Op registered for {', '.join(found)}: onnxruntime's own ops "
@@ -430,6 +438,7 @@ def _check_order(conv_dtype: str | None, ref_dtype: str | None, reference: str, 
 
 
 def _pick_backend(requested: str) -> tuple[str, str]:
+    """(backend, the converted model's provider) for ``requested``: CUDA where it loads, else the CPU."""
     cuda = runners.cuda_available()
     if requested == "auto":
         requested = "native" if cuda else "emulate"

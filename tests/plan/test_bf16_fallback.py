@@ -21,6 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 import ampconv
 from ampconv.errors import UsageError
+from ampconv.runtime.facts import OnnxRuntimeFacts
 from ampconv.validation import ValidateOptions, validate
 from bench import bf16_models
 import hazard_models
@@ -353,36 +354,36 @@ def test_missing_cpu_kernel_inside_an_expanded_bf16_function_is_accepted(tmp_pat
 
 
 # ------------------------------------------------------------------ where the output runs as written
-class _CudaRuntime:
+class _CudaRuntime(OnnxRuntimeFacts):
     """onnxruntime's facts with a CUDA provider whose registry lacks bf16 Sqrt (a stand-in for onnxruntime-gpu)."""
 
-    def __init__(self, base):
-        self.base = base
-        self.name = "onnxruntime (test CUDA registry)"
+    name = "onnxruntime (test CUDA registry)"
 
-    def __getattr__(self, attr):
-        return getattr(self.base, attr)
+    def __repr__(self):
+        return "cuda-stand-in"  # names the test's output file
+
+    def listed_providers(self):
+        return ("CUDAExecutionProvider", *super().listed_providers())
 
     def kernel_providers(self):
-        return self.base.kernel_providers() | {"CUDAExecutionProvider"}
+        return super().kernel_providers() | {"CUDAExecutionProvider"}
 
     def has_kernel(self, provider, domain, op_type, opset, type_string):
         if provider == "CUDAExecutionProvider":
             return op_type != "Sqrt"
-        return self.base.has_kernel(provider, domain, op_type, opset, type_string)
+        return super().has_kernel(provider, domain, op_type, opset, type_string)
 
 
 def test_bf16_nodes_without_a_cuda_kernel_are_named(tmp_path):
-    """The installed runtime's kernel registry says which bf16 nodes the GPU provider cannot run as written."""
-    from ampconv.runtime import facts as runtime_facts
-
+    """The target runtime's kernel registry says which bf16 nodes the GPU provider cannot run as written."""
     _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16")
     unasked = [n for n in report.notes if "could not be asked" in n]
     assert len(unasked) == 1 and "CUDA provider" in unasked[0]  # the CPU wheel has no CUDA registry
     _, _, _, plain = _convert(tmp_path, "gemma_rms_norm", dry_run=True, dtype="bf16")
     assert not any("CUDA provider" in n for n in plain.notes)  # negative: a plain bf16 conversion is not told
-    with runtime_facts.use(_CudaRuntime(runtime_facts.active())):
-        _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16")
+    # The stand-in comes through the Config, to this conversion alone (nothing switched process-wide).
+    _, _, _, report = _convert(tmp_path, "gemma_rms_norm", dry_run=True, fallback_dtype="bf16",
+                               runtime=_CudaRuntime())
     named = [n for n in report.notes if "no bfloat16 kernel" in n]
     assert len(named) == 1 and "(Sqrt)" in named[0] and named[0].startswith("1 of the ")
 

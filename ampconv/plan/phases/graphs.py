@@ -49,7 +49,7 @@ def plan_graph(state: PlanState, graph: ir.Graph) -> None:
 def _forward(state: PlanState, node: ir.Node) -> Optional[Decision]:
     """Decide ``node`` and record its outputs' precision; None for a structural node (planned through its subgraphs)."""
     ctx, values = state.ctx, state.values
-    facts = node_facts(node, ctx.opsets, ctx.ops)
+    facts = node_facts(node, ctx.opsets, ctx.ops, ctx.runtime)
     if facts.op.kind == "structural":  # a default-domain If, Loop or Scan
         plan_structural(state, node, plan_graph)
         return None

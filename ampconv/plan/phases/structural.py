@@ -59,7 +59,7 @@ def _structural_blocked(state: PlanState, node: ir.Node) -> Optional[str]:
     """
     ctx = state.ctx
     opset = ctx.opsets.get("", 1)
-    info = op_info("", node.op_type, opset)
+    info = op_info("", node.op_type, opset, ctx.runtime)
     if not info.known:
         return f"hard: no known schema for {node.op_type} at opset {opset}; kept float32"
     slots = [info.output_type(j) for j, v in enumerate(node.outputs) if is_float(v)]
@@ -67,7 +67,7 @@ def _structural_blocked(state: PlanState, node: ir.Node) -> Optional[str]:
     refused = sorted({t for t in slots if t is not None and ctx.low_type not in info.allowed(t)})
     if not refused:
         return None
-    later = first_opset_allowing("", node.op_type, opset, ctx.low)
+    later = first_opset_allowing("", node.op_type, opset, ctx.low, ctx.runtime)
     hint = f"; allowed from opset {later}" if later else ""
     return (
         f"hard: {node.op_type}.{refused[0]} does not accept {ctx.low_name} at opset {opset}{hint}; "
