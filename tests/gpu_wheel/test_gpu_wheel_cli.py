@@ -26,11 +26,8 @@ import numpy as np
 import onnx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from bench import bf16_models  # noqa: E402
-from sample_models.build import BUILDERS  # noqa: E402
+from bench import bf16_models
+from sample_models.build import BUILDERS
 
 COMMAND_TIMEOUT_S = 120
 # Words only onnxruntime's own log lines carry: its logger's tags, its source files, its colour codes.
