@@ -59,7 +59,8 @@ test: install-test
 # convert fp16, bf16, the bf16 fallback on a model that overflows fp16, validate, report, --level auto,
 # each in a process of its own, each to exit 0 with no line of onnxruntime's own on stderr. Without CUDA's
 # libraries (no GPU) that is the runner's case; where a GPU is lent, run the same target there too.
-# Bounded: about 1 minute to build the environment from pip's cache, 10-40 s to run (2 cores).
+# Bounded: about 2 minutes in all the first time (the environment built from pip's cache), 40-60 s after
+# (measured on 2 shared cores); each step has a timeout.
 test-gpu-wheel:
 	test -d $(GPU_WHEEL_VENV) || $(PYTHON) -m venv $(GPU_WHEEL_VENV)
 	$(PINNED) timeout 150 $(GPU_WHEEL_VENV)/bin/python -m pip install -q --upgrade pip setuptools wheel
