@@ -122,6 +122,10 @@ def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Mo
         except ConversionError as exc:
             report = _not_upgraded(_attempts(request, model, fresh, complaint, data), later, exc, model)
     report.notes.extend(data_notes)
+    if data_notes and data.calibration is None:  # the synthetic run was wanted but not made
+        unjudged = synthetic.unjudged_note(report.nodes)
+        if unjudged:
+            report.notes.append(unjudged)
     return report
 
 

@@ -15,20 +15,13 @@ from typing import Callable, Optional
 import click
 
 from ampconv.writing import outputs
-from ampconv.errors import AmpconvError, Parameter
-
-
-# Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
-FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": "--mixlist", "block_ops": "--block-op",
-              "natures": "--nature", "limits": "--limit"}
+from ampconv.errors import AmpconvError, Parameter, command_line_text
 
 
 def flag_of(parameter: Parameter) -> str:
-    """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``."""
-    text = FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-"))
-    if parameter.value is not None and parameter.value is not True:
-        text = f"{text} {parameter.value}"
-    return text if parameter.entry is None else f"{text} {parameter.entry}"
+    """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``
+    (``ampconv.errors.command_line_text``: the report page spells its commands with it too)."""
+    return command_line_text(parameter)
 
 
 def fail(message: str, code: int) -> None:

@@ -106,7 +106,9 @@ SCRIPT = r"""
     fact("LOW (" + S.dtype + ")", S.counts.LOW, "count-LOW");
     if (S.fallback_dtype) fact("FALLBACK (" + S.fallback_dtype + ")", S.counts.FALLBACK, "count-FALLBACK");
     fact("HIGH (float32)", S.counts.HIGH, "count-HIGH");
-    fact("no float data", S.counts.NONE, "count-NONE");
+    // A model converted before: its float16 nodes are counted as such, not as "0 LOW".
+    if (S.counts.already) fact("already " + S.dtype, S.counts.already, "count-already");
+    fact("no float data", S.counts.NONE - (S.counts.already || 0), "count-NONE");
     fact("casts inserted", S.casts.inserted, "casts-inserted");
     fact("casts removed", S.casts.removed, "casts-removed");
     if (S.weights.before) fact("weights", Math.round(100 * S.weights.after / S.weights.before) + " %", "weights-ratio");
@@ -145,7 +147,8 @@ SCRIPT = r"""
       var loc = v.localization;
       if (loc && loc.node) row("drift starts at", loc.node + " (" + loc.op_type + "), " + loc.reason + "; " +
                                loc.precision + ": " + loc.rule);
-      if (loc && loc.cause) row("cause", loc.cause.node + " (" + loc.cause.op_type + "): fix " + loc.cause.suggestion);
+      // The fix is said once, in the verdict above; here only where the precision is lost.
+      if (loc && loc.cause) row("cause", loc.cause.node + " (" + loc.cause.op_type + "): own error " + loc.cause.own_error);
     }
     // What may need an action first (warnings), then what was decided, then the long lists, grouped.
     var list = $("messages");
