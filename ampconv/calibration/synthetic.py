@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from ampconv.tensors import tensorsize
 from ampconv.options.groups import DataOptions
-from ampconv.errors import named
+from ampconv.errors import command_line_text, named, spell_parameters
 from ampconv.numerics import dimrelations, modelio
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
@@ -82,8 +82,9 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     note = (f"synthetic float32 run: 1 seeded random sample (seed {SEED}; {shapes}) in "
             f"{calibration.seconds:.2f} s; nodes whose values overflow {low.name} there stay float32 "
             f"(data-overflow); {ADVICE}")
-    calibration = dataclasses.replace(calibration, synthetic=True,
-                                      notes=(note,) + tuple(sample_notes) + tuple(calibration.notes))
+    # The calibration section's notes are plain text (the report's own notes are spelled as they are read).
+    notes = tuple(spell_parameters(text, command_line_text) for text in (note, *sample_notes))
+    calibration = dataclasses.replace(calibration, synthetic=True, notes=notes + tuple(calibration.notes))
     return calibration, []
 
 

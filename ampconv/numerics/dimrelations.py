@@ -32,7 +32,7 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.core.dimexpr import evaluate_dim, symbols_of
-from ampconv.core.shapespec import DeclaredInput, dimension_names, unset_symbols_of
+from ampconv.core.shapespec import DeclaredInput, dimension_names, placeholder, unset_symbols_of
 from ampconv.errors import named
 
 # Ops whose inputs broadcast against each other, axis by axis from the last.
@@ -171,8 +171,15 @@ def unset_dims_hint(model: ir.Model, specs: Sequence[DeclaredInput], shapes: Map
     said = [r.text() for r in found] + grown_outputs(model, [*unset, *given])
     if said:
         parts.append(f"the graph relates them: {'; '.join(said)}")
-    wanted = {**sizes, **{f"{name}[{axis}]": 1 for name, axis in unnamed}}
-    parts.append(f"sizes that agree: {named('shapes', wanted)} (set your own, keeping the relations)")
+    if found:
+        # The sizes all at 1 broke a relation: sizes that keep them (free ones 1, the rest computed) to copy.
+        wanted = {**sizes, **{f"{name}[{axis}]": 1 for name, axis in unnamed}}
+        parts.append(f"sizes that agree: {named('shapes', wanted)} (set your own, keeping the relations)")
+    else:
+        # No relation: size 1 itself may be what the model refuses (a reflect Pad, a window): the user's sizes.
+        size = placeholder([*unset, *(name for name, _ in unnamed)])
+        wanted = {**{symbol: size for symbol in unset}, **{f"{name}[{axis}]": size for name, axis in unnamed}}
+        parts.append(f"pass {named('shapes', wanted)} for the sizes the model will see")
     return "; ".join(parts)
 
 

@@ -64,8 +64,6 @@ class Report:
         name read (Python words by default; the CLI's report speaks its flags)."""
         data = dataclasses.asdict(self)
         data["warnings"], data["notes"] = self.warning_texts(spell), self.note_texts(spell)
-        if data["calibration"] is not None:
-            data["calibration"]["notes"] = self.calibration_note_texts(spell)
         data["summary"] = {
             "nodes_low": self.count(Precision.LOW),
             "nodes_high": self.count(Precision.HIGH),
@@ -89,11 +87,6 @@ class Report:
     def note_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
         """The notes, each parameter they name spelled by ``spell`` (Python words by default)."""
         return [spell_parameters(text, spell) for text in self.notes]
-
-    def calibration_note_texts(self, spell: Speller = Parameter.python_text) -> List[str]:
-        """The calibration section's notes (the synthetic run's, the samples'), spelled by ``spell``."""
-        notes = (self.calibration or {}).get("notes", ())
-        return [spell_parameters(text, spell) for text in notes]
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision (all graphs)."""
@@ -257,7 +250,7 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
          for pin in report.runtime_pins],
         verbose,
     ))
-    lines.extend(_data_lines(report, verbose, spell))
+    lines.extend(_data_lines(report, verbose))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
@@ -442,7 +435,7 @@ def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> s
     return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
 
 
-def _data_lines(report: Report, verbose: bool = False, spell: Speller = Parameter.python_text) -> List[str]:
+def _data_lines(report: Report, verbose: bool = False) -> List[str]:
     """What calibration data and the accuracy search decided: the data-rule nodes with their evidence.
 
     Guards are grouped by rule and notes by wording (``_grouped``); ``verbose`` lists every one.
@@ -460,7 +453,7 @@ def _data_lines(report: Report, verbose: bool = False, spell: Speller = Paramete
         verbose,
     ))
     lines.extend(_grouped(
-        [(line_kind(note), f"  calibration note: {note}") for note in report.calibration_note_texts(spell)], verbose
+        [(line_kind(note), f"  calibration note: {note}") for note in cal.get("notes", ())], verbose
     ))
     tune = report.tune
     if tune is not None:

@@ -19,7 +19,7 @@ from ampconv.core.lowtypes import low_type
 from ampconv.numerics import emulate as emulation
 from ampconv.validation import inputs as inputs_mod
 from ampconv.numerics import bodies, dimrelations, modelio, runners
-from ampconv.validation import comparison, decode, floor, localize
+from ampconv.validation import comparison, decode, floor, localize, models
 from ampconv.validation.natures import output_natures, selects
 from ampconv.validation.options import ValidateOptions
 from ampconv.validation.result import Localization, ValidationResult
@@ -40,16 +40,24 @@ RANDOM_NOTE = f"inputs are random (seeded): a weak proxy for real data; pass {na
 DECODE_STEPS = 8
 
 
-def validate(reference: str, converted: str, options: ValidateOptions | None = None) -> ValidationResult:
+def validate(reference, converted, options: ValidateOptions | None = None) -> ValidationResult:
     """Compare ``converted`` with the float32 ``reference`` on the same inputs.
 
+    Each model is a path, an ``onnx.ModelProto`` or an ``onnx_ir.Model``
+    (``validation.models``: a model in memory runs from a private copy).
     Never raises on drift (read ``result.passed``). Raises ``UsageError`` for
-    bad inputs or options, ``ModelLoadError`` for unreadable models,
-    ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
-    model cannot be run.
+    bad inputs or options (a model of another kind included),
+    ``ModelLoadError`` for unreadable models, ``RuntimeMissingError`` without
+    onnxruntime, and ``AmpconvError`` when a model cannot be run.
     """
     options = options or ValidateOptions()
-    run = _prepare(os.fspath(reference), os.fspath(converted), options)
+    with models.as_files(reference, converted) as (ref_path, conv_path, shown):
+        return models.named_as_shown(_validate_files(ref_path, conv_path, options), shown)
+
+
+def _validate_files(reference: str, converted: str, options: ValidateOptions) -> ValidationResult:
+    """``validate`` on two model files."""
+    run = _prepare(reference, converted, options)
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()

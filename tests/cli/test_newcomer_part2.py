@@ -33,6 +33,7 @@ from ampconv.report.html import columns
 from ampconv.tensors.low_range import range_stats
 from ampconv.validation import advice
 from ampconv_cli.main import cli
+import llm_models
 from conftest import make_model, tiny_mlp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -290,3 +291,89 @@ def test_a_fix_that_is_not_enough_is_not_offered_to_copy():
     assert "--keep-fp32" not in verdict["command"] and "--tune" in verdict["command"]
     assert "--calibration-data s/" in verdict["command"] and "--inputs s/" in verdict["command"]
     assert advice.fix_advice(loc, command_line_text) in verdict["todo"]
+
+
+# --- item 3: every unset dimension in one message, with the relations the graph gives ----------------------------
+
+
+def test_a_dynamo_decoder_without_dimension_names_validates_in_two_runs(cli_runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    llm_models.dynamo_unnamed_decoder(tmp_path / "dyn.onnx")
+    first = _run(cli_runner, "convert", "dyn.onnx", "-o", "d.onnx", "--report", "d.json", "--validate")
+    assert first.exit_code == 1, first.stderr
+    error = first.stderr.strip().splitlines()[-1]  # after the summary: one line, every dimension in it
+    assert error.startswith("ampconv: error: ") and "size 1" in error, error
+    for fragment in ("5 dimension(s) left unset", "s43 = s60 + s70 (Reshape 'mask_reshape')", "s53 = s70",
+                     "'s4' (input input_ids, attention_mask, position_ids, past_key, past_value)",
+                     "present_key, present_value axis 2 is s60 + s70"):
+        assert fragment in error, (fragment, error)
+    shapes = re.findall(r"--shape (\S+)", error)
+    assert sorted(shapes) == sorted(["s4:1", "s43:2", "s53:1", "s60:1", "s70:1"]), error
+    # The synthetic run failed on those sizes too: the summary and the page say what stayed float32 for it.
+    assert "no run judged them; give real samples with --calibration-data PATH" in first.stderr
+    notes = columns.page_data(json.loads(Path("d.json").read_text()))["summary"]["notes"]
+    assert any("--calibration-data PATH" in note and "range-reduction" in note for note in notes), notes
+    assert any("s43 = s60 + s70" in note for note in notes), notes
+    # The second run, with the sizes the first named: validated.
+    second = _run(cli_runner, "validate", "dyn.onnx", "d.onnx", *[w for s in shapes for w in ("--shape", s)])
+    assert second.exit_code == 0 and second.stdout.startswith("PASS"), (second.stdout, second.stderr)
+    # A consistent set of the user's own sizes works as well (s43 = s60 + s70, s53 = s70).
+    own = _run(cli_runner, "validate", "dyn.onnx", "d.onnx", "--shape", "s4:2", "--shape", "s70:3", "--shape",
+               "s53:3", "--shape", "s60:5", "--shape", "s43:8")
+    assert own.exit_code == 0, own.stderr
+
+
+def test_the_dims_are_named_at_once_in_python_words_too(tmp_path):
+    llm_models.dynamo_unnamed_decoder(tmp_path / "dyn.onnx")
+    with pytest.raises(ampconv.AmpconvError) as failed:
+        ampconv.validate(tmp_path / "dyn.onnx", tmp_path / "dyn.onnx")
+    assert "shapes={'s4': 1, 's70': 1, 's43': 2, 's53': 1, 's60': 1}" in str(failed.value)
+    assert "--shape" not in str(failed.value)
+
+
+def test_without_a_relation_no_size_one_is_suggested(cli_runner, tmp_path):
+    """Negative: a dimension size 1 cannot feed (a reflect Pad) is asked for, not offered at 1 again."""
+    src = tmp_path / "m.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["audio", "pads"], ["y"], mode="reflect")], "g",
+        [helper.make_tensor_value_info("audio", TensorProto.FLOAT, [1, "T"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "U"])],
+        [onnx.numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads")])
+    onnx.save(make_model(graph), str(src))
+    result = _run(cli_runner, "validate", src, src)
+    _one_line_error(result, 1, "'T' (input audio)", "pass --shape T:N for the sizes the model will see")
+    assert "T:1" not in result.stderr and "relates" not in result.stderr
+
+
+# --- item 5: the library's words ----------------------------------------------------------------------------------
+
+
+def test_validate_takes_models_in_memory(mlp_path, tmp_path):
+    converted, _report = ampconv.convert_model(onnx.load(str(mlp_path)))
+    result = ampconv.validate(onnx.load(str(mlp_path)), converted)
+    assert result.passed and result.reference == "<in-memory reference>"
+    assert result.converted == "<in-memory converted model>"
+    import onnx_ir as ir
+
+    assert ampconv.validate(ir.load(str(mlp_path)), converted).passed
+    assert ampconv.validate(mlp_path, converted).reference == str(mlp_path)  # a path stays the path
+
+
+@pytest.mark.parametrize("bad", [42, b"model", None])
+def test_validate_refuses_other_things_with_its_own_error(mlp_path, bad):
+    with pytest.raises(ampconv.UsageError, match=r"^converted: expected a path, an onnx.ModelProto or an onnx_ir"):
+        ampconv.validate(mlp_path, bad)
+
+
+def test_print_result_speaks_parameters_not_flags(samples, tmp_path):
+    random = ampconv.validate(samples / "cnn.onnx", samples / "cnn.onnx", ampconv.ValidateOptions(backend="native"))
+    text = str(random)
+    assert "pass inputs for a stronger check" in text and "backend='emulate'" in text, text
+    assert not re.search(r"(^|\s|\()--[a-z]", text), text
+    converted = tmp_path / "c.onnx"
+    ampconv.convert(samples / "cancel.onnx", converted)
+    failed = ampconv.validate(samples / "cancel.onnx", converted, ampconv.ValidateOptions(
+        inputs=(str(samples / "cancel_calib"),), rtol=1e-2, atol=1e-2, localize=True))
+    text = str(failed)
+    assert "keep_fp32='^(offset_sub|offset_add)$'" in text and "this fix passes" in text, text
+    assert not re.search(r"(^|\s|\()--[a-z]", text), text

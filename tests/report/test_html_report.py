@@ -393,7 +393,7 @@ def test_40k_node_page_renders_without_errors(tmp_path):
 
 def test_no_stray_files_in_the_source_tree():
     """The package carries its CSS and script as Python strings: no data files to install."""
-    folder = Path(__file__).resolve().parents[2] / "ampconv" / "htmlreport"
+    folder = Path(__file__).resolve().parents[2] / "ampconv" / "report" / "html"
     assert sorted(p.suffix for p in folder.iterdir() if p.is_file()) == [".py"] * len(
         [p for p in folder.iterdir() if p.is_file()])
     assert os.path.exists(folder / "__init__.py")

@@ -14,7 +14,7 @@ from ampconv.validation import ValidateOptions, validate
 
 
 def test_top_level_validate_is_the_function_after_importing_the_subpackage(tmp_path):
-    assert type(sys.modules["ampconv.validate"]) is types.ModuleType  # a plain module, no class swap
+    assert type(sys.modules["ampconv.validation"]) is types.ModuleType  # a plain module, no class swap
     assert isinstance(ampconv.validate, types.FunctionType)
     assert ampconv.validate is validate and ampconv.ValidateOptions is ValidateOptions
     ref, conv = vm.mlp_pair(tmp_path)
