@@ -26,7 +26,7 @@ from onnx import TensorProto, helper
 
 import ampconv
 from ampconv import report as summary
-from ampconv.errors import command_line_text
+from ampconv.errors import Parameter, command_line_text
 from ampconv.policy import load_policy
 from ampconv.report import render_text
 from ampconv.report.html import columns
@@ -377,3 +377,54 @@ def test_print_result_speaks_parameters_not_flags(samples, tmp_path):
     text = str(failed)
     assert "keep_fp32='^(offset_sub|offset_add)$'" in text and "this fix passes" in text, text
     assert not re.search(r"(^|\s|\()--[a-z]", text), text
+
+
+# --- item 7: every flag a message tells users to pass is in the README's option tables ----------------------------
+
+
+def _readme_table_flags() -> set:
+    """The flags the first column of the README's option tables names."""
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    return {flag for row in rows for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])", row.split("|")[1])}
+
+
+def _message_flags() -> dict:
+    """Flag -> a file whose string literals (docstrings aside) or ``named()`` parameters tell users to pass it."""
+    import ast
+
+    found = {}
+    # The page's CSS custom properties (--low, --ink) and the sidecar child's own argument are no flags.
+    internal = {"ampconv/report/html/style.py", "ampconv/report/html/page.py", "ampconv/reading/sidecar.py"}
+    for root in ("ampconv", "ampconv_cli"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            tree = ast.parse(path.read_text())
+            docs = {id(node.body[0].value) for node in ast.walk(tree)
+                    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                    and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                        and where not in internal:
+                    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])", node.value):
+                        found.setdefault(flag, where)
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "named" and node.args \
+                        and isinstance(node.args[0], ast.Constant):
+                    flag = command_line_text(Parameter(node.args[0].value)).split()[0]
+                    found.setdefault(flag, where)
+    return found
+
+
+def test_every_flag_a_message_names_is_in_the_readme_option_tables():
+    missing = {flag: where for flag, where in _message_flags().items() if flag not in _readme_table_flags()}
+    assert missing == {}
+    for flag in ("--nature", "--limit", "--synthetic-run", "--no-synthetic-run", "--kv-cache"):
+        assert flag in _readme_table_flags(), flag
+
+
+@pytest.mark.parametrize("command", ["convert", "validate"])
+def test_every_option_of_a_command_is_in_the_readme_option_tables(command):
+    import importlib
+
+    declared = importlib.import_module(f"ampconv_cli.{command}").command.params
+    flags = {opt for p in declared for opt in (*p.opts, *p.secondary_opts) if opt.startswith("--") and opt != "--help"}
+    assert flags - _readme_table_flags() == set()
