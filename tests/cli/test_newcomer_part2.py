@@ -385,7 +385,7 @@ def test_print_result_speaks_parameters_not_flags(samples, tmp_path):
 def _readme_table_flags() -> set:
     """The flags the first column of the README's option tables names."""
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
-    return {flag for row in rows for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])", row.split("|")[1])}
+    return {flag for row in rows for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])(?![\w-])", row.split("|")[1])}
 
 
 def _message_flags() -> dict:
@@ -405,7 +405,7 @@ def _message_flags() -> dict:
             for node in ast.walk(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
                         and where not in internal:
-                    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])", node.value):
+                    for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])(?![\w-])", node.value):
                         found.setdefault(flag, where)
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "named" and node.args \
                         and isinstance(node.args[0], ast.Constant):
