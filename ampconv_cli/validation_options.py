@@ -192,13 +192,12 @@ def run_and_render(
     options: ValidateOptions,
     fmt: str = "text",
     report_path: str | None = None,
-    console=None,
     overwrite: bool = False,
     recorded: Mapping | None = None,
 ) -> int:
     """Validate, print the result in ``fmt``, merge it into ``report_path``; return 0 or 3.
 
-    ``console`` is a rich Console for the result (stdout when None). A
+    The result goes to stdout, in the command line's words (``flag_of``). A
     progress bar goes to stderr when ``options.show_progress`` is set, stderr
     is a terminal and more than one sample runs. ``overwrite`` lets the report
     replace an existing file that is not an ampconv report. ``recorded``: what the report's ``validation``
@@ -228,11 +227,7 @@ def run_and_render(
         result = run_isolated(step, timeout=None)
     except IsolatedFailure as exc:
         raise AmpconvError(f"{converted}: validation could not run the models ({exc})") from None
-    text = render(result, fmt, flag_of)
-    if console is None:
-        click.echo(text, nl=False)
-    else:
-        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    click.echo(render(result, fmt, flag_of), nl=False)
     if report_path:
         merge_into_report(report_path, {**result.to_dict(flag_of), **(recorded or {})}, overwrite=overwrite)
     return EXIT_OK if result.passed else EXIT_DRIFT
