@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from ampconv.tensors import tensorsize
 from ampconv.options.groups import DataOptions
-from ampconv.errors import command_line_text, named, spell_parameters
+from ampconv.errors import UsageError, command_line_text, named, spell_parameters
 from ampconv.numerics import dimrelations, modelio
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
@@ -75,7 +75,9 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
         calibration, shapes, sample_notes = run_isolated(_draw_and_run, src, model, draw, low)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
-        hint = dimrelations.unset_dims_hint(model, modelio.declared_inputs(model), dict(options.shapes))
+        # A run that failed on the sizes it drew (not on a bad --shape): every unset dimension, and how they relate.
+        hint = None if isinstance(exc, UsageError) else dimrelations.unset_dims_hint(
+            model, modelio.declared_inputs(model), dict(options.shapes))
         dims = f"; if it failed for the sizes it drew: {hint}" if hint else ""
         return None, [f"synthetic float32 run could not run on random inputs ({first_line(exc)}); the magnitude "
                       f"analysis alone guards ranges{dims}"]

@@ -267,6 +267,8 @@ def unset_symbols_of(specs: Sequence[DeclaredInput], shapes: Mapping[str, tuple[
     """Each dimension symbol no ``shapes`` entry sets -> the inputs that use it (in input order)."""
     found: dict[str, list[str]] = {}
     for spec in specs:
+        if spec.dims is None:
+            continue  # no declared shape: no symbol to name (``_resolve`` asks for the whole shape)
         _, unbound = _resolve(spec, shapes)
         for axis in unbound:
             if isinstance(spec.dims[axis], str) and not _is_unnamed(spec.dims[axis]):

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from ampconv.core.dimexpr import evaluate_dim, symbols_of
 from ampconv.core.shapespec import DeclaredInput, dimension_names, placeholder, unset_symbols_of
-from ampconv.errors import named
+from ampconv.errors import UsageError, named
 
 # Ops whose inputs broadcast against each other, axis by axis from the last.
 BROADCASTING = frozenset({
@@ -156,8 +156,11 @@ def agreeing_sizes(unset: Sequence[str], given: Mapping[str, int], found: Sequen
 def unset_dims_hint(model: ir.Model, specs: Sequence[DeclaredInput], shapes: Mapping[str, tuple]) -> Optional[str]:
     """Every dimension random data leaves at 1, in one message: who uses it, how the graph relates them, and
     sizes that agree (a ``shapes`` marker: ``--shape s4:1 --shape s43:2 ...`` at the command line). None when
-    every dimension is set."""
-    unset = unset_symbols_of(specs, shapes)
+    every dimension is set, or when ``shapes`` itself cannot be resolved (its own error says why)."""
+    try:
+        unset = unset_symbols_of(specs, shapes)
+    except UsageError:
+        return None
     unnamed = _unnamed_axes(specs, shapes)
     if not unset and not unnamed:
         return None
