@@ -23,7 +23,7 @@ from ampconv.calibration import synthetic
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
 from ampconv.calibration.tune import tune_model
-from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
+from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, command_line_text, named, spell_parameters
 from ampconv.reading.load import load_model
 from ampconv.core.lowtypes import low_type
 from ampconv.pipeline.opset_upgrade import auto_upgrade_target, default_opset, fallback_upgrade_target, upgraded_copy
@@ -166,6 +166,10 @@ def _pipeline(prepared: _Prepared) -> Report:
     """Rewrite, write and check ``prepared`` until it loads; the evidence's notes close the report."""
     report = _attempts(prepared.request, prepared.model, prepared.fresh, prepared.complaint, prepared.data)
     report.notes.extend(prepared.data_notes)
+    if prepared.data_notes and prepared.data.calibration is None:  # the synthetic run was wanted but not made
+        unjudged = synthetic.unjudged_note(report.nodes)
+        if unjudged:
+            report.notes.append(unjudged)
     return report
 
 
@@ -261,7 +265,8 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     src, options = request.src, request.data_options
     samples = calibration_samples(model, options)
     calibration = collect(str(src), samples, low_type(request.plan_options.dtype), random=samples.random)
-    calibration.notes = tuple(samples.notes) + tuple(calibration.notes)
+    # Plain text in the calibration section (its notes name the command line's --shape).
+    calibration.notes = tuple(spell_parameters(n, command_line_text) for n in samples.notes) + tuple(calibration.notes)
     findings = DataFindings(calibration=calibration)
     if not options.tune:
         return findings

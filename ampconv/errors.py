@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Callable, Optional, Tuple
+import shlex
+from typing import Callable, Dict, Optional, Tuple
 
 # A parameter inside a message: private-use characters around its JSON, never typed by anyone.
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -32,9 +33,18 @@ class Parameter:
     words: str = ""  # how a Python caller reads the entry's list, if not by the name (``shapes entry``)
 
     def python_text(self) -> str:
-        """The parameter as a Python caller writes it: ``overwrite=True``, ``input_ranges 'x'``."""
-        text = self.name if self.value is None else f"{self.name}={self.value!r}"
+        """The parameter as a Python caller writes it: ``overwrite=True``, ``input_ranges 'x'``,
+        ``shapes={'batch': 8}`` (a dict value: its entries, a placeholder such as ``N`` unquoted)."""
+        if isinstance(self.value, dict):
+            entries = ", ".join(f"{key!r}: {value}" for key, value in self.value.items())
+            text = f"{self.name}={{{entries}}}"
+        else:
+            text = self.name if self.value is None else f"{self.name}={self.value!r}"
         return text if self.entry is None else f"{self.words or text} {self.entry}"
+
+
+# How a text that names parameters (``named``) spells them: Python words, or the command line's flags.
+Speller = Callable[[Parameter], str]
 
 
 def named(name: str, value: object = None, entry: Optional[str] = None, words: str = "") -> str:
@@ -53,6 +63,43 @@ def spell_parameters(text: str, spell: Callable[[Parameter], str] = Parameter.py
     flag speller (``--keep-fp32 '^/head/'``).
     """
     return _MARKER.sub(lambda match: spell(Parameter(*json.loads(match.group(1)))), text)
+
+
+# Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
+# The command-line spelling of each declared option's flag (``"shapes": "--shape"``, a toggle's both sides:
+# ``"--synthetic-run/--no-synthetic-run"``), registered by the declarations (``ampconv.options``) as they are
+# made, so that this module, below them, imports none of them.
+FLAG_SPELLINGS: Dict[str, str] = {}
+
+
+def register_flags(spellings: Dict[str, str]) -> None:
+    """Record the command-line spellings of declared options (``{field: "--flag"}``) for ``command_line_text``."""
+    FLAG_SPELLINGS.update(spellings)
+
+
+def command_line_text(parameter: Parameter) -> str:
+    """A parameter as the ``ampconv`` command line writes it: ``overwrite=True`` -> ``--overwrite``.
+
+    A value is quoted for a POSIX shell where it needs it (``--keep-fp32 '^(a|b)$'``), so the words can be
+    copied; ``False`` turns a flag off (``--no-synthetic-run``); a dict value (``shapes={'s4': 1, 'x': [1, 3]}``)
+    is one flag per entry (``--shape s4:1 --shape x:1x3``).
+    """
+    flag, _, negative = FLAG_SPELLINGS.get(parameter.name, "--" + parameter.name.replace("_", "-")).partition("/")
+    value = parameter.value
+    if isinstance(value, dict):
+        text = " ".join(f"{flag} {shlex.quote(f'{key}:{_dims(size)}')}" for key, size in value.items())
+    elif value is False:
+        text = negative or "--no-" + flag[2:]
+    elif value is not None and value is not True:
+        text = f"{flag} {shlex.quote(str(value))}"
+    else:
+        text = flag
+    return text if parameter.entry is None else f"{text} {parameter.entry}"
+
+
+def _dims(size) -> str:
+    """A size as ``--shape`` writes it: ``8``, or ``1x3x224x224`` for a whole shape."""
+    return "x".join(str(d) for d in size) if isinstance(size, (list, tuple)) else str(size)
 
 
 class AmpconvError(Exception):

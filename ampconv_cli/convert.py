@@ -13,7 +13,7 @@ from ampconv.options.conversion import OPTIONS
 from ampconv.writing.outputs import default_output_path
 from ampconv.report import render_plan, render_text, render_warnings
 from ampconv.validation import check_inputs
-from ampconv_cli import collection
+from ampconv_cli import collection, command_words
 from ampconv_cli.errors import flag_of, handle_errors
 from ampconv_cli.options import (
     CONFIG_GROUPS,
@@ -179,7 +179,8 @@ def _convert_and_print(model, params, fields):
             click.echo(render_warnings(report, spell=flag_of), err=True)
         if report_path:
             # A new report takes the written model's mode (same privacy); a replaced one keeps its own.
-            outputs.write_json_atomic(report_path, report_data(report), mode_like=report.output)
+            outputs.write_json_atomic(report_path, report_data(report, command_words.typed()),
+                                      mode_like=report.output)
     return report
 
 
@@ -255,6 +256,10 @@ def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples
     outputs.check_report_path(path, inputs=inputs, outputs=produced, overwrite=overwrite)
 
 
-def report_data(report) -> dict:
-    """The --report JSON: the report's dict, marked as an ampconv report (``outputs.REPORT_MARKER``)."""
-    return {outputs.REPORT_MARKER: outputs.REPORT_FORMAT, **report.to_dict()}
+def report_data(report, command=None) -> dict:
+    """The --report JSON: the report's dict, marked as an ampconv report (``outputs.REPORT_MARKER``), its
+    notes in the command line's words, with the ``command`` as typed (``command_words``; the page repeats it)."""
+    data = {outputs.REPORT_MARKER: outputs.REPORT_FORMAT, **report.to_dict(spell=flag_of)}
+    if command:
+        data["command"] = list(command)
+    return data

@@ -15,34 +15,13 @@ from typing import Callable, Optional
 import click
 
 from ampconv.writing import outputs
-from ampconv.errors import AmpconvError, Parameter
-
-
-def _flag_names() -> dict:
-    """``{field: flag}`` of every declared option whose flag is not the field's name with dashes."""
-    from ampconv.options.conversion import CONVERSION_OPTIONS
-    from ampconv.validation.options import VALIDATION_OPTIONS
-
-    names = {}
-    for option in CONVERSION_OPTIONS + VALIDATION_OPTIONS:
-        if option.flag is not None:
-            names[option.name] = option.flag.decls[0]
-    return names
-
-
-# The declared flags' spellings, read on the first error (the option tables load numpy-free modules only).
-_FLAG_NAMES: dict = {}
+from ampconv.errors import AmpconvError, Parameter, command_line_text
 
 
 def flag_of(parameter: Parameter) -> str:
-    """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``."""
-    if not _FLAG_NAMES:
-        _FLAG_NAMES.update(_flag_names())
-    positive, _, negative = _FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-")).partition("/")
-    text = negative if parameter.value is False and negative else positive
-    if parameter.value is not None and parameter.value is not True:
-        text = f"{text} {parameter.value}"
-    return text if parameter.entry is None else f"{text} {parameter.entry}"
+    """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``
+    (``ampconv.errors.command_line_text``: the report page spells its commands with it too)."""
+    return command_line_text(parameter)
 
 
 def fail(message: str, code: int) -> None:

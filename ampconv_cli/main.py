@@ -1,5 +1,6 @@
 """Entry point: the ``ampconv`` click group."""
 
+import difflib
 import importlib
 import logging
 import os
@@ -39,6 +40,15 @@ class LazyGroup(click.Group):
         module, attribute, _ = SUBCOMMANDS[cmd_name]
         return getattr(importlib.import_module(module), attribute)
 
+    def resolve_command(self, ctx, args):  # noqa: D102
+        # A misspelt command gets the command it is closest to, as a misspelt option does.
+        name = args[0] if args else ""
+        if name and name not in SUBCOMMANDS and not name.startswith("-"):
+            close = difflib.get_close_matches(name, sorted(SUBCOMMANDS), n=1, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}: did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx, formatter):  # noqa: D102
         rows = [(name, SUBCOMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
@@ -52,6 +62,15 @@ class OneLineErrorGroup(LazyGroup):
     log or a Makefile is easier to read with the single ``ampconv: error:``
     line every other failure uses. Exit code 2 is kept.
     """
+
+    def make_context(self, info_name, args, parent=None, **extra):  # noqa: D102
+        # The words as typed, for the report (``command_words``): the page repeats the run with a fix.
+        from ampconv_cli import command_words
+
+        typed = list(args)
+        ctx = super().make_context(info_name, args, parent, **extra)
+        command_words.remember(ctx, typed)
+        return ctx
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
         if not standalone_mode:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 from ampconv.writing import outputs
+from ampconv_cli import command_words
 from ampconv_cli.errors import handle_errors
 from ampconv_cli.options import (
     OptionGroup,
@@ -23,6 +24,7 @@ from ampconv_cli.options import (
 )
 from ampconv_cli.validation_options import (
     FORMATS,
+    VALIDATION_PARAMS,
     check_input_range_names,
     options_from_cli,
     run_and_render,
@@ -73,7 +75,10 @@ def command(reference, converted, fmt, report_path, overwrite, quiet, **validati
     options = options_from_cli(validation, show_progress=not quiet)
     check_input_range_names(reference, validation["input_ranges"])
     new_report = bool(report_path) and not Path(report_path).exists()
-    code = run_and_render(reference, converted, options, fmt, report_path, overwrite=overwrite)
+    # The report records the validation options as typed: its page repeats this check with a fix.
+    typed = command_words.typed() or []
+    recorded = {"command_options": command_words.validation_words(command, typed[2:], VALIDATION_PARAMS)}
+    code = run_and_render(reference, converted, options, fmt, report_path, overwrite=overwrite, recorded=recorded)
     if new_report:  # as convert --report: a new report takes the mode of the model it describes
         outputs.match_mode(report_path, converted)
     if code:

@@ -22,6 +22,7 @@ import click
 from ampconv.errors import AmpconvError, UsageError
 from ampconv.runtime.isolated import IsolatedFailure, run_isolated
 from ampconv.options.declared import by_name, pick
+from ampconv_cli.errors import flag_of
 from ampconv_cli.options import OptionGroup
 from ampconv.validation import ValidateOptions, validate
 from ampconv.validation.options import VALIDATION_OPTIONS
@@ -102,15 +103,16 @@ def run_and_render(
     options: ValidateOptions,
     fmt: str = "text",
     report_path: str | None = None,
-    console=None,
     overwrite: bool = False,
+    recorded: Mapping | None = None,
 ) -> int:
     """Validate, print the result in ``fmt``, merge it into ``report_path``; return 0 or 3.
 
-    ``console`` is a rich Console for the result (stdout when None). A
+    The result goes to stdout, in the command line's words (``flag_of``). A
     progress bar goes to stderr when ``options.show_progress`` is set, stderr
     is a terminal and more than one sample runs. ``overwrite`` lets the report
-    replace an existing file that is not an ampconv report.
+    replace an existing file that is not an ampconv report. ``recorded``: what the report's ``validation``
+    section keeps besides the result (the validation options as typed).
     """
     import dataclasses
 
@@ -136,13 +138,9 @@ def run_and_render(
         result = run_isolated(step, timeout=None)
     except IsolatedFailure as exc:
         raise AmpconvError(f"{converted}: validation could not run the models ({exc})") from None
-    text = render(result, fmt)
-    if console is None:
-        click.echo(text, nl=False)
-    else:
-        console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+    click.echo(render(result, fmt, flag_of), nl=False)
     if report_path:
-        merge_into_report(report_path, result.to_dict(), overwrite=overwrite)
+        merge_into_report(report_path, {**result.to_dict(flag_of), **(recorded or {})}, overwrite=overwrite)
     return EXIT_OK if result.passed else EXIT_DRIFT
 
 

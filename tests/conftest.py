@@ -11,6 +11,20 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
+# Why a browser test of the report page (tests/report/test_html_report.py) is skipped.
+BROWSER_SKIP = "chromium is not installed"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Browser tests that did not run are said in every run's summary, not only under ``-rs``."""
+    skipped = [report for report in terminalreporter.stats.get("skipped", [])
+               if BROWSER_SKIP in str(getattr(report, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_sep(
+            "=", f"{len(skipped)} browser test(s) of the report page did not run: {BROWSER_SKIP} "
+            "(make test-browser installs it and runs them)", yellow=True, bold=True)
+
+
 def make_model(graph: onnx.GraphProto, opset: int = 17, ir_version: int = 8, extra_opsets=()) -> onnx.ModelProto:
     """A ModelProto with an explicit IR version (onnxruntime 1.31 rejects IR > 11)."""
     opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]

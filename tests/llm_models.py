@@ -176,3 +176,65 @@ def int4_block(path: Path, hidden: int = 64, out: int = 32, vocab: int = 128, bl
                                                      helper.make_opsetid("com.microsoft", 1)], ir_version=10)
     onnx.save(model, str(path))
     return path
+
+
+def dynamo_unnamed_decoder(path: Path, hidden: int = 32, heads: int = 2, head_dim: int = 16, vocab: int = 64,
+                           seed: int = 0) -> Path:
+    """``decode_step`` as torch's dynamo exporter writes it when no dimension is named: symbols ``sN``.
+
+    Inputs: ``input_ids`` [s4, s70], ``attention_mask`` [s4, s43], ``position_ids`` [s4, s53],
+    ``past_key``/``past_value`` [s4, heads, s60, head_dim]; outputs ``logits`` [s4, s70, vocab] and
+    ``present_key``/``present_value`` [s4, heads, s60 + s70, head_dim]. The mask covers the past and the new
+    tokens: it is reshaped to [s4, 1, 1, s60 + s70] (its length read from the present key's shape, as dynamo
+    computes it) and added to the scores, so a mask whose length is not ``s60 + s70`` fails at run time. The
+    exporter's value_info records every intermediate's shape, expressions included, as dynamo writes them.
+    """
+    step = Path(str(path) + ".step.onnx")
+    decode_step(step, hidden, heads, head_dim, vocab, seed=seed)
+    model = onnx.load(str(step))
+    step.unlink()
+    graph = model.graph
+    rename = {"seq": "s70", "past_sequence_length": "s60", "past_sequence_length + seq": "s60 + s70"}
+    for info in list(graph.input) + list(graph.output):
+        for dim in info.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.dim_param = rename[dim.dim_param]
+            elif dim.dim_value == 1 and dim is info.type.tensor_type.shape.dim[0]:
+                dim.Clear()
+                dim.dim_param = "s4"
+    graph.input[1].type.tensor_type.shape.dim[1].dim_param = "s53"  # position_ids
+    for init in graph.initializer:  # the batch is open: reshapes copy it (0) instead of fixing it to 1
+        if init.name in ("heads_shape", "merge_shape"):
+            init.CopyFrom(_const(init.name, np.concatenate([[0], numpy_helper.to_array(init)[1:]]).astype(np.int64)))
+    graph.input.insert(1, helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["s4", "s43"]))
+    graph.initializer.extend([
+        _const("one_f", np.array(1.0, np.float32)), _const("mask_fill", np.array(-10000.0, np.float32)),
+        _const("gather_two", np.array([2], np.int64)), _const("ones_11", np.array([1, 1], np.int64)),
+        _const("gather_zero", np.array([0], np.int64)),
+    ])
+    mask_nodes = [
+        helper.make_node("Cast", ["attention_mask"], ["mask_f"], name="mask_cast", to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one_f", "mask_f"], ["mask_inv"], name="mask_invert"),
+        helper.make_node("Mul", ["mask_inv", "mask_fill"], ["mask_add"], name="mask_scale"),
+        helper.make_node("Shape", ["present_key"], ["pk_shape"], name="present_shape"),
+        helper.make_node("Gather", ["pk_shape", "gather_two"], ["total_len"], name="total_length", axis=0),
+        helper.make_node("Shape", ["input_ids"], ["ids_shape"], name="ids_shape"),
+        helper.make_node("Gather", ["ids_shape", "gather_zero"], ["batch"], name="batch_size", axis=0),
+        helper.make_node("Concat", ["batch", "ones_11", "total_len"], ["mask_shape"], name="mask_shape", axis=0),
+        helper.make_node("Reshape", ["mask_add", "mask_shape"], ["mask4"], name="mask_reshape"),
+        helper.make_node("Add", ["scores", "mask4"], ["scores_masked"], name="mask_add"),
+    ]
+    nodes = list(graph.node)
+    softmax = next(i for i, n in enumerate(nodes) if n.op_type == "Softmax")
+    nodes[softmax].input[0] = "scores_masked"
+    del graph.node[:]
+    graph.node.extend(nodes[:softmax] + mask_nodes + nodes[softmax:])
+    info = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+    graph.value_info.extend([
+        info("mask_add", ["s4", "s43"]), info("mask4", ["s4", 1, 1, "s60 + s70"]),
+        info("scores", ["s4", heads, "s70", "s60 + s70"]), info("cos4", ["s4", 1, "s53", head_dim]),
+        info("q_t", ["s4", heads, "s70", head_dim]),
+    ])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path

@@ -18,6 +18,7 @@ zero, SIGFPE), which must cost the run, not the conversion.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import List, Optional, Tuple
 
 import numpy as np
@@ -25,6 +26,8 @@ import onnx_ir as ir
 
 from ampconv.tensors import tensorsize
 from ampconv.options.groups import DataOptions
+from ampconv.errors import UsageError, command_line_text, named, spell_parameters
+from ampconv.numerics import dimrelations, modelio
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
 from ampconv.numerics.activations import Calibration
@@ -38,7 +41,10 @@ MAX_NODES = 1500
 MAX_WEIGHT_BYTES = 32 * 2**20
 SEED = 0
 # How a note tells the user to give real data or turn the run off.
-ADVICE = "give real samples with --calibration-data PATH, or turn the run off with --no-synthetic-run"
+REAL_DATA = f"give real samples with {named('calibration_data', 'PATH')}"
+ADVICE = f"{REAL_DATA}, or turn the run off with {named('synthetic_run', False)}"
+# The rules whose float32 a float32 run that saw the values fit can lift (plan.evidence).
+RUN_CLEARS = ("range-statistics", "range-reduction")
 
 
 def wanted(options: DataOptions, level: str, range_guards: bool) -> bool:
@@ -63,20 +69,36 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     reason = too_large(model)
     if reason is not None:
         return None, [f"synthetic float32 run skipped: the model has {reason}; the magnitude analysis alone guards "
-                      f"ranges ({ADVICE.split(', or')[0]})"]
+                      f"ranges ({REAL_DATA})"]
     draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
                                calibration_seed=SEED, tune=False)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
         calibration, shapes, sample_notes = run_isolated(_draw_and_run, src, model, draw, low)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
+        # A run that failed on the sizes it drew (not on a bad --shape): every unset dimension, and how they relate.
+        hint = None if isinstance(exc, UsageError) else dimrelations.unset_dims_hint(
+            model, modelio.declared_inputs(model), dict(options.shapes))
+        dims = f"; if it failed for the sizes it drew: {hint}" if hint else ""
         return None, [f"synthetic float32 run could not run on random inputs ({first_line(exc)}); the magnitude "
-                      "analysis alone guards ranges"]
+                      f"analysis alone guards ranges{dims}"]
     note = (f"synthetic float32 run: 1 seeded random sample (seed {SEED}; {shapes}) in "
             f"{calibration.seconds:.2f} s; nodes whose values overflow {low.name} there stay float32 "
             f"(data-overflow); {ADVICE}")
-    calibration = dataclasses.replace(calibration, synthetic=True,
-                                      notes=(note,) + tuple(sample_notes) + tuple(calibration.notes))
+    # The calibration section's notes are plain text (the report's own notes are spelled as they are read).
+    notes = tuple(spell_parameters(text, command_line_text) for text in (note, *sample_notes))
+    calibration = dataclasses.replace(calibration, synthetic=True, notes=notes + tuple(calibration.notes))
     return calibration, []
+
+
+def unjudged_note(nodes) -> Optional[str]:
+    """With no float32 run (skipped, failed): the nodes a run that saw their values fit could have lowered,
+    and how to give one (``nodes``: the report's entries); None when there are none."""
+    kept = Counter(n["rule"] for n in nodes if n["precision"] == "HIGH" and n["rule"] in RUN_CLEARS)
+    if not kept:
+        return None
+    which = ", ".join(f"{rule} x{count}" for rule, count in sorted(kept.items()))
+    return (f"{sum(kept.values())} node(s) stay float32 that a float32 run seeing their values fit could lower "
+            f"({which}): no run judged them; {REAL_DATA}")
 
 
 def _draw_and_run(src: str, model: ir.Model, draw: DataOptions, low: LowType) -> Tuple[Calibration, str, tuple]:

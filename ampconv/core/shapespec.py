@@ -248,39 +248,80 @@ def _resolve(spec: DeclaredInput, shapes) -> tuple[tuple[int, ...], tuple[int, .
     return tuple(resolved), tuple(unbound)
 
 
-def resolve_all(specs: Sequence[DeclaredInput], shapes: Mapping[str, tuple[int, ...]]):
-    """The shape of every input for random data, and notes on the axes left at 1."""
-    known = {s.name for s in specs}
-    symbols = {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
-    for name in shapes:
-        split = split_axis(name)
-        if name in known or name in symbols or (split is not None and split[0] in known):
-            continue
-        raise UsageError(
-            f"{_shape_entry(name)}: no input or dimension of that name (inputs: {', '.join(sorted(known))})"
-        )
-    resolved, notes, symbols_unset = {}, [], {}
+def dimension_names(specs: Sequence[DeclaredInput]) -> list[str]:
+    """The dimension symbols the inputs declare, those inside expressions (``past + 1``) included, sorted."""
+    names = set()
     for spec in specs:
-        shape, unbound = _resolve(spec, shapes)
-        resolved[spec.name] = shape
+        for dim in spec.dims or ():
+            if isinstance(dim, str) and not _is_unnamed(dim):
+                names |= symbols_of(dim)
+    return sorted(names)
+
+
+def placeholder(names) -> str:
+    """The size a note asks for, ``N`` (``SIZE`` where a dimension or input is itself called ``N``)."""
+    return "SIZE" if "N" in names else "N"
+
+
+def unset_symbols_of(specs: Sequence[DeclaredInput], shapes: Mapping[str, tuple[int, ...]]) -> dict[str, list[str]]:
+    """Each dimension symbol no ``shapes`` entry sets -> the inputs that use it (in input order)."""
+    found: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.dims is None:
+            continue  # no declared shape: no symbol to name (``_resolve`` asks for the whole shape)
+        _, unbound = _resolve(spec, shapes)
         for axis in unbound:
             if isinstance(spec.dims[axis], str) and not _is_unnamed(spec.dims[axis]):
                 # a derived dimension (past_sequence_length + 1) is set through the symbols it is made of
                 for symbol in unset_symbols([spec.dims[axis]], shapes) or (spec.dims[axis],):
-                    symbols_unset.setdefault(symbol, []).append(spec.name)
+                    found.setdefault(symbol, [])
+                    if spec.name not in found[symbol]:
+                        found[symbol].append(spec.name)
+    return found
+
+
+def resolve_all(specs: Sequence[DeclaredInput], shapes: Mapping[str, tuple[int, ...]]):
+    """The shape of every input for random data, and notes on the axes left at 1 (every unset symbol in one)."""
+    known = {s.name for s in specs}
+    symbols = set(dimension_names(specs)) | {d for s in specs for d in (s.dims or ()) if isinstance(d, str)}
+    for name in shapes:
+        split = split_axis(name)
+        if name in known or name in symbols or (split is not None and split[0] in known):
+            continue
+        named_dims = dimension_names(specs)
+        dims = f"dimensions: {', '.join(named_dims)}" if named_dims else "the model has no named dimension"
+        raise UsageError(
+            f"{_shape_entry(name)}: no input or dimension of that name (inputs: {', '.join(sorted(known))}; {dims})"
+        )
+    resolved, notes = {}, []
+    for spec in specs:
+        shape, unbound = _resolve(spec, shapes)
+        resolved[spec.name] = shape
         unnamed = [axis for axis in unbound if _is_unnamed(spec.dims[axis])]
         if unnamed:
             axes = ", ".join(str(a) for a in unnamed)
             axes = f"axis {axes} is" if len(unnamed) == 1 else f"axes {axes} are"
+            size = placeholder({spec.name})
             notes.append(
                 f"input {spec.name!r} {dims_text(spec.dims)}: {axes} -1 or unnamed, random data "
-                f"uses size 1 there (shape {list(shape)}); set an axis with --shape {spec.name}[{unnamed[-1]}]:N "
-                f"or the whole shape with --shape {spec.name}:{'x'.join(str(d) for d in shape)}"
+                f"uses size 1 there (shape {list(shape)}); set an axis with "
+                f"{named('shapes', {f'{spec.name}[{unnamed[-1]}]': size})} "
+                f"or the whole shape with {named('shapes', {spec.name: list(shape)})}"
             )
-    for symbol, names in symbols_unset.items():
-        where = ", ".join(dict.fromkeys(names))
-        notes.append(
-            f"dimension {symbol!r} (input {where}) is not set: random data uses size 1 there; "
-            f"pass --shape {symbol}:N for the size the model will see"
-        )
+    unset = unset_symbols_of(specs, shapes)
+    if unset:
+        notes.append(unset_note(unset))
     return resolved, tuple(notes)
+
+
+def unset_note(unset: Mapping[str, Sequence[str]]) -> str:
+    """One note naming every unset dimension symbol (``unset_symbols_of``) and the inputs that use it."""
+    size = placeholder(unset)
+    wanted = named("shapes", {symbol: size for symbol in unset})
+    if len(unset) == 1:
+        ((symbol, names),) = unset.items()
+        return (f"dimension {symbol!r} (input {', '.join(names)}) is not set: random data uses size 1 there; "
+                f"pass {wanted} for the size the model will see")
+    listed = ", ".join(f"{symbol!r} (input {', '.join(names)})" for symbol, names in unset.items())
+    return (f"dimensions {listed} are not set: random data uses size 1 there; "
+            f"pass {wanted} for the sizes the model will see")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from ampconv.core.shapespec import parse_input_range, parse_shape, range_pairs, shape_pairs
 from ampconv.errors import UsageError, named
-from ampconv.options.declared import REPEATED, SWITCH, TOGGLE, Flag, Option, by_name
+from ampconv.options.declared import REPEATED, SWITCH, TOGGLE, Flag, Option, by_name, register_spellings
 
 LEVELS = ("O0", "O1", "O2", "O3", "auto")
 DTYPES = ("fp16", "bf16")
@@ -327,3 +327,4 @@ SHARED_WITH_VALIDATION = (
 # Config's fields, in order.
 CONVERSION_OPTIONS = _POLICY + _PLAN + _WRITE + _DATA + SHARED_WITH_VALIDATION
 OPTIONS: Dict[str, Option] = by_name(CONVERSION_OPTIONS)
+register_spellings(CONVERSION_OPTIONS)

@@ -24,6 +24,8 @@ import dataclasses
 import textwrap
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from ampconv.errors import register_flags
+
 # What a Flag's value is, in words the CLI turns into click types.
 VALUE, SWITCH, TOGGLE, REPEATED = "value", "switch", "toggle", "repeated"
 
@@ -131,6 +133,11 @@ def attributes_doc(options: Sequence[Option], indent: str = "    ") -> str:
                              subsequent_indent=indent * 3)
         lines.append(body)
     return "\n".join(lines) + "\n"
+
+
+def register_spellings(options: Sequence[Option]) -> None:
+    """Tell ``ampconv.errors`` how the command line spells each option with a flag (its messages name them)."""
+    register_flags({option.name: option.flag.decls[0] for option in options if option.flag is not None})
 
 
 def by_name(options: Sequence[Option]) -> Dict[str, Option]:

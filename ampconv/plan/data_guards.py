@@ -71,8 +71,11 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
         ("output", j, node.outputs[j]) for j in facts.main_out
     ]
+    # A constant's values are no data (every sample holds the same): the constant guard judged and reported
+    # them (``guards``), so the data guard never speaks for them a second time.
     observed = [(stats, kind, index, value) for kind, index, value in slots
-                if (stats := calibration.tensor(value.name if value is not None else None)) is not None
+                if value is not None and not is_constant(value)
+                and (stats := calibration.tensor(value.name)) is not None
                 and not _mask_fill_explains(ctx, value, stats.max_abs)
                 and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
     if observed:

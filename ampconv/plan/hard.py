@@ -35,11 +35,28 @@ def no_schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
     return Decision(NONE, "no-float", "no float32 tensors")
 
 
+_LOW_DTYPES = frozenset({ir.DataType.FLOAT16, ir.DataType.BFLOAT16})
+
+
 def no_float(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """No float32 data in the node's main type variable: nothing to convert."""
+    """No float32 data in the node's main type variable: nothing to convert (``already-low`` when that type is
+    already float16/bfloat16: a model converted before)."""
     if facts.main_in or facts.main_out:
         return None
+    low = _already_low(node, facts)
+    if low is not None:
+        return Decision(NONE, "already-low", f"already computes in {low.name.lower()}: nothing to convert")
     return Decision(NONE, "no-float", "no float32 data in its main type")
+
+
+def _already_low(node: ir.Node, facts: NodeFacts) -> Optional[ir.DataType]:
+    """The LOW type of ``node``'s main type variable, when its values there are float16/bfloat16."""
+    main = facts.info.main_type()
+    if main is None:
+        return None
+    slots = [(v, facts.info.input_type(i)) for i, v in enumerate(node.inputs)]
+    slots += [(v, facts.info.output_type(j)) for j, v in enumerate(node.outputs)]
+    return next((v.dtype for v, slot in slots if v is not None and slot == main and v.dtype in _LOW_DTYPES), None)
 
 
 def unknown_type(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -156,7 +173,9 @@ def _quantization_op(ctx: PlanContext, op: OpFacts) -> bool:
 RULES = tuple(builtin(rule) for rule in (
     Rule("hard-no-schema", HARD, "no schema is known for the op: its float tensors stay float32",
          decide=no_schema, applies=lambda ctx, op: not op.info.known),
-    Rule("no-float", HARD, "no float32 data in the node's main type variable: nothing to convert", decide=no_float),
+    Rule("no-float", HARD, "no float32 data in the node's main type variable: nothing to convert", decide=no_float,
+         also=(Rule("already-low", HARD, "the node's main type variable is already float16/bfloat16 (a model "
+                    "converted before): nothing to convert"),)),
     Rule("hard-unknown-type", HARD, "an input's type could not be inferred; it may be float32, so the node stays "
          "float32", decide=unknown_type),
     Rule("hard-container", HARD, "sequence or optional types stay float32", decide=container),

@@ -2,7 +2,10 @@
 
 The whole file is validated before anything is applied; every error names the
 file, the key and the op. Framework op names (``MatMulV2``, ``Dense``) are
-read as ONNX op types (``framework_names``), each with a note.
+read as ONNX op types (``framework_names``), each with a note. Any other
+default-domain name onnx does not know is an error with a hint (a typo would
+leave the policy silently unapplied); another domain's op (``domain::Op``)
+is taken as written.
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ def mixlist_from_data(where: str, data: Any) -> MixList:
     if not isinstance(data, dict):
         raise PolicyError(f"{where}: top level must be an object with black-list/white-list/gray-list")
     entries: Dict[str, Dict[str, Tuple[str, ...]]] = {}
-    warnings: List[str] = []
     notes: List[str] = []
     written: Dict[str, str] = {}
     for key, body in data.items():
@@ -71,13 +73,16 @@ def mixlist_from_data(where: str, data: Any) -> MixList:
                 if reading.framework is not None:
                     notes.append(f"{where}: {key}.{action}: {reading.framework.describe()}")
                     written.update({onnx: reading.written for onnx in reading.ops})
-                elif not reading.known:
+                elif not reading.known and "::" not in op_key(op.strip()):
+                    # A default-domain op onnx does not know matches no valid node: the policy would silently
+                    # not apply (as --block-op refuses it). Another domain's op cannot be judged: taken as written.
                     name = op_key(op.strip())
-                    warnings.append(f"{where}: {key}.{action}: op {name!r} is unknown to onnx.defs{did_you_mean(name)}")
+                    raise PolicyError(f"{where}: {key}.{action}: op {name!r} is unknown to onnx.defs and would "
+                                      f"match no node{did_you_mean(name)}")
                 # Two names for one ONNX op (MatMul, MatMulV2) are one entry.
                 keys.extend(k for k in reading.ops if k not in keys)
             entries[key][action] = tuple(keys)
-    mixlist = MixList(where, entries, tuple(warnings), tuple(notes), written)
+    mixlist = MixList(where, entries, (), tuple(notes), written)
     _check_contradictions(mixlist)
     return mixlist
 

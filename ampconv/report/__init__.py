@@ -59,10 +59,11 @@ class Report:
     # None: such nodes run float32, and the report reads as it always did (two classes).
     fallback_dtype: Optional[str] = None
 
-    def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready dict (the ``--report`` file format)."""
+    def to_dict(self, spell: Speller = Parameter.python_text) -> Dict[str, Any]:
+        """A JSON-ready dict (the ``--report`` file format); ``spell``: how the parameters its warnings and notes
+        name read (Python words by default; the CLI's report speaks its flags)."""
         data = dataclasses.asdict(self)
-        data["warnings"], data["notes"] = self.warning_texts(), self.note_texts()
+        data["warnings"], data["notes"] = self.warning_texts(spell), self.note_texts(spell)
         data["summary"] = {
             "nodes_low": self.count(Precision.LOW),
             "nodes_high": self.count(Precision.HIGH),
@@ -216,12 +217,8 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
     lines.append(f"ampconv: {action} {report.source}{target} ({report.dtype}, level {level}, preset {report.preset})")
     if report.unchanged:
         lines.append(f"  nothing to convert: the model is unchanged ({nothing_to_convert_reason(report)})")
+    lines.append(f"  {_nodes_line(report)}")
     fallback = report.fallback_dtype
-    three = f"{report.count('FALLBACK')} {fallback} (fallback where {report.dtype} overflows), " if fallback else ""
-    lines.append(
-        f"  nodes: {report.count('LOW')} LOW, {three}{report.count('HIGH')} HIGH, "
-        f"{report.count('NONE')} without float data"
-    )
     quantized = _quantized_line(report)
     if quantized:
         lines.append(f"  {quantized}")
@@ -283,8 +280,11 @@ _FLOAT32_WORDS = {
     "range-reduction": "long fp16 sums", "range-mask": "masked softmax", "black": "on the black list",
     "unlisted": "on no list (O1)", "gray-promote": "with disagreeing inputs (gray)",
     "gray-free": "without float inputs or outputs (gray)", "free-high": "needed float32 by a consumer",
-    "structural": "with float32 subgraphs",
+    "structural": "with float32 subgraphs", "range-phase": "computing Cos/Sin angles from integers",
+    "hard-bitcast": "BitCast (its types are its meaning)",
 }
+# ``data-overflow`` read from the default synthetic run (random inputs), not from calibration data.
+_SYNTHETIC_OVERFLOW = "overflowing on the synthetic float32 run"
 # Phrases that name nodes already ("normalization statistics"); the others read "follow nodes <phrase>".
 _NODE_NOUNS = frozenset({"quantization ops", "normalization statistics", "long fp16 sums", "masked softmax"})
 _QUANTIZATION_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
@@ -304,31 +304,37 @@ def _follow_root(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> Tu
     return "", node
 
 
-def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]]) -> str:
+def _float32_cause(node: Dict[str, Any], by_name: Dict[str, Dict[str, Any]], synthetic: bool = False) -> str:
     """A float32 node's cause in a few words: its rule's, or that of the root it follows."""
     words, root = _follow_root(node, by_name)
     if root is None:
         return f"follow {words}"
-    if root is node:
-        return _FLOAT32_WORDS.get(node["rule"], f"by rule {node['rule']}")
-    if root["op_type"] in _QUANTIZATION_OPS:
+    if root["op_type"] in _QUANTIZATION_OPS and root is not node:
         return "follow quantization scales"
-    words = _FLOAT32_WORDS.get(root["rule"], f"by rule {root['rule']}")
+    if synthetic and root["rule"] == "data-overflow":
+        words = _SYNTHETIC_OVERFLOW
+    else:
+        words = _FLOAT32_WORDS.get(root["rule"], f"by rule {root['rule']}")
+    if root is node:
+        return words
     return f"follow {words}" if words in _NODE_NOUNS else f"follow nodes {words}"
 
 
 def float32_by_rule_line(report: Report) -> str:
     """``float32: 15 node(s): 12 follow quantization scales, 3 needed float32 by a consumer``: why nodes stay float32."""
-    return float32_causes(report.nodes)
+    return float32_causes(report.nodes, bool((report.calibration or {}).get("synthetic")))
 
 
-def float32_causes(nodes: List[Dict[str, Any]]) -> str:
-    """``float32_by_rule_line`` from a report's node entries (the page reads them from the JSON)."""
+def float32_causes(nodes: List[Dict[str, Any]], synthetic: bool = False) -> str:
+    """``float32_by_rule_line`` from a report's node entries (the page reads them from the JSON).
+
+    Every cause is named, most frequent first: one classification whatever else stays float32 (a cause
+    folded into "N other" names nothing). ``synthetic``: the calibration statistics are the default
+    synthetic run's, so an overflow the data guard saw is called that run's.
+    """
     by_name = {n["name"]: n for n in nodes}
-    causes = Counter(_float32_cause(n, by_name) for n in nodes if n["precision"] == "HIGH")
-    shown = causes.most_common(5)
-    rest = sum(causes.values()) - sum(count for _, count in shown)
-    parts = [f"{count} {words}" for words, count in shown] + ([f"{rest} other"] if rest else [])
+    causes = Counter(_float32_cause(n, by_name, synthetic) for n in nodes if n["precision"] == "HIGH")
+    parts = [f"{count} {words}" for words, count in causes.most_common()]
     return f"float32: {sum(causes.values())} node(s): {', '.join(parts)}"
 
 
@@ -394,6 +400,34 @@ def _kv_cache_line(report: Report) -> str:
     if cache["unset"]:
         line += f"; {', '.join(cache['unset'])} counted as 1 (give their sizes with {named('shapes')})"
     return line
+
+
+def already_low_count(nodes: List[Dict[str, Any]]) -> int:
+    """Nodes of a model converted before, whose main type is float16/bfloat16 already (rule ``already-low``)."""
+    return sum(1 for n in nodes if n.get("rule") == "already-low")
+
+
+def _nodes_line(report: Report) -> str:
+    """``nodes: 7 LOW, 1 HIGH, 2 without float data``; a model converted before says so first
+    (``nodes: 7 already in float16 (converted before), ...``), never "0 LOW" for what already runs LOW."""
+    fallback = report.fallback_dtype
+    three = f"{report.count('FALLBACK')} {fallback} (fallback where {report.dtype} overflows), " if fallback else ""
+    already = already_low_count(report.nodes)
+    without = f"{report.count('NONE') - already} without float data"
+    counts = f"{report.count('LOW')} LOW, {three}{report.count('HIGH')} HIGH"
+    if not already:
+        return f"nodes: {counts}, {without}"
+    record = _low_type_name(report.dtype)
+    if report.unchanged:
+        return f"nodes: {already} already in {record} (converted before), {report.count('HIGH')} float32, {without}"
+    return f"nodes: {counts}, {already} already in {record} (converted before), {without}"
+
+
+def _low_type_name(dtype: str) -> str:
+    from ampconv.core.lowtypes import LOW_TYPES  # numpy: only when a model converted before is rendered
+
+    record = LOW_TYPES.get(dtype)
+    return record.name if record is not None else str(dtype)
 
 
 def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> str:

@@ -74,7 +74,7 @@ def range_stats(array, low: str, chunks=None, limits: Optional[RangeLimits] = No
     """
     limits = limits or range_limits(low)
     if chunks is None:
-        flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+        flat = np.ascontiguousarray(as_float32(array)).reshape(-1)
         if flat.size <= SMALL_ELEMENTS:
             fits = _all_in_range(flat, limits)
             if fits is not None:
@@ -199,7 +199,27 @@ def clamp_values(array: np.ndarray, limits: RangeLimits, mask: bool = False) -> 
     return out
 
 
+def as_float32(array) -> np.ndarray:
+    """``array`` as float32, a wider float's values kept on the side of the limits they lie on.
+
+    A float64 constant (a model's double path) may hold 1e300 or 1e-300:
+    numpy's plain cast makes them inf (with a RuntimeWarning) and 0, and the
+    scan would count neither. Finite magnitudes beyond float32's largest
+    become that largest, non-zero ones below its smallest subnormal become
+    that subnormal: both stay out of every LOW type's range, and are counted.
+    """
+    array = np.asarray(array)
+    if array.dtype.kind != "f" or array.dtype.itemsize <= 4:
+        return array.astype(np.float32, copy=False)
+    info = np.finfo(np.float32)
+    finite = np.isfinite(array)
+    wide = np.where(finite, np.clip(array, -info.max, info.max), array)
+    tiny = finite & (array != 0) & (np.abs(array) < info.smallest_subnormal)
+    wide = np.where(tiny, np.copysign(info.smallest_subnormal, array), wide)
+    return wide.astype(np.float32)
+
+
 def _c_float32(array) -> np.ndarray:
     """``array`` as C-contiguous float32 of the same shape (``np.ascontiguousarray`` makes a 0-d array 1-d)."""
-    array = np.asarray(array, dtype=np.float32)
+    array = as_float32(array)
     return array if array.flags.c_contiguous else array.copy(order="C")

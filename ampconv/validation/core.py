@@ -11,15 +11,15 @@ import time
 
 import onnx_ir as ir
 
-from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named
+from ampconv.errors import AmpconvError, ConversionError, ModelLoadError, UsageError, named, spell_parameters
 from ampconv.core.graphs import all_graphs
 from ampconv.runtime import facts as runtime_facts
 from ampconv.runtime.loadcheck import check_whole_file, first_line
 from ampconv.core.lowtypes import low_type
 from ampconv.numerics import emulate as emulation
 from ampconv.validation import inputs as inputs_mod
-from ampconv.numerics import bodies, modelio, runners
-from ampconv.validation import comparison, decode, floor, localize
+from ampconv.numerics import bodies, dimrelations, modelio, runners
+from ampconv.validation import comparison, decode, floor, localize, models
 from ampconv.validation.natures import output_natures, selects
 from ampconv.validation.options import ValidateOptions
 from ampconv.validation.result import Localization, ValidationResult
@@ -29,27 +29,36 @@ from ampconv.reading.prepare import NameNodesPass
 from ampconv.reading.repair import input_refusal
 from ampconv.runtime.installed import unreadable_ir
 
+# Notes name the parameters they advise (``named``): the result spells them in Python words, the CLI as flags.
 CPU_NATIVE_NOTE = (
     "native on CPUExecutionProvider: onnxruntime's CPU provider computes most float16 ops "
-    "in float32, so fp16 overflow/rounding inside the model can go unseen; use --backend emulate"
+    f"in float32, so fp16 overflow/rounding inside the model can go unseen; use {named('backend', 'emulate')}"
 )
-RANDOM_NOTE = "inputs are random (seeded): a weak proxy for real data; pass --inputs for a stronger check"
+RANDOM_NOTE = f"inputs are random (seeded): a weak proxy for real data; pass {named('inputs')} for a stronger check"
 
 
 # Greedy steps a decoder with a KV cache is decoded for, besides the per-output criteria.
 DECODE_STEPS = 8
 
 
-def validate(reference: str, converted: str, options: ValidateOptions | None = None) -> ValidationResult:
+def validate(reference, converted, options: ValidateOptions | None = None) -> ValidationResult:
     """Compare ``converted`` with the float32 ``reference`` on the same inputs.
 
+    Each model is a path, an ``onnx.ModelProto`` or an ``onnx_ir.Model``
+    (``validation.models``: a model in memory runs from a private copy).
     Never raises on drift (read ``result.passed``). Raises ``UsageError`` for
-    bad inputs or options, ``ModelLoadError`` for unreadable models,
-    ``RuntimeMissingError`` without onnxruntime, and ``AmpconvError`` when a
-    model cannot be run.
+    bad inputs or options (a model of another kind included),
+    ``ModelLoadError`` for unreadable models, ``RuntimeMissingError`` without
+    onnxruntime, and ``AmpconvError`` when a model cannot be run.
     """
     options = options or ValidateOptions()
-    run = _prepare(os.fspath(reference), os.fspath(converted), options)
+    with models.as_files(reference, converted) as (ref_path, conv_path, shown):
+        return models.named_as_shown(_validate_files(ref_path, conv_path, options), shown)
+
+
+def _validate_files(reference: str, converted: str, options: ValidateOptions) -> ValidationResult:
+    """``validate`` on two model files."""
+    run = _prepare(reference, converted, options)
     timings = {}
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
@@ -73,7 +82,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
                 progress, run_floor=floor_runner.run if floor_runner is not None else None,
             )
         except AmpconvError as exc:
-            raise _with_unset_dims_hint(exc, run.samples) from None
+            raise _with_unset_dims_hint(exc, run, options) from None
         timings["reference_s"] = ref_runner.seconds
         timings["converted_s"] = conv_runner.seconds
         if run.samples.random:
@@ -83,15 +92,17 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         located = None
         if not passed and options.localize and compared.first_failed is not None:
             start = time.perf_counter()
-            index, sample, failed_reference = compared.first_failed
-            located = _localize(run.ref, run.conv, setup, sample, (index, failed_reference), options.decisions)
+            check = _FixCheck(run.samples, ref_runner, floor_runner, rules, compared.first_failed,
+                              _decode_roles(run))
+            located = _localize(run.ref, run.conv, setup, check, options.decisions)
             timings["localize_s"] = time.perf_counter() - start
     return ValidationResult(
         reference=run.ref.path, converted=run.conv.path, passed=passed, backend=run.backend,
         provider=setup.provider, dtype=run.dtype, rtol=run.criteria.rtol, atol=run.criteria.atol,
         tolerance_source=run.source, criteria=run.criteria, random_inputs=run.samples.random,
         input_sources=compared.sources, sample_count=compared.count, outputs=compared.outputs,
-        localization=located, notes=tuple(run.notes), timings=tuple(timings.items()), decode=decoded,
+        localization=located, notes=tuple(spell_parameters(note) for note in run.notes),
+        note_templates=tuple(run.notes), timings=tuple(timings.items()), decode=decoded,
     )
 
 
@@ -103,9 +114,8 @@ def _greedy_decode(run: "_Run", ref_runner: runners.Runner, conv_runner: runners
     sessions are the run's own (the converted one emulated or native, as the
     run's backend).
     """
-    try:
-        roles = decode.decode_roles(run.ref.model)
-    except UsageError:
+    roles = _decode_roles(run)
+    if roles is None:
         return None
     _, first = next(iter(run.samples))
     try:
@@ -113,6 +123,28 @@ def _greedy_decode(run: "_Run", ref_runner: runners.Runner, conv_runner: runners
     except AmpconvError as exc:  # a step the first sample cannot continue: the per-output verdict stands alone
         run.notes.append(f"greedy decode not run: {exc}")
         return None
+
+
+def _decode_roles(run: "_Run"):
+    """The decode roles of a decoder with a KV cache (``decode.decode_roles``), else None."""
+    try:
+        return decode.decode_roles(run.ref.model)
+    except UsageError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _FixCheck:
+    """What a suggested fix is checked against: the run's own samples, reference and floor sessions, judging
+    and decode roles (so the fix's verdict is the one the run would give), and its first failing sample
+    (index, sample, reference outputs), where a fix that is not enough shows first."""
+
+    samples: inputs_mod.SampleStream
+    reference: runners.Runner
+    floor: runners.Runner | None
+    rules: comparison.Judging
+    failed: tuple
+    decode_roles: object | None = None
 
 
 @dataclasses.dataclass
@@ -182,16 +214,25 @@ def _sessions(run: _Run, setup: "_Setup") -> tuple:
     return ref_runner, conv_runner
 
 
-def _with_unset_dims_hint(exc: AmpconvError, samples) -> AmpconvError:
+def _with_unset_dims_hint(exc: AmpconvError, run: "_Run", options: ValidateOptions) -> AmpconvError:
     """A model that fails on random inputs whose open dims were drawn at size 1: the error says so, and how to set them.
 
     A size-1 axis is a common cause (a reflect Pad needs 2 values, a window
-    longer than the input); the notes already name the axes and the ``--shape`` to pass.
+    longer than the input, a mask whose length must be the cache's plus the
+    new tokens'): every unset dimension is named at once, with the relations
+    the graph records between them and sizes that agree
+    (``dimrelations.unset_dims_hint``), so one more run settles them all.
     """
+    samples = run.samples
     if not (samples.random and samples.notes):
         return exc
+    try:
+        model = run.ref.with_types()  # onnx's inference adds the shapes it propagates to those recorded
+    except AmpconvError:
+        model = run.ref.model
+    hint = dimrelations.unset_dims_hint(model, samples.specs, dict(options.shapes)) or samples.notes[0]
     return AmpconvError(f"{exc.template} (the random inputs used size 1 where the model leaves a dimension open, "
-                     f"which it may not accept: {samples.notes[0]})")
+                        f"which it may not accept: {hint})")
 
 
 def _floor_session(run: _Run, setup: "_Setup"):
@@ -225,7 +266,7 @@ def _weak_check_notes(spans: dict, natures: dict) -> list:
         if high - low < WEAK_SPAN * nature.width:
             notes.append(
                 f"output {name!r} ({nature.words}) stays within [{low:.3g}, {high:.3g}] on these random inputs: "
-                "a weak check of it; pass real inputs (--inputs) to judge it where it matters"
+                f"a weak check of it; pass real inputs ({named('inputs')}) to judge it where it matters"
             )
     return notes
 
@@ -532,13 +573,12 @@ def _expose_widened(model: ir.Model, names, inner=()) -> dict[str, str]:
     return {**renamed, **{name: renamed.get(output, output) for name, output in routed.items()}}
 
 
-def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple, decisions) -> Localization:
-    """Run copies of both models exposing their shared float intermediates on ``sample``.
+def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, check: _FixCheck, decisions) -> Localization:
+    """Run copies of both models exposing their shared float intermediates on the first failing sample.
 
-    ``failed`` is (the sample's index, the reference's outputs on it): a
-    suggested fix is judged against them.
+    A suggested fix is checked against what the run was judged on (``check``).
     """
-    index, expected = failed
+    index, sample, _expected = check.failed
     ref_floats = localize.float_node_outputs(ref.with_types())
     conv_floats = localize.float_node_outputs(conv.with_types())  # as written: names and types the user sees
     names = [n for n in conv_floats if n in ref_floats]
@@ -565,12 +605,12 @@ def _localize(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, failed: tuple,
         keep = localize.out_of_range_nodes(conv.model, ref_values, low_max)
         cause = {
             "node": located.node, "op_type": located.op_type, "own_error": "inf", "output": located.output,
-            "suggestion": localize.keep_pattern(keep), "nodes": keep,
+            "suggestion": localize.keep_pattern(keep), "options": localize.keep_options(keep), "nodes": keep,
         }
-        fix = _overflow_fix(conv, setup, sample, expected, cause)
+        fix = _overflow_fix(conv, setup, check, cause)
     else:
         cause = _cause(ref, conv, sample, located.node)
-        fix = _check_fix(conv, setup, sample, expected, cause) if cause is not None else None
+        fix = _check_fix(conv, setup, check, cause) if cause is not None else None
     return dataclasses.replace(located, cause=cause, fix=fix)
 
 
@@ -604,7 +644,7 @@ def _run_exposed(ref: _Loaded, conv: _Loaded, setup: _Setup, sample, names, inne
         raise AmpconvError(f"localization failed: {exc}") from None
 
 
-def _overflow_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict) -> dict | None:
+def _overflow_fix(conv: _Loaded, setup: _Setup, check: _FixCheck, cause: dict) -> dict | None:
     """The checked fix of an overflow: its nodes in bfloat16 first, float32 when that does not pass.
 
     In a float16 conversion, bfloat16 holds the range at float16's speed: the
@@ -620,12 +660,12 @@ def _overflow_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: d
     in_bf16, _ = localize.bf16_split(conv.model, nodes)
     tried = None
     if in_bf16 and "fp16" in modelio.low_keys(conv.model):
-        tried = _check_fix(conv, setup, sample, expected,
-                           dict(cause, suggestion=localize.keep_bf16_pattern(nodes)), bf16_nodes=in_bf16)
+        bf16 = dict(cause, suggestion=localize.keep_bf16_pattern(nodes), options=localize.keep_bf16_options(nodes))
+        tried = _check_fix(conv, setup, check, bf16, bf16_nodes=in_bf16)
         if tried is not None and tried["passes"]:
-            cause["suggestion"] = tried["suggestion"]
+            cause["suggestion"], cause["options"] = tried["suggestion"], tried["options"]
             return dict(tried, runs="bf16")
-    fix = _check_fix(conv, setup, sample, expected, cause)
+    fix = _check_fix(conv, setup, check, cause)
     if fix is None:
         return None
     fix["runs"] = "float32"
@@ -634,14 +674,17 @@ def _overflow_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: d
     return fix
 
 
-def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict, bf16_nodes=()) -> dict | None:
-    """Run the suggested fix (its nodes kept float32, under emulation) on ``sample``: does it pass, and what changes?
+def _check_fix(conv: _Loaded, setup: _Setup, check: _FixCheck, cause: dict, bf16_nodes=()) -> dict | None:
+    """Run the suggested fix (its nodes kept float32, under emulation): does it pass what the run was judged on?
 
-    Every output is judged by the run's own criteria; the worst before and
-    after are quoted (the first failing one's words, or the closest to its
-    threshold), so a suggestion is never a guess. ``bf16_nodes``: those of
-    the fix's nodes that run bfloat16 (the rest float32); the outputs are
-    still judged by the failing run's criteria (float16's, which are stricter
+    Exactly the fix's nodes (``cause["nodes"]``, what the suggestion names)
+    are kept. First on the failing sample, where a fix that is not enough
+    shows at once; then, if it passes there, on every sample of the run, by
+    the run's criteria (floor included) and its greedy decode for a decoder:
+    the verdict the fixed conversion would get, so a suggestion is never a
+    guess. The worst output's words are quoted, and ``checked`` says on what.
+    ``bf16_nodes``: those of the fix's nodes that run bfloat16 (the rest
+    float32), still judged by the failing run's criteria (float16's, stricter
     than bfloat16's: a bfloat16 fix must meet the bar the user's float16
     conversion set).
     """
@@ -652,22 +695,40 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
     try:
         runner = runners.make_session(path, "converted model with the fix", runners.CPU, optimize=False,
                                       source=conv.path)
-        names = [n for n in expected if n in runner.output_names()]
-        got = runner.run(sample, names)
-    except AmpconvError:
-        return None  # the emulated fix could not run: the suggestion stands unchecked
-    rules = comparison.Judging(setup.criteria, modelio.low_dtype(conv.model) or "fp16", output_natures(conv.model))
-    try:  # judged as validate judges: a detection set as a set, a sequence as sequences
-        results = [comparison.judge_output(n, expected, got, rules) for n in names]
-    except ValueError:
-        return None  # an output's shape changed with the fix: the suggestion stands unchecked
+        verdict = _fix_verdict(runner, check)
+    except (AmpconvError, ValueError):
+        return None  # the emulated fix could not run, or an output's shape changed: the suggestion stands unchecked
+    passes, after, checked = verdict
+    return {"nodes": list(nodes), "suggestion": cause["suggestion"], "options": cause.get("options"),
+            "passes": passes, "after": after,
+            "checked": {**checked, "backend": "emulate", "criteria": check.rules.criteria.describe(),
+                        "random": check.samples.random}}
+
+
+def _fix_verdict(runner: runners.Runner, check: _FixCheck) -> tuple:
+    """(passes, the worst output's words, {"samples": N, "sample": the first failing one or None}) of the fixed
+    model: the failing sample first, then every sample of the run and its greedy decode."""
+    index, sample, expected = check.failed
+    names = [n for n in expected if n in runner.output_names()]
+    floor_out = check.floor.run(sample) if check.floor is not None else None
+    results = [comparison.judge_output(n, expected, runner.run(sample, names), check.rules, floor_out)
+               for n in names]  # judged as validate judges: a detection set as a set, a sequence as sequences
     worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
-    return {
-        "nodes": list(nodes),
-        "suggestion": cause["suggestion"],
-        "passes": all(m.passed for m in results),
-        "after": worst.decided_by if worst is not None else "",
-    }
+    if not all(m.passed for m in results):
+        return False, worst.decided_by if worst is not None else "", {"samples": 1, "sample": index}
+    compared = comparison.compare(check.samples, check.reference.run, lambda s: runner.run(s, names), names,
+                                  check.rules, run_floor=check.floor.run if check.floor is not None else None)
+    folded = [o.worst for o in compared.outputs if o.worst is not None]
+    worst = max(folded, key=lambda m: (not m.passed, m.severity or 0.0)) if folded else worst
+    passes = all(o.passed for o in compared.outputs)
+    failed_at = compared.first_failed[0] if compared.first_failed is not None else None
+    after = next((o.decided_by for o in compared.outputs if not o.passed), worst.decided_by if worst else "")
+    if passes and check.decode_roles is not None:
+        _, first = next(iter(check.samples))
+        decoded = decode.decode_with(check.reference, runner, check.decode_roles, first, DECODE_STEPS)
+        if not decoded.passed:
+            passes, after, failed_at = False, decoded.summary(), 0
+    return passes, after, {"samples": compared.count, "sample": failed_at}
 
 
 def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | None:

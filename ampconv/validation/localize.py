@@ -244,6 +244,16 @@ def keep_bf16_pattern(names: Sequence[str]) -> str:
     return f"--fallback-dtype bf16 --keep-bf16 '{_names_regex(names)}'"
 
 
+def keep_options(names: Sequence[str]) -> list:
+    """``keep_pattern`` as the conversion's parameters: ``[["keep_fp32", pattern]]`` (spelled by the reader)."""
+    return [["keep_fp32", _names_regex(names)]]
+
+
+def keep_bf16_options(names: Sequence[str]) -> list:
+    """``keep_bf16_pattern`` as the conversion's parameters."""
+    return [["fallback_dtype", "bf16"], ["keep_bf16", _names_regex(names)]]
+
+
 def _names_regex(names: Sequence[str]) -> str:
     escaped = [re.escape(n) for n in names]
     body = escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
@@ -333,13 +343,14 @@ def name_cause(converted: ir.Model, errors: Mapping, visible: str | None, dtype:
     if worst.output_error < worst.error / 2:
         # Most of its error comes from its rounded inputs: their LOW producers must stay float32 too.
         names += [p for p in dict.fromkeys(_low_producers(nodes[worst.node])) if p != worst.node]
-    pattern = f"^{names[0]}$" if len(names) == 1 else "^(" + "|".join(names) + ")$"
     return {
         "node": worst.node,
         "op_type": worst.op_type,
         "own_error": worst.error if np.isfinite(worst.error) else "inf",
         "output": worst.output,
-        "suggestion": f"--keep-fp32 '{pattern}'",
+        "nodes": names,  # every node the fix keeps float32: the check runs exactly these
+        "suggestion": keep_pattern(names),
+        "options": keep_options(names),
     }
 
 

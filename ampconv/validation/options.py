@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from ampconv.errors import UsageError, named
 from ampconv.options.conversion import SHARED_WITH_VALIDATION
-from ampconv.options.declared import REPEATED, TOGGLE, Flag, Option, by_name, option_record, pick
+from ampconv.options.declared import REPEATED, TOGGLE, Flag, Option, by_name, option_record, pick, register_spellings
 from ampconv.validation.nature_kinds import NATURE_OVERRIDES
 from ampconv.validation.criteria import (
     ELEMENTWISE_TOLERANCES,
@@ -95,6 +95,7 @@ SHARED = {option.name: option for option in SHARED_WITH_VALIDATION}
 VALIDATION_OPTIONS = pick({**_OWN, **SHARED}, "inputs", "rtol", "atol", "backend", "samples", "seed", "shapes",
                           "localize", "decisions", "show_progress", "progress", "input_ranges", "floor", "natures",
                           "extra_criteria", "limits")
+register_spellings(VALIDATION_OPTIONS)
 
 
 @option_record(VALIDATION_OPTIONS)

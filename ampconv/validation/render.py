@@ -10,6 +10,8 @@ import json
 import math
 
 from ampconv.core.precision import Precision
+from ampconv.errors import Parameter, Speller, named, spell_parameters
+from ampconv.validation.advice import fix_advice
 from ampconv.validation.criteria import FLOOR_FACTOR, STRICT, Criteria
 from ampconv.validation.result import ValidationResult
 
@@ -42,7 +44,7 @@ def _summary(result: ValidationResult) -> str:
     return result.summary_line()
 
 
-def _criteria_line(criteria: Criteria) -> str | None:
+def _criteria_line(criteria: Criteria, spell: Speller = Parameter.python_text) -> str | None:
     """The default thresholds in one sentence (strict mode's rule is on the summary line)."""
     if criteria.mode == STRICT:
         return None
@@ -54,7 +56,7 @@ def _criteria_line(criteria: Criteria) -> str | None:
         f"scale = RMS of the reference (at least {criteria.scale_floor:g}); integers exact. "
         f"A figure within {FLOOR_FACTOR:g}x the unavoidable error passes (x floor: the float32 model with its "
         "weights, inputs, products, elementwise results and outputs rounded to the LOW type; docs/validation.md). "
-        "Pass --rtol/--atol for the strict elementwise rule."
+        + spell_parameters(f"Pass {named('rtol')}/{named('atol')} for the strict elementwise rule.", spell)
     )
 
 
@@ -132,7 +134,7 @@ def _nonfinite_lines(result: ValidationResult) -> list[str]:
     return lines
 
 
-def _localization_lines(result: ValidationResult) -> list[str]:
+def _localization_lines(result: ValidationResult, spell: Speller = Parameter.python_text) -> list[str]:
     loc = result.localization
     if loc is None:
         return []
@@ -150,51 +152,39 @@ def _localization_lines(result: ValidationResult) -> list[str]:
             f"(max abs {_num(loc.max_abs)}, max rel {_num(loc.max_rel)})."
         ),
         f"  precision {loc.precision}: {loc.rule}.",
-        _cause_line(loc),
+        _cause_line(loc, spell),
     ]
 
 
-def _cause_line(loc) -> str:
-    """The node that loses the precision (or overflows), and a fix checked before it is suggested."""
+def _cause_line(loc, spell: Speller = Parameter.python_text) -> str:
+    """The node that loses the precision (or overflows), and the fix checked before it is suggested
+    (``advice.fix_advice``: the report page says the same)."""
     cause = loc.cause
+    tune = spell(Parameter("tune"))
     if cause is not None and loc.overflow:
         runs = (loc.fix or {}).get("runs")
         action = ("run in bf16 (float32's range) every node that makes or reads a tensor beyond it"
                   if runs == "bf16" else "keep float32 every node that makes or reads a tensor beyond it")
         return (
-            f"  Cause: node {cause['node']!r} ({cause['op_type']}) is where the values leave the LOW range; "
-            f"{action}: convert again with {cause['suggestion']}.{_fix_words(loc)}"
+            f"  Cause: node {cause['node']!r} ({cause['op_type']}) is where the values leave the LOW range: "
+            f"{action}. {fix_advice(loc.to_dict(), spell)}"
         )
     if cause is not None:
         error = cause["own_error"]
         figure = "a new inf/NaN" if error == "inf" else f"scaled error {_num(error)}"
         return (
             f"  Cause: node {cause['node']!r} ({cause['op_type']}) in low precision: computed alone from the "
-            f"reference's exact inputs, its output {cause['output']!r} has {figure}. "
-            f"To fix: convert again with {cause['suggestion']}.{_fix_words(loc)}"
+            f"reference's exact inputs, its output {cause['output']!r} has {figure}. {fix_advice(loc.to_dict(), spell)}"
         )
     if loc.precision == Precision.LOW:
         return (
             "  No single low-precision node's own rounding stands out (the drift accumulates over many): "
-            "use convert --tune to find the fewest nodes to keep float32."
+            f"convert with {tune} to find the fewest nodes to keep float32."
         )
     return (
         "  This node is already float32 and no single low-precision node's own error explains the drift "
-        "(it accumulates over many): use convert --tune to find the fewest nodes to keep float32."
+        f"(it accumulates over many): convert with {tune} to find the fewest nodes to keep float32."
     )
-
-
-def _fix_words(loc) -> str:
-    """What the suggested fix did when it was tried (under emulation, on the failing sample)."""
-    fix = loc.fix
-    if fix is None:
-        return " (not checked: the fixed copy could not run)"
-    tried = (f" The same nodes in bf16 were checked first and do not pass ({fix['bf16_after']})."
-             if fix.get("bf16_after") else "")
-    if fix["passes"]:
-        return f" Checked under emulation on sample {loc.sample}: this fix passes ({fix['after']}).{tried}"
-    return (f" Checked under emulation on sample {loc.sample}: not enough alone, the worst output then reads: "
-            f"{fix['after']}.{tried}")
 
 
 def _needed_line(result: ValidationResult) -> str | None:
@@ -211,8 +201,9 @@ def _needed_line(result: ValidationResult) -> str | None:
     )
 
 
-def render_text(result: ValidationResult) -> str:
-    """Plain-text report: a verdict line, a table of outputs, hints and notes."""
+def render_text(result: ValidationResult, spell: Speller = Parameter.python_text) -> str:
+    """Plain-text report: a verdict line, a table of outputs, hints and notes (``spell``: how the parameters
+    they advise read; Python words by default, the CLI passes its flags)."""
     lines = [_summary(result), f"reference: {result.reference}", f"converted: {result.converted}", ""]
     headers = _headers(result)
     rows = [headers] + list(_rows(result))
@@ -220,19 +211,19 @@ def render_text(result: ValidationResult) -> str:
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     lines.append("")
-    criteria = _criteria_line(result.judged_by)
+    criteria = _criteria_line(result.judged_by, spell)
     if criteria:
         lines.append(criteria)
     lines.extend(_nonfinite_lines(result))
     needed = _needed_line(result)
     if needed:
         lines.append(needed)
-    lines.extend(_localization_lines(result))
-    lines.extend(f"note: {n}" for n in result.notes)
+    lines.extend(_localization_lines(result, spell))
+    lines.extend(f"note: {n}" for n in result.note_texts(spell))
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_markdown(result: ValidationResult) -> str:
+def render_markdown(result: ValidationResult, spell: Speller = Parameter.python_text) -> str:
     """GitHub-flavoured markdown, sized for a CI job summary."""
     icon = ":white_check_mark:" if result.passed else ":x:"
     lines = [f"### {icon} ampconv validation: {_verdict(result)}", "", _summary(result), ""]
@@ -245,7 +236,7 @@ def render_markdown(result: ValidationResult) -> str:
     for r in _rows(result):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
     lines.append("")
-    criteria = _criteria_line(result.judged_by)
+    criteria = _criteria_line(result.judged_by, spell)
     if criteria:
         lines.append(criteria)
         lines.append("")
@@ -257,21 +248,21 @@ def render_markdown(result: ValidationResult) -> str:
     if needed:
         lines.append(needed)
         lines.append("")
-    for line in _localization_lines(result):
+    for line in _localization_lines(result, spell):
         lines.append(f"> {line.strip()}")
-    for note in result.notes:
+    for note in result.note_texts(spell):
         lines.append(f"> **note:** {note}")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_json(result: ValidationResult) -> str:
+def render_json(result: ValidationResult, spell: Speller = Parameter.python_text) -> str:
     """The result's dict as indented JSON."""
-    return json.dumps(result.to_dict(), indent=2) + "\n"
+    return json.dumps(result.to_dict(spell), indent=2) + "\n"
 
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
 
 
-def render(result: ValidationResult, fmt: str) -> str:
-    """Render ``result`` as ``text``, ``markdown`` or ``json``."""
-    return RENDERERS[fmt](result)
+def render(result: ValidationResult, fmt: str, spell: Speller = Parameter.python_text) -> str:
+    """Render ``result`` as ``text``, ``markdown`` or ``json`` (``spell``: Python words, or the CLI's flags)."""
+    return RENDERERS[fmt](result, spell)

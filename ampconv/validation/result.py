@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ampconv.validation.criteria import STRICT, Criteria, strict_criteria
+from ampconv.errors import Parameter, Speller, spell_parameters
 from ampconv.numerics.metrics import Metrics
+from ampconv.validation.advice import fix_advice
+from ampconv.validation.criteria import STRICT, Criteria, strict_criteria
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +123,15 @@ class ValidationResult:
     sample_count: int | None = None
     # A decoder with a KV cache: the greedy decode of both models (``validate.decode.DecodeResult``), else None.
     decode: object | None = None
+    # ``notes`` with the parameters they advise marked (``ampconv.errors.named``): ``note_texts`` spells them
+    # as a reader speaks (``notes`` holds them in Python words). Empty: ``notes`` name none.
+    note_templates: tuple[str, ...] = ()
+
+    def note_texts(self, spell: Speller = Parameter.python_text) -> list[str]:
+        """The notes, each parameter they advise spelled by ``spell`` (``--inputs`` from the CLI)."""
+        if not self.note_templates:
+            return list(self.notes)
+        return [spell_parameters(text, spell) for text in self.note_templates]
 
     def summary_line(self) -> str:
         """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``."""
@@ -139,6 +150,12 @@ class ValidationResult:
         ``ampconv.validation.render`` gives the CLI's full tables)."""
         lines = [self.summary_line()]
         lines += [f"  {out.name}: FAIL{f' ({out.error})' if out.error else ''}" for out in self.failed_outputs]
+        loc = self.localization
+        if loc is not None and loc.node is not None:
+            lines.append(f"  drift starts at {loc.node!r} ({loc.op_type}): {loc.reason}")
+            advice = fix_advice(loc.to_dict())
+            if advice:
+                lines.append(f"  {advice}")
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -176,8 +193,8 @@ class ValidationResult:
         rtol = None if any(r is None for r in rtols) else max(rtols, default=0.0)
         return atol, rtol
 
-    def to_dict(self) -> dict:
-        """JSON-able dict (the ``validation`` section of a report)."""
+    def to_dict(self, spell: Speller = Parameter.python_text) -> dict:
+        """JSON-able dict (the ``validation`` section of a report); ``spell``: how its notes name parameters."""
         need_atol, need_rtol = self.needed_tolerance()
         return {
             "passed": self.passed,
@@ -200,7 +217,7 @@ class ValidationResult:
             "input_sources": list(self.input_sources),
             "outputs": [o.to_dict() for o in self.outputs],
             "localization": self.localization.to_dict() if self.localization else None,
-            "notes": list(self.notes),
+            "notes": self.note_texts(spell),
             "timings": {k: round(v, 6) for k, v in self.timings},
         }
 

@@ -420,10 +420,12 @@ def test_an_unset_derived_dimension_is_noted_by_the_symbol_to_set():
     """A mask of ``past_sequence_length + 1`` beside a cache of ``past_sequence_length``: one note, one flag that works."""
     from ampconv.numerics.modelio import InputSpec
     from ampconv.core.shapespec import resolve_all as _resolve_all
+    from ampconv.errors import command_line_text, spell_parameters
 
     specs = [InputSpec("attention_mask", ir.DataType.INT64, (1, "past_sequence_length + 1")),
              InputSpec("past", ir.DataType.FLOAT, (1, 2, "past_sequence_length", 8))]
     _shapes, notes = _resolve_all(specs, {})
+    notes = tuple(spell_parameters(note, command_line_text) for note in notes)  # as the command line prints it
     assert notes == ("dimension 'past_sequence_length' (input attention_mask, past) is not set: random data uses "
                      "size 1 there; pass --shape past_sequence_length:N for the size the model will see",)
     assert _resolve_all(specs, {"past_sequence_length": (4,)}) == (

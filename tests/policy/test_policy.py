@@ -1,6 +1,7 @@
 """Policy: presets, levels, mixlist parsing/validation/application (docs/precision.md sec. 1, 2, 7)."""
 
 import json
+import re
 
 import pytest
 
@@ -149,11 +150,13 @@ def test_missing_mixlist_is_policy_error(tmp_path):
         load_policy(mixlists=[str(tmp_path / "absent.json")])
 
 
-def test_unknown_op_is_a_warning_not_an_error(tmp_path):
+def test_unknown_op_is_an_error_naming_the_file_key_and_op(tmp_path):
+    """Issue 40: a name onnx does not know would leave the policy silently unapplied: refused, as --block-op is."""
     path = write(tmp_path, {"white-list": {"to-add": ["NotAnOp"]}})
-    mixlist = read_mixlist(path)
-    assert any("NotAnOp" in w for w in mixlist.warnings)
-    assert load_policy(mixlists=[path]).class_of("", "NotAnOp") == WHITE
+    with pytest.raises(PolicyError, match=rf"^{re.escape(str(path))}: white-list.to-add: op 'NotAnOp' is unknown "):
+        read_mixlist(path)
+    with pytest.raises(PolicyError, match="'NotAnOp'"):
+        load_policy(mixlists=[path])
 
 
 def test_block_ops_are_recorded_not_reclassed():
@@ -196,14 +199,16 @@ def test_block_ops_take_comma_lists_and_refuse_unknown_ops_with_a_hint():
     assert load_policy(block_ops=["MatMul", "com.microsoft::Gelu"]).warnings == ()  # known or other-domain: silent
 
 
-def test_mixlist_unknown_op_warning_suggests_the_name(tmp_path):
-    import json
-
+def test_mixlist_unknown_op_error_suggests_the_name(tmp_path):
     path = tmp_path / "m.json"
-    path.write_text(json.dumps({"black-list": {"to-add": ["softmax", "Zzzqqq"]}}))
-    warnings = load_policy(mixlists=[str(path)]).warnings
-    assert any("'softmax'" in w and "did you mean 'Softmax'" in w for w in warnings)
-    assert any("'Zzzqqq'" in w and "did you mean" not in w for w in warnings)
+    path.write_text(json.dumps({"black-list": {"to-add": ["softmax"]}}))
+    with pytest.raises(PolicyError, match="'softmax' is unknown to onnx.defs and would match no node "
+                                          r"\(did you mean 'Softmax'\?\)$"):
+        load_policy(mixlists=[str(path)])
+    path.write_text(json.dumps({"black-list": {"to-add": ["Zzzqqq"]}}))
+    with pytest.raises(PolicyError) as refused:
+        load_policy(mixlists=[str(path)])
+    assert "'Zzzqqq'" in str(refused.value) and "did you mean" not in str(refused.value)
 
 
 def test_config_accepts_what_people_type():

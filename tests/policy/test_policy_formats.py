@@ -285,10 +285,11 @@ def test_docs_show_the_generated_table():
         ("softmax", "did you mean 'Softmax'?"),
     ],
 )
-def test_unknown_names_warn_with_a_hint_that_knows_framework_names(tmp_path, written, hint):
+def test_unknown_names_are_refused_with_a_hint_that_knows_framework_names(tmp_path, written, hint):
     path = write(tmp_path, {"black-list": {"to-add": [written]}})
-    warnings = load_policy(mixlists=[path]).warnings
-    assert len(warnings) == 1 and written in warnings[0] and hint in warnings[0]
+    with pytest.raises(PolicyError) as refused:  # issue 40: a typo is an error, as for --block-op
+        load_policy(mixlists=[path])
+    assert str(refused.value).startswith(f"{path}: black-list.to-add: op {written!r}") and hint in str(refused.value)
     # block_ops refuses an unknown op (issue 31), with the same hint.
     with pytest.raises(UsageError) as refused:
         load_policy(block_ops=[written])
@@ -297,8 +298,9 @@ def test_unknown_names_warn_with_a_hint_that_knows_framework_names(tmp_path, wri
 
 def test_unknown_name_without_a_close_one_has_no_hint(tmp_path):
     path = write(tmp_path, {"black-list": {"to-add": ["Zzzqqq"]}})
-    (warning,) = load_policy(mixlists=[path]).warnings
-    assert "'Zzzqqq' is unknown to onnx.defs" in warning and "did you mean" not in warning
+    with pytest.raises(PolicyError) as refused:
+        load_policy(mixlists=[path])
+    assert "'Zzzqqq' is unknown to onnx.defs" in str(refused.value) and "did you mean" not in str(refused.value)
 
 
 # ------------------------------------------------------ no ONNX counterpart

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,11 +25,13 @@ from ampconv_cli.main import cli
 
 from bench.bench_html import render_ms, synthetic_report
 
+from conftest import BROWSER_SKIP
 from helpers import model_from_text, save
 
 CHROMIUM = shutil.which("chromium")
+# The reason every browser test gives when it cannot run; conftest.py counts them in the run's summary.
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (make test-browser installs it: apt-get install -y chromium)"
+    CHROMIUM is None, reason=f"{BROWSER_SKIP} (make test-browser installs it: apt-get install -y chromium)"
 )
 
 
@@ -531,8 +534,8 @@ def test_screenshots_of_a_passing_and_a_failing_page(cli_runner, tmp_path, kind)
     assert banner and banner.group(2) == kind
     title = re.search(r'id="verdict-title">([^<]*)<', dom).group(1)
     assert title.startswith("PASS" if kind == "pass" else "FAIL")
-    # The command to copy is shown whole (wrapped, never cut).
-    command = re.search(r'<pre id="fix-command">([^<]*)</pre>', dom).group(1)
+    # The command to copy is shown whole (wrapped between its words, never cut).
+    command = re.sub(r"<[^>]+>", "", re.search(r'<pre id="fix-command">(.*?)</pre>', dom).group(1))
     assert command == page_data(json.loads(report.read_text()))["verdict"]["command"].replace("'", "&#39;") or \
         command == html_unescape_free(page_data(json.loads(report.read_text()))["verdict"]["command"])
     assert re.search(r'<canvas id="strip"[^>]*data-cut-labels="0"', dom)
@@ -549,3 +552,78 @@ def test_screenshots_of_a_passing_and_a_failing_page(cli_runner, tmp_path, kind)
 def html_unescape_free(text: str) -> str:
     """``text`` as the DOM dump writes it in an element (``&``, ``<``, ``>`` escaped; quotes as they are)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# ------------------------------------------------- issue 40: words kept whole, no timing footer, skips said
+
+# Appended to a copy of a page: after it has drawn, the words of the given elements that a line broke although
+# they fit the element's width (the total width of a word's pieces is its unbroken width).
+_SPLIT_WORDS_PROBE = """<script>
+window.addEventListener("load", function () {
+  var found = [];
+  IDS.forEach(function (id) {
+    var box = document.getElementById(id), width = box.clientWidth - 24;
+    var walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT), node, match;
+    while ((node = walker.nextNode())) {
+      var words = /\\S+/g;
+      while ((match = words.exec(node.textContent))) {
+        var range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        var rects = Array.prototype.filter.call(range.getClientRects(), function (r) { return r.width > 0; });
+        var lines = {}, total = 0;
+        rects.forEach(function (r) { lines[Math.round(r.top)] = 1; total += r.width; });
+        if (Object.keys(lines).length > 1 && total <= width) found.push(id + ":" + match[0]);
+      }
+    }
+  });
+  document.body.setAttribute("data-split-words", JSON.stringify(found));
+});
+</script>"""
+
+
+def _split_words(page: Path, width: int, ids) -> list:
+    """The words of elements ``ids`` a line splits although they fit, with the window ``width`` px wide."""
+    probe = page.with_name(f"{page.stem}_probe_{width}.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace(
+        "</body>", _SPLIT_WORDS_PROBE.replace("IDS", json.dumps(list(ids))) + "</body>"), encoding="utf-8")
+    dom = _chromium(f"--window-size={width},1200", "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()).stdout
+    found = re.search(r"data-split-words=\"([^\"]*)\"", dom)
+    assert found, dom[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 420])
+def test_no_word_of_the_header_advice_or_command_is_split(cli_runner, tmp_path, width):
+    """At 1280 px --localize stayed whole only by luck (word-break: break-all); at 420 the header read "le / vel"."""
+    report = _localized_failure(cli_runner, tmp_path)
+    assert invoke(cli_runner, "report", report).exit_code == 0
+    page = report.with_suffix(".html")
+    assert "break-all" not in page.read_text(encoding="utf-8")
+    assert _split_words(page, width, ["title-sub", "verdict-todo", "fix-command"]) == []
+
+
+@needs_chromium
+def test_the_page_shows_no_timing_footer(cli_runner, tmp_path):
+    report = converted_report(cli_runner, tmp_path)
+    assert invoke(cli_runner, "report", report).exit_code == 0
+    ms, dom = render_ms(CHROMIUM, report.with_suffix(".html"))
+    assert ms > 0  # the bench still reads the time, from an attribute
+    assert "page drawn" not in dom and "after navigation start" not in dom and "<footer" not in dom
+
+
+def test_browser_tests_that_cannot_run_say_so_in_the_summary(tmp_path):
+    """Without chromium the browser tests are skipped, and the run's summary says it in plain words."""
+    bin_dir = tmp_path / "bin"  # a PATH holding this python, and no chromium
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/report/test_html_report.py", "-k", "script_errors_are_caught or no_timing_footer"],
+                         cwd=root, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PATH": str(bin_dir)})
+    assert "2 skipped" in ran.stdout, ran.stdout[-2000:]
+    assert "2 browser test(s) of the report page did not run: chromium is not installed" in ran.stdout, \
+        ran.stdout[-2000:]
+    assert "make test-browser" in ran.stdout

@@ -10,6 +10,8 @@ from ampconv.validation import ValidateOptions, parse_shape, validate
 from ampconv.core import shapespec
 from ampconv.numerics import modelio
 from ampconv.validation import inputs as inputs_mod
+from ampconv.validation.render import render
+from ampconv_cli.errors import flag_of
 
 
 @pytest.fixture()
@@ -98,7 +100,8 @@ def test_an_unset_symbolic_dimension_is_one_with_a_note_per_symbol(multi):
     assert result.passed
     notes = [n for n in result.notes if "dimension 'batch'" in n]
     assert notes == ["dimension 'batch' (input x, ids, mask) is not set: random data uses size 1 there; "
-                     "pass --shape batch:N for the size the model will see"]
+                     "pass shapes={'batch': N} for the size the model will see"]  # a Python caller's words
+    assert "pass --shape batch:N for the size the model will see" in render(result, "text", flag_of)
     assert not any("dimension 'batch'" in n for n in validate(*multi, ValidateOptions(shapes=(("batch", (3,)),))).notes)
 
 

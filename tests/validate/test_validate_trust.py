@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import validate_models as vm
+from ampconv_cli.errors import flag_of
 from ampconv_cli.main import cli
 
 from ampconv.errors import UsageError
@@ -44,8 +45,12 @@ def test_unnamed_and_minus_one_dims_default_to_one_with_a_note(paddle):
     assert result.outputs[0].shape == (1, 3, 1, 1)
     note = next(n for n in result.notes if n.startswith("input 'x'"))
     assert "[-1, 3, ?, ?]: axes 0, 2, 3 are -1 or unnamed" in note
-    assert "size 1" in note and "--shape x[3]:N" in note and "--shape x:1x3x1x1" in note
+    # In a Python caller's words (issue 40): the parameter, not the command line's flag.
+    assert "size 1" in note and "shapes={'x[3]': N}" in note and "shapes={'x': [1, 3, 1, 1]}" in note
     assert "note: input 'x' [-1, 3, ?, ?]" in render(result, "text")
+    # The CLI spells the same note with its flags.
+    cli_text = render(result, "text", flag_of)
+    assert "--shape 'x[3]:N'" in cli_text and "--shape x:1x3x1x1" in cli_text
 
 
 def test_shape_sets_unnamed_dims_whole_or_per_axis(cli_runner, paddle):
@@ -83,7 +88,8 @@ def test_suggested_shape_never_contains_minus_one(tmp_path, cli_runner):
     ref, conv = vm.paddle_pair(tmp_path, dims=(-1, "length", None))
     result = cli_runner.invoke(cli, ["validate", ref, conv])
     assert result.exit_code == 0, result.output
-    assert "--shape x[2]:N or the whole shape with --shape x:1x1x1" in result.stdout
+    # Quoted for the shell (brackets are glob characters): the words copy as printed.
+    assert "--shape 'x[2]:N' or the whole shape with --shape x:1x1x1" in result.stdout
     assert "dimension 'length' (input x) is not set" in result.stdout and "-1x" not in result.stdout
     # The suggestion works as printed.
     assert cli_runner.invoke(cli, ["validate", ref, conv, "-q", "--shape", "x:1x1x1"]).exit_code == 0

@@ -11,13 +11,15 @@ If/Loop/Scan node that runs them.
 from __future__ import annotations
 
 import math
-import shlex
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional
 
 from ampconv.core.heavy_ops import HEAVY_OPS
 from ampconv.core.lowtypes import LOW_TYPES
-from ampconv.report import float32_causes, unchanged_reason
+from ampconv.errors import command_line_text
+from ampconv.report import already_low_count, float32_causes, rerun, unchanged_reason
+from ampconv.report.rerun import YOUR_SAMPLES
+from ampconv.validation.advice import fix_advice
 
 PRECISIONS = ("LOW", "HIGH", "NONE", "FALLBACK")  # FALLBACK: the fallback type (bf16 where fp16 overflows)
 
@@ -77,8 +79,6 @@ def page_data(report: Dict[str, Any]) -> Dict[str, Any]:
 
 
 _HEAVY = frozenset(op for ops in HEAVY_OPS.values() for op in ops)
-# Where a placeholder stands for what only the user knows (their samples).
-YOUR_SAMPLES = "YOUR_SAMPLES/"
 
 
 def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
@@ -122,30 +122,29 @@ def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
-    """The FAIL verdict: which outputs, where drift starts, and the fix localization found (or --tune)."""
+    """The FAIL verdict: which outputs, where drift starts, and the one fix to copy: the checked fix, or the
+    accuracy search when it was not enough (``advice.fix_advice``, the CLI's words), the run repeated whole."""
     why = "; ".join(f"{o.get('name')}: {o.get('decided_by')}" for o in failed[:3])
     loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
     where = f" Drift starts at {loc['node']} ({loc.get('op_type')})." if loc.get("node") else ""
     detail = f"{judged}: {why}.{where}{more}"
-    source, output = str(report.get("source") or "MODEL.onnx"), str(report.get("output") or "OUT.onnx")
-    fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else {}
-    cause = loc.get("cause") if isinstance(loc.get("cause"), dict) else {}
-    suggestion = fix.get("suggestion") or cause.get("suggestion")
-    if suggestion:
-        checked = ("it passes under emulation" if fix.get("passes") else
-                   f"not enough alone (then: {fix['after']}); --tune searches further" if fix.get("after") else
-                   "not checked")
-        where = "in bf16 (float32's range)" if fix.get("runs") == "bf16" else "float32"
-        todo = (f"Keep {cause.get('node') or 'the cause'} {where} and convert again (add the options of your "
-                f"first run); checked on sample {loc.get('sample')}: {checked}.")
-        command = _command("convert", source, "-o", output, "--overwrite", *shlex.split(suggestion),
-                           "--validate", "--localize")
-        return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
-    todo = ("Find the nodes to keep float32 with your samples, or rerun with --validate --localize to name "
-            "where drift starts:")
-    command = _command("convert", source, "-o", output, "--overwrite", "--calibration-data", YOUR_SAMPLES,
-                       "--tune", "--validate", "--inputs", YOUR_SAMPLES)
-    return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
+    title = "FAIL: the converted model drifts beyond tolerance"
+    fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else None
+    if isinstance(loc.get("cause"), dict) and (fix is None or fix.get("passes")):
+        command, complete = rerun.fix_command(report, loc)
+        return _verdict("fail", title, detail, _with_gap(fix_advice(loc, command_line_text), complete), command)
+    command, complete = rerun.search_command(report)
+    todo = fix_advice(loc, command_line_text) if fix is not None else (
+        "Find the nodes to keep float32 with your samples (the accuracy search, --tune), or rerun with "
+        "--validate --localize to name where drift starts:")
+    return _verdict("fail", title, detail, _with_gap(todo, complete), command)
+
+
+def _with_gap(todo: str, complete: bool) -> str:
+    """``todo``, saying what the command lacks when the report did not record the run's own command line."""
+    if complete:
+        return todo
+    return f"{todo} (The report holds no command line of its run: add your other options to the command.)"
 
 
 def _verdict(kind, title, detail, todo, command) -> Dict[str, Any]:
@@ -154,7 +153,7 @@ def _verdict(kind, title, detail, todo, command) -> Dict[str, Any]:
 
 def _command(*words: str) -> str:
     """``ampconv WORDS...`` quoted for a POSIX shell (a placeholder ending in ``/`` stays readable)."""
-    return " ".join(["ampconv"] + [w if w == YOUR_SAMPLES else shlex.quote(w) for w in words])
+    return rerun.quoted(["ampconv", *words])
 
 
 def order_by_importance(report: Dict[str, Any]) -> List[int]:
@@ -211,9 +210,10 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "dry_run": bool(report.get("dry_run")),
         "unchanged": bool(report.get("unchanged")),
         "counts": {"LOW": counts["LOW"], "HIGH": counts["HIGH"], "NONE": counts["NONE"], "total": len(nodes),
+                   "already": already_low_count(nodes),
                    **({"FALLBACK": counts["FALLBACK"]} if report.get("fallback_dtype") else {})},
         "fallback_dtype": report.get("fallback_dtype"),
-        "float32": float32_causes(nodes) if counts["HIGH"] else "",
+        "float32": float32_causes(nodes, bool((calibration or {}).get("synthetic"))) if counts["HIGH"] else "",
         "casts": {key: report.get(f"casts_{key}", 0) for key in ("before", "inserted", "removed", "after")},
         "weights": {"before": report.get("weight_bytes_before", 0), "after": report.get("weight_bytes_after", 0)},
         "constants": report.get("constants") or [],

@@ -56,7 +56,6 @@ then float32 heavy ops</option><option value="topo">topological order</option></
 <div class="thead"><div>#</div><div>name</div><div>op type</div><div>precision</div><div>rule</div><div>reason</div></div>
 <div class="tscroll" id="tscroll"><div id="tspacer"></div><div id="trows"></div></div>
 <div id="row-details" class="note">Click a row for its whole name and reason.</div></section>
-<footer id="render-ms"></footer>
 </main>
 <div id="tip"></div>
 """

@@ -38,6 +38,15 @@ SCRIPT = r"""
   var listeners = [];
 
   function $(id) { return document.getElementById(id); }
+  // ``text`` into ``box`` one word per unbreakable span (CSS .w): a line breaks between words, never at the
+  // hyphen of an option (--keep-fp32) or of a path; a word longer than the line still wraps inside its span.
+  function wordsInto(box, text) {
+    box.textContent = "";
+    String(text).split(/(\s+)/).forEach(function (part) {
+      if (!part) return;
+      box.appendChild(/\s/.test(part) ? document.createTextNode(part) : el("span", "w", part));
+    });
+  }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -70,9 +79,9 @@ SCRIPT = r"""
     box.setAttribute("data-kind", V.kind);
     $("verdict-title").textContent = V.title;
     $("verdict-detail").textContent = V.detail;
-    $("verdict-todo").textContent = V.todo || "";
+    wordsInto($("verdict-todo"), V.todo || "");
     if (!V.command) { $("fix-row").style.display = "none"; return; }
-    $("fix-command").textContent = V.command;
+    wordsInto($("fix-command"), V.command);
     $("copy-fix").addEventListener("click", function () {
       var done = function () { $("copy-fix").textContent = "Copied"; };
       if (navigator.clipboard && navigator.clipboard.writeText) {
@@ -91,8 +100,8 @@ SCRIPT = r"""
   function renderSummary() {
     var S = D.summary;
     var level = S.level === S.requested_level ? S.level : S.requested_level + " -> " + S.level;
-    $("title-sub").textContent = (S.dry_run ? "plan for " : "") + S.source +
-      (S.output && !S.dry_run ? " -> " + S.output : "") + " (" + S.dtype + ", level " + level + ", preset " + S.preset + ")";
+    wordsInto($("title-sub"), (S.dry_run ? "plan for " : "") + S.source +
+      (S.output && !S.dry_run ? " -> " + S.output : "") + " (" + S.dtype + ", level " + level + ", preset " + S.preset + ")");
     var grid = $("facts");
     function fact(key, value, id) {
       var box = el("div", "fact");
@@ -106,7 +115,9 @@ SCRIPT = r"""
     fact("LOW (" + S.dtype + ")", S.counts.LOW, "count-LOW");
     if (S.fallback_dtype) fact("FALLBACK (" + S.fallback_dtype + ")", S.counts.FALLBACK, "count-FALLBACK");
     fact("HIGH (float32)", S.counts.HIGH, "count-HIGH");
-    fact("no float data", S.counts.NONE, "count-NONE");
+    // A model converted before: its float16 nodes are counted as such, not as "0 LOW".
+    if (S.counts.already) fact("already " + S.dtype, S.counts.already, "count-already");
+    fact("no float data", S.counts.NONE - (S.counts.already || 0), "count-NONE");
     fact("casts inserted", S.casts.inserted, "casts-inserted");
     fact("casts removed", S.casts.removed, "casts-removed");
     if (S.weights.before) fact("weights", Math.round(100 * S.weights.after / S.weights.before) + " %", "weights-ratio");
@@ -145,7 +156,8 @@ SCRIPT = r"""
       var loc = v.localization;
       if (loc && loc.node) row("drift starts at", loc.node + " (" + loc.op_type + "), " + loc.reason + "; " +
                                loc.precision + ": " + loc.rule);
-      if (loc && loc.cause) row("cause", loc.cause.node + " (" + loc.cause.op_type + "): fix " + loc.cause.suggestion);
+      // The fix is said once, in the verdict above; here only where the precision is lost.
+      if (loc && loc.cause) row("cause", loc.cause.node + " (" + loc.cause.op_type + "): own error " + loc.cause.own_error);
     }
     // What may need an action first (warnings), then what was decided, then the long lists, grouped.
     var list = $("messages");
@@ -509,9 +521,9 @@ SCRIPT = r"""
   renderStrip();
   renderTable();
   renderChart();
+  // How long the page took to draw, for bench/bench_html.py: an attribute, not a line the reader sees.
   var ms = performance.now();
   document.body.setAttribute("data-render-ms", ms.toFixed(1));
-  $("render-ms").textContent = "page drawn " + ms.toFixed(0) + " ms after navigation start";
   var errs = $("js-errors");
   if (!errs.hasAttribute("data-count")) errs.setAttribute("data-count", "0");
   document.body.setAttribute("data-ready", "1");

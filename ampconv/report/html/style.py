@@ -7,7 +7,8 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        margin: 0; background: #f6f7f9; }
 header { background: #1d232a; color: #fff; padding: 14px 24px; }
 header h1 { font-size: 18px; margin: 0; font-weight: 600; }
-header .sub { color: #c6ced6; font-size: 13px; word-break: break-all; }
+/* A long path breaks where it must, a word ("level") never: overflow-wrap only, no break inside every word. */
+header .sub { color: #c6ced6; font-size: 13px; overflow-wrap: anywhere; }
 main { padding: 16px 24px 40px; max-width: 1500px; margin: 0 auto; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 14px 16px; margin-bottom: 16px; }
 h2 { font-size: 15px; margin: 0 0 10px; }
@@ -56,6 +57,9 @@ table.ops .bar { width: 160px; } .bar div { height: 10px; display: flex; }
 .v-fail .v-title { color: #b3261e; } .v-pass .v-title { color: #1d7a35; }
 .v-detail, .v-todo { margin-top: 6px; overflow-wrap: anywhere; }
 .v-todo { font-weight: 600; }
+/* One word of the header, the advice or the command (wordsInto): lines break between words, a word that
+   fits a line is never split (not at the hyphen of --keep-fp32 either); a longer one wraps inside. */
+.w { display: inline-block; max-width: 100%; overflow-wrap: anywhere; }
 .fix-row { display: flex; gap: 8px; align-items: flex-start; margin-top: 6px; }
 .fix-row pre { flex: 1; margin: 0; padding: 8px 10px; background: #1d232a; color: #fff; border-radius: 4px;
                white-space: pre-wrap; overflow-wrap: anywhere; font-size: 13px; }
@@ -67,6 +71,5 @@ table.ops .bar { width: 160px; } .bar div { height: 10px; display: flex; }
 #chart .axis { stroke: #9aa4ad; stroke-width: 1; }
 #chart text { font-size: 11px; fill: var(--muted); }
 .note { color: var(--muted); font-size: 12px; margin: 6px 0 0; }
-footer { color: var(--muted); font-size: 12px; text-align: center; }
 #js-errors { display: none; }
 """
