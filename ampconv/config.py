@@ -122,7 +122,13 @@ class Config:
             keep float32 the nodes whose values overflow the LOW type there
             (``ampconv.calibration.synthetic``); False: the magnitude analysis alone.
         tune: after the data guards, validate on the calibration samples and
-            keep float32 the fewest nodes that make the check pass.
+            keep float32 the fewest nodes that make the check pass (the
+            release step then runs after it).
+        release: with evidence (``calibration_data`` or the synthetic run),
+            try each float32 island back in LOW under emulation on that
+            evidence and keep LOW whatever does not move the outputs beyond
+            the floor (``ampconv.calibration.release``; a bounded number of
+            evaluations). False: the plan as the guards made it.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
             validator's default criteria for the LOW type).
         opset: upgrade the model to this default-domain opset with onnx's
@@ -169,6 +175,7 @@ class Config:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     synthetic_run: bool = True
+    release: bool = True
     opset: Optional[int] = None
     keep_opset: bool = False
     annotate: bool = False

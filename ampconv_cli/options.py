@@ -134,7 +134,7 @@ def _data_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
                 raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
     return {"calibration_data": calibration_data,
             **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune",
-                      "synthetic_run")(params, given)}
+                      "synthetic_run", "release")(params, given)}
 
 
 policy_options = OptionGroup(
@@ -255,6 +255,10 @@ data_options = OptionGroup(
         click.option("--synthetic-run/--no-synthetic-run", "synthetic_run", default=True, show_default=True,
                      help="Without --calibration-data, run a small model once in float32 on one seeded random "
                      "sample and keep float32 the nodes whose values overflow the low type there."),
+        click.option("--release/--no-release", "release", default=True, show_default=True,
+                     help="With evidence (--calibration-data or the synthetic run): try each float32 island "
+                     "back in the low type under emulation and keep it low where the outputs stay within the "
+                     "floor (a bounded number of evaluations)."),
         click.option("--tune", is_flag=True,
                      help="With --calibration-data: validate on the samples and keep float32 the fewest "
                      "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),

@@ -64,8 +64,7 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     if reason is not None:
         return None, [f"synthetic float32 run skipped: the model has {reason}; the magnitude analysis alone guards "
                       f"ranges ({ADVICE.split(', or')[0]})"]
-    draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
-                               calibration_seed=SEED, tune=False)
+    draw = _draw(options)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
         calibration, shapes, sample_notes = run_isolated(_draw_and_run, src, model, draw, low)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
@@ -77,6 +76,17 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     calibration = dataclasses.replace(calibration, synthetic=True,
                                       notes=(note,) + tuple(sample_notes) + tuple(calibration.notes))
     return calibration, []
+
+
+def _draw(options: DataOptions) -> DataOptions:
+    """The options of the run's draw: one seeded random sample, at ``options``' shapes."""
+    return dataclasses.replace(options, calibration_data=("random",), calibration_samples=1, calibration_seed=SEED,
+                               tune=False)
+
+
+def evidence_samples(model: ir.Model, options: DataOptions):
+    """The run's sample again (seeded: the same arrays), for the release step's evaluations (``calibration.release``)."""
+    return calibration_samples(model, _draw(options))
 
 
 def _draw_and_run(src: str, model: ir.Model, draw: DataOptions, low: LowType) -> Tuple[Calibration, str, tuple]:

@@ -113,7 +113,8 @@ class WriteOptions:
 
 @dataclasses.dataclass(frozen=True)
 class DataOptions:
-    """Calibration data, the random inputs' shapes and ranges, and the accuracy search (``Config``'s fields)."""
+    """Calibration data, the random inputs' shapes and ranges, the accuracy search and the release step
+    (``Config``'s fields)."""
 
     calibration_data: Tuple[str, ...] = ()
     calibration_samples: int = 8
@@ -124,6 +125,7 @@ class DataOptions:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     synthetic_run: bool = True
+    release: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))

@@ -28,7 +28,7 @@ from ampconv.errors import named
 from ampconv.options.groups import PlanOptions
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
-from ampconv.plan import gray, interface
+from ampconv.plan import gray, handoff, interface
 from ampconv.plan import attributes
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
@@ -197,6 +197,8 @@ class Planner:
         for j, is_float_out in enumerate(facts.float_out):
             if is_float_out:
                 values[node.outputs[j]] = precision if j in main_out else HIGH
+        if precision == HIGH:
+            handoff.record(ctx, node, decision, facts)  # what a pinned node hands on its gray readers
         return decision
 
     def set_decision(self, node: ir.Node, decision: Decision) -> None:

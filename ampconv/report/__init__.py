@@ -49,6 +49,8 @@ class Report:
     # With calibration data: what the float32 pass saw; with --tune: what the accuracy search did.
     calibration: Optional[Dict[str, Any]] = None
     tune: Optional[Dict[str, Any]] = None
+    # With evidence: what the release step tried in LOW and kept LOW (ampconv.calibration.release).
+    release: Optional[Dict[str, Any]] = None
     # What decides GPU speed (ampconv.pipeline.figures): casts, cast traffic, heavy ops in LOW, weights.
     figures: Optional[Dict[str, Any]] = None
     # The main graph's float inputs and outputs: name, kind, precision, rule, reason (ampconv.plan.interface).

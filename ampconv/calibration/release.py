@@ -1,0 +1,440 @@
+"""The release step: every float32 island tried back in LOW on the evidence, kept LOW where the outputs do not move.
+
+The planner keeps a node float32 on evidence that speaks for the values it
+sees (a constant that flushes, an activation past the guard, a norm's
+statistics) or because its inputs disagree. Whether that float32 buys anything
+is a question about the *outputs*: an Exp whose inf a reciprocal turns into 0,
+a 1e-6 layer scale on a residual, a bias of 1e-9 change nothing a user reads.
+After planning with evidence (calibration data, or the default synthetic run),
+this step asks that question of every float32 island the evidence can judge,
+with the machinery ``--tune`` uses (``calibration.tune.Evaluator``: candidates
+built by the same plan and rewrite, emulated in float32, judged by the
+validator's ``judge_output`` against the floor model):
+
+1. *Islands.* The float32 nodes of the main graph whose rule the evidence can
+   overturn (``RELEASABLE``; not the schema's, the checks', the user's, the
+   black list's or the search's pins, and not what emulation cannot show: a
+   reduction's running sum, rotary phases) are grouped into islands: nodes
+   joined by a value. On the synthetic run's random sample, nodes whose
+   values follow a float input's scale (``plan.provenance``) and the range
+   rules (their evidence is the input's scale) are not tried.
+2. *Baseline.* The planned conversion is evaluated first; its error on each
+   output is the reference. If it fails the validator, nothing is released.
+3. *Cheapest first, batched.* Islands are ordered by how likely lowering them
+   is to move the outputs (``PRIOR``: nodes that only follow others first,
+   overflowing values last; then fewer nodes first) and tried all together;
+   a batch that fails is bisected (group testing), an island that fails alone
+   is split in two halves the same way, down to single nodes.
+4. *Kept LOW* is a candidate whose every output, on every sample, passes the
+   validator and moves no further than ``allowance`` grants: the planned
+   conversion's own error, or up to ``FLOOR_FACTOR`` times the floor model's
+   (the error no LOW conversion avoids) but never past ``FLOOR_FACTOR``
+   roundings of the output's scale, in RMS and in the largest element
+   (strict ``--rtol/--atol``: the user's tolerance alone); and whose
+   GPU cost (``cost``: bytes every node reads and writes, casts included) is
+   no higher than before. So a release that would add a cast pair around a
+   node between float32 neighbours is not made: island boundaries are chosen
+   by what the GPU moves, not by node counts.
+5. *Bounded.* At most ``budget(islands)`` evaluations, and none starts after
+   ``SECONDS`` (or when the mean so far says it would end past them); the
+   step runs in a forked child (``runtime.isolated``), killed past
+   ``3 * SECONDS + 30`` s: random inputs may crash a native kernel.
+
+What it decides reaches the planner as ``SearchPins.lowered`` (rule
+``release-low``, the reason naming the evidence and the measured effect);
+``ReleaseResult`` is the report's ``release`` section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import onnx_ir as ir
+
+from ampconv.calibration.tune import Evaluation, Evaluator, judging_of
+from ampconv.core.lowtypes import low_type
+from ampconv.core.precision import Precision
+from ampconv.numerics.activations import Calibration
+from ampconv.numerics.modelio import wants_external
+from ampconv.plan.provenance import data_reach
+from ampconv.plan.search_pins import SearchPins
+from ampconv.reading.prepare import NameNodesPass
+from ampconv.runtime.isolated import run_isolated
+from ampconv.runtime.loadcheck import first_line
+from ampconv.validation.comparison import judge_output
+from ampconv.validation.criteria import DEFAULT, FLOOR_FACTOR
+
+# No evaluation starts after this many seconds of the step (the first always may).
+SECONDS = 20.0
+# How likely lowering a node moves the outputs, by the rule that keeps it float32: lower is tried first.
+PRIOR = {
+    "gray-follow": 0, "gray-promote": 0, "free-high": 0,
+    "hard-constant": 1, "data-underflow": 2, "range-mask": 2,
+    "range-statistics": 3, "range-reduction": 3, "data-overflow": 4,
+}
+# The rules whose float32 the release step may overturn (``PRIOR``'s keys); on the synthetic run, fewer.
+RELEASABLE = frozenset(PRIOR)
+_SYNTHETIC_SILENT = frozenset({"range-statistics", "range-reduction"})  # their evidence is the data's scale
+
+
+@dataclasses.dataclass(frozen=True)
+class Island:
+    """Float32 nodes joined by values, tried in LOW together: names in graph order, their ops and rules."""
+
+    nodes: Tuple[str, ...]
+    ops: Tuple[str, ...]
+    rules: Tuple[str, ...]
+
+    @property
+    def prior(self) -> int:
+        """How likely lowering it moves the outputs (the worst of its rules)."""
+        return max(PRIOR.get(rule, max(PRIOR.values())) for rule in self.rules)
+
+    def halves(self) -> Tuple["Island", "Island"]:
+        """The island's first and second half, in graph order."""
+        cut = len(self.nodes) // 2
+        return (Island(self.nodes[:cut], self.ops[:cut], self.rules[:cut]),
+                Island(self.nodes[cut:], self.ops[cut:], self.rules[cut:]))
+
+    def record(self, **extra) -> Dict[str, object]:
+        """The report's entry: nodes, ops, the rules that kept them float32, and ``extra``."""
+        return {"nodes": list(self.nodes), "ops": list(self.ops), "rules": list(self.rules), **extra}
+
+
+@dataclasses.dataclass
+class ReleaseResult:
+    """What the release step did, for the report's ``release`` section."""
+
+    evidence: str
+    islands: int
+    nodes: int
+    budget: int
+    evaluations: List[Evaluation] = dataclasses.field(default_factory=list)
+    released: List[Dict[str, object]] = dataclasses.field(default_factory=list)
+    kept: List[Dict[str, object]] = dataclasses.field(default_factory=list)
+    untried: List[Dict[str, object]] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+    def lowered(self) -> int:
+        """How many nodes the step runs LOW."""
+        return sum(len(entry["nodes"]) for entry in self.released)
+
+    def summary(self) -> Dict[str, object]:
+        """The report's ``release`` section."""
+        return {
+            "evidence": self.evidence, "islands": self.islands, "nodes": self.nodes, "lowered": self.lowered(),
+            "evaluations": len(self.evaluations), "budget": self.budget, "seconds": round(self.seconds, 3),
+            "released": self.released, "kept": self.kept, "untried": self.untried,
+            "trials": [{"nodes": len(e.pinned), "passed": e.passed, "detail": e.detail} for e in self.evaluations],
+            "notes": self.notes,
+        }
+
+
+def budget(islands: int) -> int:
+    """The most evaluations the step may spend: the baseline, then 2 * ceil(log2(islands + 1)) + 3."""
+    return 1 + 2 * math.ceil(math.log2(islands + 1)) + 3
+
+
+def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> List[Island]:
+    """The float32 islands of ``plan`` the evidence may overturn, cheapest first.
+
+    ``model`` is the float32 input with the converter's node names (read for
+    its edges and, on the synthetic run, what the float inputs' scale reaches).
+    """
+    rules = {node.name: node_plan.decision.rule for node, node_plan in plan.nodes.items()
+             if node.name and node_plan.decision.precision == Precision.HIGH}  # read for main-graph nodes only
+    reach = _input_scaled(model) if synthetic else frozenset()
+    chosen = {}
+    for node in model.graph:
+        rule = rules.get(node.name)
+        if rule not in RELEASABLE or (synthetic and rule in _SYNTHETIC_SILENT):
+            continue
+        if rule == "data-overflow" and data_max_set:
+            continue  # the user's threshold, not a margin: as --tune, never overturned
+        if reach and any(v is not None and v in reach for v in (*node.inputs, *node.outputs)):
+            continue  # the synthetic run's numbers do not speak for values at the data's scale
+        chosen[node] = rule
+    found = [Island(tuple(n.name for n in group), tuple(n.op_type for n in group), tuple(chosen[n] for n in group))
+             for group in _joined(model.graph, chosen)]
+    return sorted(found, key=lambda island: (island.prior, len(island.nodes)))
+
+
+def _input_scaled(model: ir.Model) -> frozenset:
+    """The values whose magnitude follows a float graph input's (``plan.provenance``)."""
+    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
+    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in floats]))
+
+
+def _joined(graph: ir.Graph, chosen: Mapping[ir.Node, str]) -> List[List[ir.Node]]:
+    """``chosen`` nodes grouped by the values that join them, each group in graph order."""
+    group_of: Dict[ir.Node, int] = {}
+    groups: List[List[ir.Node]] = []
+    for node in graph:
+        if node not in chosen:
+            continue
+        joined = {group_of[v.producer()] for v in node.inputs
+                  if v is not None and v.producer() in group_of}
+        if not joined:
+            group_of[node] = len(groups)
+            groups.append([node])
+            continue
+        target = min(joined)
+        for other in sorted(joined - {target}):  # merge: this node joins groups that met apart
+            for member in groups[other]:
+                group_of[member] = target
+            groups[target].extend(groups[other])
+            groups[other] = []
+        group_of[node] = target
+        groups[target].append(node)
+    order = {node: i for i, node in enumerate(graph)}
+    return [sorted(group, key=order.__getitem__) for group in groups if group]
+
+
+class ReleaseJudge:
+    """The validator's verdict of one output, and (default criteria) the floor's: no output moves further than
+    the larger of the planned conversion's error (``baseline``, recorded by the first evaluation) and
+    ``FLOOR_FACTOR`` times the floor model's, in RMS and in the largest element."""
+
+    def __init__(self, judging, low) -> None:
+        self.judging = judging
+        self.low = low
+        self.recording = True
+        self.baseline: Dict[str, Tuple[float, float]] = {}
+        self.worst: Tuple[float, str] = (0.0, "")  # the largest share of its allowance an output used
+
+    def __call__(self, name, ref_out, conv_out, floor_out):
+        verdict = judge_output(name, ref_out, conv_out, self.judging, floor_out)
+        reference = np.asarray(ref_out[name])
+        if not verdict.passed or self.judging.criteria.mode != DEFAULT or reference.dtype.kind != "f":
+            return verdict
+        rms, peak = _errors(reference, conv_out[name])
+        if self.recording:
+            known = self.baseline.get(name, (0.0, 0.0))
+            self.baseline[name] = (max(known[0], rms), max(known[1], peak))
+            return verdict
+        return self._against_floor(name, reference, (rms, peak), floor_out, verdict)
+
+    def _against_floor(self, name, reference, errors, floor_out, verdict):
+        """``verdict``, or a failure when the output moves beyond what ``allowance`` grants it."""
+        floor = _errors(reference, floor_out[name]) if floor_out is not None and name in floor_out else (0.0, 0.0)
+        base = self.baseline.get(name, (0.0, 0.0))
+        allowed = allowance(reference, base, floor, self.low.unit_roundoff)
+        rms, peak = errors
+        share = max(rms / allowed[0] if allowed[0] else math.inf, peak / allowed[1] if allowed[1] else math.inf)
+        words = f"RMS error {rms:.2g}, largest {peak:.2g}"
+        if share > 1.0 + 1e-6:
+            return _Verdict(False, f"output {name!r} moves beyond the floor: {words}, over the allowed "
+                                   f"{allowed[0]:.2g} and {allowed[1]:.2g} (the planned conversion's {base[0]:.2g} "
+                                   f"and {base[1]:.2g}; the floor model's {floor[0]:.2g} and {floor[1]:.2g})")
+        if share >= self.worst[0]:
+            self.worst = (share, f"output {name!r}: {words}, within the allowed {allowed[0]:.2g} and "
+                                 f"{allowed[1]:.2g}")
+        return verdict
+
+
+def allowance(reference: np.ndarray, base: Tuple[float, float], floor: Tuple[float, float],
+              unit_roundoff: float) -> Tuple[float, float]:
+    """The (RMS, largest) error a released candidate may show on one output.
+
+    The planned conversion's own error (``base``) always; beyond it, up to
+    ``FLOOR_FACTOR`` times the floor model's error (``floor``: the error no
+    LOW conversion avoids), but never more than ``FLOOR_FACTOR`` roundings of
+    the output's scale (RMS) and of its largest value: the floor rounds every
+    elementwise result, so where a guard kept a node float32 against an
+    underflow the floor's error is the very error that node avoids; and one
+    rounding of the output's scale is always allowed.
+    """
+    finite = np.abs(np.asarray(reference, dtype=np.float64)[np.isfinite(reference)])
+    scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 0.0
+    largest = float(finite.max()) if finite.size else 0.0
+    rms = max(base[0], min(FLOOR_FACTOR * floor[0], FLOOR_FACTOR * unit_roundoff * scale), unit_roundoff * scale)
+    peak = max(base[1], min(FLOOR_FACTOR * floor[1], FLOOR_FACTOR * unit_roundoff * largest),
+               unit_roundoff * largest)
+    return rms, peak
+
+
+@dataclasses.dataclass(frozen=True)
+class _Verdict:
+    passed: bool
+    decided_by: str
+
+
+def _errors(reference: np.ndarray, converted) -> Tuple[float, float]:
+    """(RMS, largest) absolute difference over the elements finite in both; inf when ``converted`` is not finite
+    where ``reference`` is."""
+    ref = np.asarray(reference, dtype=np.float64)
+    conv = np.asarray(converted, dtype=np.float64)
+    if ref.shape != conv.shape:
+        return math.inf, math.inf
+    finite = np.isfinite(ref)
+    if not np.isfinite(conv[finite]).all():
+        return math.inf, math.inf
+    diff = np.abs(conv[finite] - ref[finite])
+    return (float(np.sqrt(np.mean(np.square(diff)))), float(diff.max())) if diff.size else (0.0, 0.0)
+
+
+@dataclasses.dataclass
+class ReleaseSetting:
+    """What the step reads: the float32 input, how to build and cost a candidate, the evidence, the base pins.
+
+    ``build(pins)`` returns the conversion (``stages.Rewritten``) planned with
+    ``pins`` (a ``SearchPins``); ``cost(rewritten)`` its GPU cost in bytes
+    moved (``pipeline.figures.moved_bytes``); ``samples`` the evidence's
+    samples; ``base`` the pins the conversion already has (the accuracy
+    search's); ``request`` the conversion's (its plan and data options).
+    """
+
+    src: str
+    fresh: Callable[[], ir.Model]
+    build: Callable
+    cost: Callable
+    samples: object
+    request: object
+    calibration: Calibration
+    base: SearchPins = dataclasses.field(default_factory=SearchPins)
+
+
+def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[ReleaseResult]]:
+    """The pins of the conversion after the release step, and its record (None when there is nothing to try).
+
+    ``plan`` is the conversion as planned with ``setting.base``. The
+    evaluations run in a forked child (see the module docstring); a child that
+    dies or runs past its time leaves the plan as it was, with a note.
+    """
+    model = setting.fresh()
+    NameNodesPass()(model)
+    synthetic = setting.calibration.synthetic
+    found = islands_of(plan, model, synthetic, setting.request.plan_options.data_max is not None)
+    if not found:
+        return setting.base, None
+    start = time.perf_counter()
+    try:
+        lowered, result = run_isolated(_search, setting, found, timeout=3 * SECONDS + 30)
+    except Exception as exc:  # noqa: BLE001 - the release is optional: any failure keeps the plan as it was
+        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
+                               budget(len(found)), seconds=time.perf_counter() - start)
+        result.notes.append(f"the release step could not run ({first_line(exc)}): nothing released")
+        return setting.base, result
+    return dataclasses.replace(setting.base, lowered=lowered), result
+
+
+def _evidence(calibration: Calibration) -> str:
+    """The evidence in words: the synthetic run's sample, or the calibration samples."""
+    if calibration.synthetic:
+        return "the synthetic float32 run's seeded random sample"
+    kind = "random " if calibration.random else ""
+    return f"{calibration.samples} {kind}calibration sample{'s' if calibration.samples != 1 else ''}"
+
+
+def _search(setting: ReleaseSetting, found: Sequence[Island]) -> Tuple[Dict[str, str], ReleaseResult]:
+    """Steps 2-4 of the module docstring, in the child: the lowered nodes with their reasons, and the record."""
+    result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
+                           budget(len(found)))
+    start = time.perf_counter()
+    search = _Search(setting, result)
+    try:
+        if search.baseline():
+            search.settle(list(found))
+    finally:
+        search.close()
+        result.seconds = time.perf_counter() - start
+    if result.untried:
+        result.notes.append(f"{sum(len(e['nodes']) for e in result.untried)} node(s) in {len(result.untried)} "
+                            f"island(s) not tried: the budget ({result.budget} evaluations, {SECONDS:g} s) was spent")
+    return search.reasons(), result
+
+
+class _Search:
+    """Group testing over the islands: the candidate so far, its cost, and the record."""
+
+    def __init__(self, setting: ReleaseSetting, result: ReleaseResult) -> None:
+        self.setting = setting
+        self.result = result
+        self.accepted: List[Tuple[Island, str]] = []  # each released island, with the effect measured
+        self.costs: List[int] = []
+        self.low = low_type(setting.request.plan_options.dtype)
+        judging, floor_low = judging_of(setting.fresh, setting.request)
+        self.judge = ReleaseJudge(judging, self.low)
+        self.evaluator = Evaluator(setting.src, setting.samples, self._candidate, self.judge,
+                                   wants_external(setting.fresh(), setting.src), floor_low)
+        self.cost = math.inf
+        self.started = time.perf_counter()
+
+    def close(self) -> None:
+        """Remove the candidates' files."""
+        self.evaluator.close()
+
+    def _candidate(self, pins: Mapping[str, str]) -> ir.Model:
+        done = self.setting.build(dataclasses.replace(self.setting.base, lowered=dict(pins)))
+        self.costs.append(self.setting.cost(done))
+        return done.model
+
+    def _lowered(self, extra: Sequence[Island] = ()) -> Dict[str, str]:
+        names = [name for island, _ in self.accepted for name in island.nodes]
+        names += [name for island in extra for name in island.nodes]
+        return {name: "a release candidate" for name in names}
+
+    def left(self) -> bool:
+        """Whether another evaluation may start: budget, and time (the mean so far must end within it)."""
+        spent = len(self.result.evaluations)
+        if spent >= self.result.budget:
+            return False
+        elapsed = time.perf_counter() - self.started
+        return elapsed + (elapsed / spent if spent else 0.0) <= SECONDS
+
+    def baseline(self) -> bool:
+        """Step 2: evaluate the planned conversion, recording its error on each output."""
+        outcome = self.evaluator(self._lowered())
+        self.result.evaluations.append(outcome)
+        self.judge.recording = False
+        if not outcome.passed:
+            self.result.notes.append(f"the planned conversion does not pass on the evidence ({outcome.detail}): "
+                                     "nothing released (the accuracy search, --tune, finds what it needs)")
+            return False
+        self.cost = self.costs[-1]
+        return True
+
+    def settle(self, batch: List[Island]) -> None:
+        """Step 3: try ``batch`` on top of what is released; bisect it when it fails."""
+        if not self.left():
+            self.result.untried.extend(island.record() for island in batch)
+            return
+        self.judge.worst = (0.0, "")
+        outcome = self.evaluator(self._lowered(batch))
+        self.result.evaluations.append(outcome)
+        cost = self.costs[-1]
+        if outcome.passed and cost <= self.cost:
+            self.cost = cost
+            effect = self.judge.worst[1] or "every output unchanged"
+            self.accepted.extend((island, effect) for island in batch)
+            self.result.released.extend(island.record(effect=effect) for island in batch)
+            return
+        if len(batch) > 1:
+            half = len(batch) // 2
+            self.settle(batch[:half])
+            self.settle(batch[half:])
+            return
+        island = batch[0]
+        if len(island.nodes) > 1 and not outcome.passed:  # bisect the island itself: its halves one by one
+            for half in island.halves():
+                self.settle([half])
+            return
+        why = outcome.detail if not outcome.passed else (
+            f"the outputs hold, but the GPU would move more: {cost} bytes against {self.cost} (a cast pair "
+            "costs more than the float32 it saves)")
+        self.result.kept.append(island.record(error=why))
+
+    def reasons(self) -> Dict[str, str]:
+        """Each lowered node's reason: its rule, the evidence, and the effect measured when it was lowered."""
+        reasons = {}
+        for island, effect in self.accepted:
+            for name, rule in zip(island.nodes, island.rules):
+                reasons[name] = (f"float32 by {rule}, tried LOW with {len(island.nodes)} node(s) of its island on "
+                                 f"{self.result.evidence} under emulation: the outputs stay within the floor; "
+                                 f"{effect}")
+        return reasons
