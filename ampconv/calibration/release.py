@@ -15,9 +15,11 @@ validator's ``judge_output`` against the floor model):
    overturn (``RELEASABLE``; not the schema's, the checks', the user's, the
    black list's or the search's pins, and not what emulation cannot show: a
    reduction's running sum, rotary phases) are grouped into islands: nodes
-   joined by a value. On the synthetic run's random sample, nodes whose
-   values follow a float input's scale (``plan.provenance``) and the range
-   rules (their evidence is the input's scale) are not tried.
+   joined by a value. Nodes that touch values computed from integers (shape
+   arithmetic, positions: the samples span neither) are not tried; on the
+   synthetic run's random sample, neither are nodes whose values follow a
+   float input's scale (``plan.provenance``) nor the range rules (their
+   evidence is the input's scale).
 2. *Baseline.* The planned conversion is evaluated first; its error on each
    output is the reference. If it fails the validator, nothing is released.
 3. *Cheapest first, batched.* Islands are ordered by how likely lowering them
@@ -72,7 +74,7 @@ from ampconv.validation.criteria import DEFAULT, FLOOR_FACTOR
 SECONDS = 20.0
 # How likely lowering a node moves the outputs, by the rule that keeps it float32: lower is tried first.
 PRIOR = {
-    "gray-follow": 0, "gray-promote": 0, "free-high": 0,
+    "gray-follow": 0, "gray-promote": 0,
     "hard-constant": 1, "data-underflow": 2, "range-mask": 2,
     "range-statistics": 3, "range-reduction": 3, "data-overflow": 4,
 }
@@ -148,7 +150,7 @@ def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> Li
     """
     rules = {node.name: node_plan.decision.rule for node, node_plan in plan.nodes.items()
              if node.name and node_plan.decision.precision == Precision.HIGH}  # read for main-graph nodes only
-    reach = _input_scaled(model) if synthetic else frozenset()
+    unspoken = _integer_made(model) | (_input_scaled(model) if synthetic else frozenset())
     chosen = {}
     for node in model.graph:
         rule = rules.get(node.name)
@@ -156,12 +158,23 @@ def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> Li
             continue
         if rule == "data-overflow" and data_max_set:
             continue  # the user's threshold, not a margin: as --tune, never overturned
-        if reach and any(v is not None and v in reach for v in (*node.inputs, *node.outputs)):
-            continue  # the synthetic run's numbers do not speak for values at the data's scale
+        if unspoken and any(v is not None and v in unspoken for v in (*node.inputs, *node.outputs)):
+            continue  # values the evidence's samples do not speak for
         chosen[node] = rule
     found = [Island(tuple(n.name for n in group), tuple(n.op_type for n in group), tuple(chosen[n] for n in group))
              for group in _joined(model.graph, chosen)]
     return sorted(found, key=lambda island: (island.prior, len(island.nodes)))
+
+
+def _integer_made(model: ir.Model) -> frozenset:
+    """The float values computed from integers (a Shape or a position cast to float, and what follows): their
+    range is the shapes' and the positions', which the evidence's few samples do not span (hazard 8: a
+    dimension of 4099 that float16 cannot hold)."""
+    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
+    sources = [out for node in model.graph if node.op_type in ("Cast", "CastLike") and node.inputs
+               and node.inputs[0] is not None and node.inputs[0].dtype not in floats
+               for out in node.outputs if out.dtype in floats]
+    return frozenset(data_reach(model.graph, sources)) if sources else frozenset()
 
 
 def _input_scaled(model: ir.Model) -> frozenset:

@@ -437,6 +437,24 @@ def _data_lines(report: Report, verbose: bool = False) -> List[str]:
             verbose,
         ))
         lines.extend(_grouped([(line_kind(note), f"  tune note: {note}") for note in tune.get("notes", ())], verbose))
+    lines.extend(release_lines(report.release, verbose))
+    return lines
+
+
+def release_lines(release: Optional[Dict[str, Any]], verbose: bool = False) -> List[str]:
+    """What the release step tried and decided (``calibration.release``); empty when it had nothing to try."""
+    if release is None:
+        return []
+    lines = [
+        f"  release: {len(release['released'])} of {release['islands']} float32 island(s) lowered "
+        f"({release['lowered']} of {release['nodes']} node(s)) on {release['evidence']}, "
+        f"{release['evaluations']} evaluation(s) (budget {release['budget']}, {release['seconds']:.2f} s)"
+    ]
+    lines.extend(_grouped(
+        [("release kept", f"  release: {', '.join(entry['nodes'])} kept float32: {entry['error']}")
+         for entry in release["kept"]], verbose))
+    lines.extend(_grouped([(line_kind(note), f"  release note: {note}") for note in release.get("notes", ())],
+                          verbose))
     return lines
 
 
