@@ -25,8 +25,9 @@ validator's ``judge_output`` against the floor model):
 3. *Cheapest first, batched.* Islands are ordered by how likely lowering them
    is to move the outputs (``PRIOR``: nodes that only follow others first,
    overflowing values last; then fewer nodes first) and tried all together;
-   a batch that fails is bisected (group testing), an island that fails alone
-   is split in two halves the same way, down to single nodes.
+   a batch that fails is bisected (group testing); an island that fails alone
+   is tried in parts (``Island.parts``): by class, then in halves, except a
+   chain of overflowing values, which is tried whole.
 4. *Kept LOW* is a candidate whose every output, on every sample, passes the
    validator and moves no further than ``allowance`` grants: the planned
    conversion's own error, or up to ``FLOOR_FACTOR`` times the floor model's
@@ -37,7 +38,7 @@ validator's ``judge_output`` against the floor model):
    no higher than before. So a release that would add a cast pair around a
    node between float32 neighbours is not made: island boundaries are chosen
    by what the GPU moves, not by node counts.
-5. *Bounded.* At most ``budget(islands)`` evaluations, and none starts after
+5. *Bounded.* At most ``budget(nodes)`` evaluations, and none starts after
    ``SECONDS`` (or when the mean so far says it would end past them); the
    step runs in a forked child (``runtime.isolated``), killed past
    ``3 * SECONDS + 30`` s: random inputs may crash a native kernel.
@@ -96,11 +97,22 @@ class Island:
         """How likely lowering it moves the outputs (the worst of its rules)."""
         return max(PRIOR.get(rule, max(PRIOR.values())) for rule in self.rules)
 
-    def halves(self) -> Tuple["Island", "Island"]:
-        """The island's first and second half, in graph order."""
+    def parts(self) -> List["Island"]:
+        """What to try of the island when it fails whole: its nodes split by ``PRIOR`` class, cheapest first; a
+        single class is halved in graph order, but overflowing values (``data-overflow``) stay one part: lowered
+        in part, an overflowing chain hands an inf to the rest of it."""
+        classes = sorted({PRIOR[rule] for rule in self.rules})
+        if len(classes) > 1:
+            return [self._only(lambda i, c=c: PRIOR[self.rules[i]] == c) for c in classes]
+        if self.prior == PRIOR["data-overflow"] or len(self.nodes) < 2:
+            return []
         cut = len(self.nodes) // 2
-        return (Island(self.nodes[:cut], self.ops[:cut], self.rules[:cut]),
-                Island(self.nodes[cut:], self.ops[cut:], self.rules[cut:]))
+        return [self._only(lambda i: i < cut), self._only(lambda i: i >= cut)]
+
+    def _only(self, keep) -> "Island":
+        picked = [i for i in range(len(self.nodes)) if keep(i)]
+        return Island(tuple(self.nodes[i] for i in picked), tuple(self.ops[i] for i in picked),
+                      tuple(self.rules[i] for i in picked))
 
     def record(self, **extra) -> Dict[str, object]:
         """The report's entry: nodes, ops, the rules that kept them float32, and ``extra``."""
@@ -137,9 +149,10 @@ class ReleaseResult:
         }
 
 
-def budget(islands: int) -> int:
-    """The most evaluations the step may spend: the baseline, then 2 * ceil(log2(islands + 1)) + 3."""
-    return 1 + 2 * math.ceil(math.log2(islands + 1)) + 3
+def budget(nodes: int) -> int:
+    """The most evaluations the step may spend on islands of ``nodes`` nodes in all: the baseline, then
+    2 * ceil(log2(nodes + 1)) + 3 (about two per halving, and a few for the splits by class)."""
+    return 1 + 2 * math.ceil(math.log2(nodes + 1)) + 3
 
 
 def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> List[Island]:
@@ -330,7 +343,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
         lowered, result = run_isolated(_search, setting, found, timeout=3 * SECONDS + 30)
     except Exception as exc:  # noqa: BLE001 - the release is optional: any failure keeps the plan as it was
         result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                               budget(len(found)), seconds=time.perf_counter() - start)
+                               budget(sum(len(i.nodes) for i in found)), seconds=time.perf_counter() - start)
         result.notes.append(f"the release step could not run ({first_line(exc)}): nothing released")
         return setting.base, result
     return dataclasses.replace(setting.base, lowered=lowered), result
@@ -347,7 +360,7 @@ def _evidence(calibration: Calibration) -> str:
 def _search(setting: ReleaseSetting, found: Sequence[Island]) -> Tuple[Dict[str, str], ReleaseResult]:
     """Steps 2-4 of the module docstring, in the child: the lowered nodes with their reasons, and the record."""
     result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                           budget(len(found)))
+                           budget(sum(len(i.nodes) for i in found)))
     start = time.perf_counter()
     search = _Search(setting, result)
     try:
@@ -433,9 +446,10 @@ class _Search:
             self.settle(batch[half:])
             return
         island = batch[0]
-        if len(island.nodes) > 1 and not outcome.passed:  # bisect the island itself: its halves one by one
-            for half in island.halves():
-                self.settle([half])
+        parts = island.parts() if not outcome.passed else []
+        if parts:  # the island itself, part by part
+            for part in parts:
+                self.settle([part])
             return
         why = outcome.detail if not outcome.passed else (
             f"the outputs hold, but the GPU would move more: {cost} bytes against {self.cost} (a cast pair "

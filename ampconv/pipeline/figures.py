@@ -89,15 +89,20 @@ def moved_bytes(model: ir.Model, shapes: Sequence = ()) -> int:
     moves twice the bytes of a LOW one, and a Cast moves its input and its
     output. The release step (``calibration.release``) compares candidates by
     it, so an island's boundary is drawn where the GPU moves least, not where
-    the fewest nodes stay float32. A tensor whose size cannot be told counts
-    one element.
+    the fewest nodes stay float32. A Cast of a graph input or to a graph
+    output is left out: a float32 interface (``keep_io_types``) costs every
+    LOW conversion that cast, wherever its islands lie. A tensor whose size
+    cannot be told counts one element.
     """
     concrete = _input_shapes(model, shapes)
     dims = {dim: size for spec, sizes in concrete for dim, size in zip(spec.dims, sizes)
             if isinstance(dim, str) and symbols_of(dim) == {dim}}
     source = inferred_shapes(model, {spec.name: sizes for spec, sizes in concrete})
+    interface = {*model.graph.inputs, *model.graph.outputs}
     total = 0
     for node in model.graph:
+        if node.op_type == "Cast" and (node.inputs[0] in interface or node.outputs[0] in interface):
+            continue
         for value in (*node.inputs, *node.outputs):
             if value is None or value.dtype not in _FLOATS:
                 continue

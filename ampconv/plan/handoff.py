@@ -15,8 +15,9 @@ Evidence that an output fits (``fits``), one of:
 - a float32 run saw it: calibration data, or the default synthetic run where
   its numbers speak for the value (a value whose scale follows a float graph
   input's is not one: ``plan.provenance``), within the data guard
-  (``Thresholds.max_abs``), finite, and not mostly below the LOW normal range
-  on its way to an error amplifier (what ``data-underflow`` would say of it);
+  (``Thresholds.max_abs``), finite, and with no value below the LOW normal
+  range when it reaches an error amplifier (a Log, a divisor: a dead
+  channel's 1e-9 that LOW flushes would turn a Log into -inf there);
 - the semantics of the op that makes it bound it inside the LOW range
   (``plan.bounds``: a Sigmoid, a Softmax).
 
@@ -69,8 +70,8 @@ def fits(ctx: PlanContext, value: ir.Value) -> Optional[str]:
         return None
     if calibration.synthetic and value in scaled_by_user_data(ctx):
         return None  # random inputs at a modest scale say nothing of this value at the data's scale
-    if stats.below_normal_fraction >= ctx.thresholds.below_normal and feeds_amplifier(value) is not None:
-        return None  # mostly below the normal range on its way to an amplifier: data-underflow's case
+    if stats.below_normal and feeds_amplifier(value) is not None:
+        return None  # values below the normal range on their way to an amplifier (a Log, a divisor): kept exact
     run = "the synthetic float32 run" if calibration.synthetic else f"{calibration.samples} calibration sample(s)"
     return f"{run} saw max |x| = {fmt(stats.max_abs)}, within the guard {ctx.thresholds.max_abs:g}"
 
