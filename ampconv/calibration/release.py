@@ -79,6 +79,8 @@ PRIOR = {
     "hard-constant": 1, "data-underflow": 2, "range-mask": 2,
     "range-statistics": 3, "range-reduction": 3, "data-overflow": 4,
 }
+# The class of values over the LOW range, and of ``data-overflow`` nodes kept only by the guard's margin.
+OVERFLOW, MARGIN = PRIOR["data-overflow"], PRIOR["range-statistics"]
 # The rules whose float32 the release step may overturn (``PRIOR``'s keys); on the synthetic run, fewer.
 RELEASABLE = frozenset(PRIOR)
 _SYNTHETIC_SILENT = frozenset({"range-statistics", "range-reduction"})  # their evidence is the data's scale
@@ -86,33 +88,35 @@ _SYNTHETIC_SILENT = frozenset({"range-statistics", "range-reduction"})  # their 
 
 @dataclasses.dataclass(frozen=True)
 class Island:
-    """Float32 nodes joined by values, tried in LOW together: names in graph order, their ops and rules."""
+    """Float32 nodes joined by values, tried in LOW together: names in graph order, their ops, the rules that
+    keep them float32 and each one's ``PRIOR`` class."""
 
     nodes: Tuple[str, ...]
     ops: Tuple[str, ...]
     rules: Tuple[str, ...]
+    classes: Tuple[int, ...]
 
     @property
     def prior(self) -> int:
-        """How likely lowering it moves the outputs (the worst of its rules)."""
-        return max(PRIOR.get(rule, max(PRIOR.values())) for rule in self.rules)
+        """How likely lowering it moves the outputs (the worst class of its nodes)."""
+        return max(self.classes)
 
     def parts(self) -> List["Island"]:
-        """What to try of the island when it fails whole: its nodes split by ``PRIOR`` class, cheapest first; a
-        single class is halved in graph order, but overflowing values (``data-overflow``) stay one part: lowered
-        in part, an overflowing chain hands an inf to the rest of it."""
-        classes = sorted({PRIOR[rule] for rule in self.rules})
+        """What to try of the island when it fails whole: its nodes split by class, cheapest first; a single
+        class is halved in graph order, but values over the LOW range (``OVERFLOW``) stay one part: lowered in
+        part, an overflowing chain hands an inf to the rest of it."""
+        classes = sorted(set(self.classes))
         if len(classes) > 1:
-            return [self._only(lambda i, c=c: PRIOR[self.rules[i]] == c) for c in classes]
-        if self.prior == PRIOR["data-overflow"] or len(self.nodes) < 2:
+            return [self._only(lambda i, c=c: self.classes[i] == c) for c in classes]
+        if self.prior == OVERFLOW or len(self.nodes) < 2:
             return []
         cut = len(self.nodes) // 2
         return [self._only(lambda i: i < cut), self._only(lambda i: i >= cut)]
 
     def _only(self, keep) -> "Island":
         picked = [i for i in range(len(self.nodes)) if keep(i)]
-        return Island(tuple(self.nodes[i] for i in picked), tuple(self.ops[i] for i in picked),
-                      tuple(self.rules[i] for i in picked))
+        return Island(*(tuple(field[i] for i in picked) for field in (self.nodes, self.ops, self.rules,
+                                                                      self.classes)))
 
     def record(self, **extra) -> Dict[str, object]:
         """The report's entry: nodes, ops, the rules that kept them float32, and ``extra``."""
@@ -155,15 +159,20 @@ def budget(nodes: int) -> int:
     return 1 + 2 * math.ceil(math.log2(nodes + 1)) + 3
 
 
-def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> List[Island]:
-    """The float32 islands of ``plan`` the evidence may overturn, cheapest first.
+def islands_of(plan, model: ir.Model, calibration: Calibration, data_max_set: bool) -> List[Island]:
+    """The float32 islands of ``plan`` the evidence (``calibration``) may overturn, cheapest first.
 
     ``model`` is the float32 input with the converter's node names (read for
     its edges and, on the synthetic run, what the float inputs' scale reaches).
+    A ``data-overflow`` node none of whose tensors passes the LOW maximum (only
+    the guard's margin keeps it) is of the range rules' class, not of the
+    overflowing values'.
     """
     rules = {node.name: node_plan.decision.rule for node, node_plan in plan.nodes.items()
              if node.name and node_plan.decision.precision == Precision.HIGH}  # read for main-graph nodes only
+    synthetic = calibration.synthetic
     unspoken = _integer_made(model) | (_input_scaled(model) if synthetic else frozenset())
+    overflowing = set(calibration.overflowing())
     chosen = {}
     for node in model.graph:
         rule = rules.get(node.name)
@@ -171,10 +180,12 @@ def islands_of(plan, model: ir.Model, synthetic: bool, data_max_set: bool) -> Li
             continue
         if rule == "data-overflow" and data_max_set:
             continue  # the user's threshold, not a margin: as --tune, never overturned
-        if unspoken and any(v is not None and v in unspoken for v in (*node.inputs, *node.outputs)):
+        values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+        if unspoken and any(v in unspoken for v in values):
             continue  # values the evidence's samples do not speak for
-        chosen[node] = rule
-    found = [Island(tuple(n.name for n in group), tuple(n.op_type for n in group), tuple(chosen[n] for n in group))
+        margin = rule == "data-overflow" and not any(v.name in overflowing for v in values)
+        chosen[node] = (rule, MARGIN if margin else PRIOR[rule])
+    found = [Island(*(tuple(field) for field in zip(*((n.name, n.op_type, *chosen[n]) for n in group))))
              for group in _joined(model.graph, chosen)]
     return sorted(found, key=lambda island: (island.prior, len(island.nodes)))
 
@@ -334,8 +345,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
     """
     model = setting.fresh()
     NameNodesPass()(model)
-    synthetic = setting.calibration.synthetic
-    found = islands_of(plan, model, synthetic, setting.request.plan_options.data_max is not None)
+    found = islands_of(plan, model, setting.calibration, setting.request.plan_options.data_max is not None)
     if not found:
         return setting.base, None
     start = time.perf_counter()
@@ -362,48 +372,68 @@ def _search(setting: ReleaseSetting, found: Sequence[Island]) -> Tuple[Dict[str,
     result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
                            budget(sum(len(i.nodes) for i in found)))
     start = time.perf_counter()
-    search = _Search(setting, result)
+    trial = Candidates(setting)
     try:
+        search = GroupTest(trial, result)
         if search.baseline():
             search.settle(list(found))
     finally:
-        search.close()
+        trial.close()
         result.seconds = time.perf_counter() - start
-    if result.untried:
-        result.notes.append(f"{sum(len(e['nodes']) for e in result.untried)} node(s) in {len(result.untried)} "
-                            f"island(s) not tried: the budget ({result.budget} evaluations, {SECONDS:g} s) was spent")
     return search.reasons(), result
 
 
-class _Search:
-    """Group testing over the islands: the candidate so far, its cost, and the record."""
+# trial(islands) -> (the evaluation of the conversion with ``islands`` LOW, its GPU cost, the effect in words).
+Trial = Callable[[Sequence[Island]], Tuple[Evaluation, float, str]]
 
-    def __init__(self, setting: ReleaseSetting, result: ReleaseResult) -> None:
+
+class Candidates:
+    """The trials of one release: each candidate built with its islands lowered (``SearchPins.lowered``), costed,
+    emulated and judged by ``ReleaseJudge``; the first trial (no island) records the planned conversion's error."""
+
+    def __init__(self, setting: ReleaseSetting) -> None:
         self.setting = setting
-        self.result = result
-        self.accepted: List[Tuple[Island, str]] = []  # each released island, with the effect measured
-        self.costs: List[int] = []
-        self.low = low_type(setting.request.plan_options.dtype)
+        self.costs: List[float] = []
         judging, floor_low = judging_of(setting.fresh, setting.request)
-        self.judge = ReleaseJudge(judging, self.low)
+        self.judge = ReleaseJudge(judging, low_type(setting.request.plan_options.dtype))
         self.evaluator = Evaluator(setting.src, setting.samples, self._candidate, self.judge,
                                    wants_external(setting.fresh(), setting.src), floor_low)
-        self.cost = math.inf
-        self.started = time.perf_counter()
 
-    def close(self) -> None:
-        """Remove the candidates' files."""
-        self.evaluator.close()
+    def __call__(self, islands: Sequence[Island]) -> Tuple[Evaluation, float, str]:
+        self.judge.worst = (0.0, "")
+        outcome = self.evaluator({name: "a release candidate" for island in islands for name in island.nodes})
+        self.judge.recording = False  # the first trial is the baseline
+        return outcome, self.costs[-1], self.judge.worst[1] or "every output as the planned conversion's"
 
     def _candidate(self, pins: Mapping[str, str]) -> ir.Model:
         done = self.setting.build(dataclasses.replace(self.setting.base, lowered=dict(pins)))
         self.costs.append(self.setting.cost(done))
         return done.model
 
-    def _lowered(self, extra: Sequence[Island] = ()) -> Dict[str, str]:
-        names = [name for island, _ in self.accepted for name in island.nodes]
-        names += [name for island in extra for name in island.nodes]
-        return {name: "a release candidate" for name in names}
+    def close(self) -> None:
+        """Remove the candidates' files."""
+        self.evaluator.close()
+
+
+class GroupTest:
+    """Steps 2-4 over the islands: what is released so far, its GPU cost, and the record.
+
+    ``trial`` evaluates a candidate (``Candidates``; tests give a fake). The
+    budget is ``result.budget`` evaluations and ``seconds`` of time.
+    """
+
+    def __init__(self, trial: Trial, result: ReleaseResult, seconds: Optional[float] = None) -> None:
+        self.trial = trial
+        self.result = result
+        self.seconds = SECONDS if seconds is None else seconds
+        self.accepted: List[Tuple[Island, str]] = []  # each released island, with the effect measured
+        self.cost = math.inf
+        self.started = time.perf_counter()
+
+    def _run(self, batch: Sequence[Island]) -> Tuple[Evaluation, float, str]:
+        outcome, cost, effect = self.trial([island for island, _ in self.accepted] + list(batch))
+        self.result.evaluations.append(outcome)
+        return outcome, cost, effect
 
     def left(self) -> bool:
         """Whether another evaluation may start: budget, and time (the mean so far must end within it)."""
@@ -411,32 +441,27 @@ class _Search:
         if spent >= self.result.budget:
             return False
         elapsed = time.perf_counter() - self.started
-        return elapsed + (elapsed / spent if spent else 0.0) <= SECONDS
+        return elapsed + (elapsed / spent if spent else 0.0) <= self.seconds
 
     def baseline(self) -> bool:
-        """Step 2: evaluate the planned conversion, recording its error on each output."""
-        outcome = self.evaluator(self._lowered())
-        self.result.evaluations.append(outcome)
-        self.judge.recording = False
+        """Step 2: evaluate the planned conversion, recording its error on each output and its cost."""
+        outcome, self.cost, _ = self._run(())
         if not outcome.passed:
             self.result.notes.append(f"the planned conversion does not pass on the evidence ({outcome.detail}): "
                                      "nothing released (the accuracy search, --tune, finds what it needs)")
-            return False
-        self.cost = self.costs[-1]
-        return True
+        return outcome.passed
 
     def settle(self, batch: List[Island]) -> None:
-        """Step 3: try ``batch`` on top of what is released; bisect it when it fails."""
+        """Step 3: try ``batch`` on top of what is released; bisect it when it fails, try an island in parts."""
         if not self.left():
+            if not self.result.untried:
+                self.result.notes.append(f"the budget ({self.result.budget} evaluations, {self.seconds:g} s) was "
+                                         "spent: the islands not tried stay float32")
             self.result.untried.extend(island.record() for island in batch)
             return
-        self.judge.worst = (0.0, "")
-        outcome = self.evaluator(self._lowered(batch))
-        self.result.evaluations.append(outcome)
-        cost = self.costs[-1]
+        outcome, cost, effect = self._run(batch)
         if outcome.passed and cost <= self.cost:
             self.cost = cost
-            effect = self.judge.worst[1] or "every output unchanged"
             self.accepted.extend((island, effect) for island in batch)
             self.result.released.extend(island.record(effect=effect) for island in batch)
             return
@@ -445,16 +470,14 @@ class _Search:
             self.settle(batch[:half])
             self.settle(batch[half:])
             return
-        island = batch[0]
-        parts = island.parts() if not outcome.passed else []
-        if parts:  # the island itself, part by part
-            for part in parts:
-                self.settle([part])
-            return
-        why = outcome.detail if not outcome.passed else (
-            f"the outputs hold, but the GPU would move more: {cost} bytes against {self.cost} (a cast pair "
-            "costs more than the float32 it saves)")
-        self.result.kept.append(island.record(error=why))
+        parts = batch[0].parts() if not outcome.passed else []
+        for part in parts:  # the island itself, part by part
+            self.settle([part])
+        if not parts:
+            why = outcome.detail if not outcome.passed else (
+                f"the outputs hold, but the GPU would move more: {cost:.0f} bytes against {self.cost:.0f} (casts "
+                "cost more than the float32 they save)")
+            self.result.kept.append(batch[0].record(error=why))
 
     def reasons(self) -> Dict[str, str]:
         """Each lowered node's reason: its rule, the evidence, and the effect measured when it was lowered."""

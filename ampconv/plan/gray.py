@@ -232,15 +232,17 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
 def _keep_handed(state: BackwardState, node: ir.Node, facts: NodeFacts) -> None:
     """Case 7: a node LOW by what a float32 voter hands on goes back to the seed rule when every float consumer
     needs float32 and that costs fewer casts: run LOW, it costs a cast down of each handed value and a cast up
-    of its output; run float32, a cast up of each LOW voter."""
+    of its output (none when only the graph's float32 interface reads it: every LOW conversion pays that one);
+    run float32, a cast up of each LOW voter."""
     needs = state.consumer_needs(node, facts)
     if not needs or any(need != HIGH for need in needs):
         return
     ctx, voters = state.ctx, {node.inputs[i] for i in facts.main_in}
     precisions = [ctx.values.get(v) for v in voters if v is not None and not is_constant(v)]
     handed = sum(1 for v in voters if v is not None and v in ctx.handed and ctx.values.get(v) == HIGH)
-    if precisions.count(LOW) >= handed + 1:
-        return  # float32 here would cast up more values than LOW casts
+    read_inside = any(node.outputs[j].uses() for j in facts.main_out)
+    if precisions.count(LOW) >= handed + read_inside:
+        return  # float32 here would cast up as many values as LOW casts, or more
     seed = vote(ctx, node, facts, {})
     if seed.precision == HIGH:
         state.set_decision(node, dataclasses.replace(
