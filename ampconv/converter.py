@@ -22,7 +22,7 @@ from ampconv.config import Config
 from ampconv.calibration import synthetic
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
-from ampconv.calibration.release import ReleaseSetting, release
+from ampconv.calibration.release import ReleaseSetting, release, worth_trying
 from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, named
 from ampconv.reading.load import load_model
@@ -184,7 +184,7 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
     memory only, on the evidence's samples (calibration data, or the synthetic
     run's seeded draw).
     """
-    if plan is None:
+    if plan is None or not worth_trying(plan):
         return data
     options = request.data_options
     dry = dataclasses.replace(request, dry_run=True)

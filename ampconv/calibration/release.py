@@ -336,6 +336,13 @@ class ReleaseSetting:
     base: SearchPins = dataclasses.field(default_factory=SearchPins)
 
 
+def worth_trying(plan) -> bool:
+    """Whether ``plan`` keeps any node float32 by a rule the step may overturn: without one, nothing is read or
+    run (one pass over the plan: the chain benchmark's case)."""
+    return any(node_plan.decision.precision == Precision.HIGH and node_plan.decision.rule in RELEASABLE
+               for node_plan in plan.nodes.values())
+
+
 def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[ReleaseResult]]:
     """The pins of the conversion after the release step, and its record (None when there is nothing to try).
 
@@ -343,6 +350,8 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
     evaluations run in a forked child (see the module docstring); a child that
     dies or runs past its time leaves the plan as it was, with a note.
     """
+    if not worth_trying(plan):
+        return setting.base, None
     model = setting.fresh()
     NameNodesPass()(model)
     found = islands_of(plan, model, setting.calibration, setting.request.plan_options.data_max is not None)
