@@ -446,9 +446,9 @@ def release_lines(release: Optional[Dict[str, Any]], verbose: bool = False) -> L
     if release is None:
         return []
     lines = [
-        f"  release: {len(release['released'])} of {release['islands']} float32 island(s) lowered "
-        f"({release['lowered']} of {release['nodes']} node(s)) on {release['evidence']}, "
-        f"{release['evaluations']} evaluation(s) (budget {release['budget']}, {release['seconds']:.2f} s)"
+        f"  release: {release['lowered']} of {release['nodes']} float32 node(s) in {release['islands']} island(s) "
+        f"lowered on {release['evidence']}, {release['evaluations']} evaluation(s) (budget {release['budget']}, "
+        f"{release['seconds']:.2f} s)"
     ]
     lines.extend(_grouped(
         [("release kept", f"  release: {', '.join(entry['nodes'])} kept float32: {entry['error']}")

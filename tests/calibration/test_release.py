@@ -171,7 +171,7 @@ def test_a_residual_promoted_by_a_float32_input_is_released(tmp_path):
     report, nodes, samples, src = _convert(tmp_path, rm.residual_from_input)
     assert (nodes["residual"]["precision"], nodes["residual"]["rule"]) == ("LOW", "release-low")
     assert "float32 by gray-promote" in nodes["residual"]["reason"]
-    assert report.summary().count("release: 1 of 1 float32 island(s) lowered (1 of 1 node(s))") == 1
+    assert report.summary().count("release: 1 of 1 float32 node(s) in 1 island(s) lowered on 4 calibration samples") == 1
     assert _emulated(src, tmp_path / "out.onnx", samples, tmp_path).passed
 
 
@@ -191,7 +191,7 @@ def test_the_report_records_the_release_in_json_summary_and_page(tmp_path):
     assert set(data["release"]) >= {"evidence", "islands", "nodes", "lowered", "evaluations", "budget", "seconds",
                                     "released", "kept", "untried", "trials", "notes"}
     text = report.summary()
-    assert "release: 0 of 1 float32 island(s) lowered" in text and "release: area, side kept float32" in text
+    assert "release: 0 of 2 float32 node(s) in 1 island(s) lowered" in text and "release: area, side kept float32" in text
     from ampconv.report.html.columns import page_data
     from ampconv.report.html.page import render_page
 

@@ -138,9 +138,8 @@ SCRIPT = r"""
     }
     if (S.release) {
       var r = S.release;
-      row("release", (r.released || []).length + " of " + r.islands + " float32 island(s) lowered (" + r.lowered +
-          " of " + r.nodes + " node(s)) on " + r.evidence + ", " + r.evaluations + " evaluation(s) (budget " +
-          r.budget + ", " + r.seconds + " s)");
+      row("release", r.lowered + " of " + r.nodes + " float32 node(s) in " + r.islands + " island(s) lowered on " +
+          r.evidence + ", " + r.evaluations + " evaluation(s) (budget " + r.budget + ", " + r.seconds + " s)");
     }
     if (S.validation) {
       var v = S.validation, span = el("span", v.passed ? "pass" : "fail", v.passed ? "PASS" : "FAIL");
