@@ -39,9 +39,11 @@ validator's ``judge_output`` against the floor model):
    node between float32 neighbours is not made: island boundaries are chosen
    by what the GPU moves, not by node counts.
 5. *Bounded.* At most ``budget(nodes)`` evaluations, and none starts after
-   ``SECONDS`` (or when the mean so far says it would end past them); the
-   step runs in a forked child (``runtime.isolated``), killed past
-   ``3 * SECONDS + 30`` s: random inputs may crash a native kernel.
+   ``SECONDS`` (or when the mean so far says it would end past them); none at
+   all when the float32 pass over the evidence says one evaluation alone
+   would take longer (``EVALUATION_COST``); the step runs in a forked child
+   (``runtime.isolated``), killed past ``3 * SECONDS + 30`` s: random inputs
+   may crash a native kernel.
 
 What it decides reaches the planner as ``SearchPins.lowered`` (rule
 ``release-low``, the reason naming the evidence and the measured effect);
@@ -73,6 +75,9 @@ from ampconv.validation.criteria import DEFAULT, FLOOR_FACTOR
 
 # No evaluation starts after this many seconds of the step (the first always may).
 SECONDS = 20.0
+# An evaluation costs about this many float32 passes over the evidence (a rewrite, the emulated run, the floor's
+# and the reference's once): when that alone is over ``SECONDS``, the step tries nothing.
+EVALUATION_COST = 3.0
 # How likely lowering a node moves the outputs, by the rule that keeps it float32: lower is tried first.
 PRIOR = {
     "gray-follow": 0, "gray-promote": 0,
@@ -357,6 +362,13 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
     found = islands_of(plan, model, setting.calibration, setting.request.plan_options.data_max is not None)
     if not found:
         return setting.base, None
+    expected = EVALUATION_COST * setting.calibration.seconds
+    if expected > SECONDS:  # the float32 pass over the evidence says one evaluation alone would spend the time
+        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
+                               budget(sum(len(i.nodes) for i in found)), untried=[i.record() for i in found])
+        result.notes.append(f"not tried: one evaluation would take about {expected:.0f} s ({EVALUATION_COST:g}x the "
+                            f"float32 pass over the evidence), over the step's {SECONDS:g} s")
+        return setting.base, result
     start = time.perf_counter()
     try:
         lowered, result = run_isolated(_search, setting, found, timeout=3 * SECONDS + 30)

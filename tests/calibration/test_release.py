@@ -217,6 +217,15 @@ def test_a_release_that_cannot_run_keeps_the_plan_and_says_why(tmp_path, monkeyp
     assert any("could not run (no session today)" in note for note in report.release["notes"])
 
 
+def test_a_model_too_slow_for_one_evaluation_in_the_time_is_not_tried(tmp_path, monkeypatch):
+    monkeypatch.setattr(release, "SECONDS", 1e-6)
+    report, nodes, _samples, _src = _convert(tmp_path, rm.mish_through_exp)
+    assert nodes["exp"]["rule"] == "data-overflow"
+    section = report.release
+    assert section["evaluations"] == 0 and [e["nodes"] for e in section["untried"]] == [["exp", "one_plus", "log"]]
+    assert "not tried: one evaluation would take about" in section["notes"][0]
+
+
 def test_on_the_synthetic_run_input_scaled_nodes_are_not_tried(tmp_path):
     model, _samples = rm.mish_through_exp()
     src = tmp_path / "m.onnx"
