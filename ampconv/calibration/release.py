@@ -31,7 +31,7 @@ validator's ``judge_output`` against the floor model):
 4. *Kept LOW* is a candidate whose every output, on every sample, passes the
    validator and moves no further than ``allowance`` grants: the planned
    conversion's own error, or up to ``FLOOR_FACTOR`` times the floor model's
-   (the error no LOW conversion avoids) but never past ``FLOOR_FACTOR``
+   (the error no LOW conversion avoids) but never past ``ROUNDINGS``
    roundings of the output's scale, in RMS and in the largest element
    (strict ``--rtol/--atol``: the user's tolerance alone); and whose
    GPU cost (``cost``: bytes every node reads and writes, casts included) is
@@ -78,6 +78,11 @@ SECONDS = 20.0
 # An evaluation costs about this many float32 passes over the evidence (a rewrite, the emulated run, the floor's
 # and the reference's once): when that alone is over ``SECONDS``, the step tries nothing.
 EVALUATION_COST = 3.0
+# A share of its allowance an output may pass by: the same element's error recomputed differs in its last bits.
+SLACK = 1e-3
+# The most a release may move an output beyond the planned conversion's error, in roundings (unit roundoffs) of the
+# output's scale and largest value: half of a 1% tolerance on the largest value in fp16 (about 20 roundings).
+ROUNDINGS = 10.0
 # How likely lowering a node moves the outputs, by the rule that keeps it float32: lower is tried first.
 PRIOR = {
     "gray-follow": 0, "gray-promote": 0,
@@ -269,7 +274,7 @@ class ReleaseJudge:
         rms, peak = errors
         share = max(rms / allowed[0] if allowed[0] else math.inf, peak / allowed[1] if allowed[1] else math.inf)
         words = f"RMS error {rms:.2g}, largest {peak:.2g}"
-        if share > 1.0 + 1e-6:
+        if share > 1.0 + SLACK:
             return _Verdict(False, f"output {name!r} moves beyond the floor: {words}, over the allowed "
                                    f"{allowed[0]:.2g} and {allowed[1]:.2g} (the planned conversion's {base[0]:.2g} "
                                    f"and {base[1]:.2g}; the floor model's {floor[0]:.2g} and {floor[1]:.2g})")
@@ -285,7 +290,7 @@ def allowance(reference: np.ndarray, base: Tuple[float, float], floor: Tuple[flo
 
     The planned conversion's own error (``base``) always; beyond it, up to
     ``FLOOR_FACTOR`` times the floor model's error (``floor``: the error no
-    LOW conversion avoids), but never more than ``FLOOR_FACTOR`` roundings of
+    LOW conversion avoids), but never more than ``ROUNDINGS`` roundings of
     the output's scale (RMS) and of its largest value: the floor rounds every
     elementwise result, so where a guard kept a node float32 against an
     underflow the floor's error is the very error that node avoids; and one
@@ -294,8 +299,8 @@ def allowance(reference: np.ndarray, base: Tuple[float, float], floor: Tuple[flo
     finite = np.abs(np.asarray(reference, dtype=np.float64)[np.isfinite(reference)])
     scale = float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 0.0
     largest = float(finite.max()) if finite.size else 0.0
-    rms = max(base[0], min(FLOOR_FACTOR * floor[0], FLOOR_FACTOR * unit_roundoff * scale), unit_roundoff * scale)
-    peak = max(base[1], min(FLOOR_FACTOR * floor[1], FLOOR_FACTOR * unit_roundoff * largest),
+    rms = max(base[0], min(FLOOR_FACTOR * floor[0], ROUNDINGS * unit_roundoff * scale), unit_roundoff * scale)
+    peak = max(base[1], min(FLOOR_FACTOR * floor[1], ROUNDINGS * unit_roundoff * largest),
                unit_roundoff * largest)
     return rms, peak
 
