@@ -244,8 +244,9 @@ def _joined(graph: ir.Graph, chosen: Mapping[ir.Node, str]) -> List[List[ir.Node
 
 class ReleaseJudge:
     """The validator's verdict of one output, and (default criteria) the floor's: no output moves further than
-    the larger of the planned conversion's error (``baseline``, recorded by the first evaluation) and
-    ``FLOOR_FACTOR`` times the floor model's, in RMS and in the largest element."""
+    ``allowance`` grants from the planned conversion's error (``baseline``, recorded by the first evaluation)
+    and the floor model's, in RMS and in the largest element. A detection set or a token sequence is judged by
+    the validator alone: matched as a set or read as a sequence, its elements are not compared in place."""
 
     def __init__(self, judging, low) -> None:
         self.judging = judging
@@ -257,7 +258,9 @@ class ReleaseJudge:
     def __call__(self, name, ref_out, conv_out, floor_out):
         verdict = judge_output(name, ref_out, conv_out, self.judging, floor_out)
         reference = np.asarray(ref_out[name])
-        if not verdict.passed or self.judging.criteria.mode != DEFAULT or reference.dtype.kind != "f":
+        nature = self.judging.natures.get(name)
+        matched = nature is not None and nature.kind in ("detections", "sequence")  # judged as sets or sequences
+        if not verdict.passed or self.judging.criteria.mode != DEFAULT or reference.dtype.kind != "f" or matched:
             return verdict
         rms, peak = _errors(reference, conv_out[name])
         if self.recording:
