@@ -22,6 +22,7 @@ from ampconv.config import Config
 from ampconv.calibration import synthetic
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
+from ampconv.calibration.release import ReleaseSetting, release, worth_trying
 from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, command_line_text, named, spell_parameters
 from ampconv.reading.load import load_model
@@ -33,6 +34,7 @@ from ampconv.reading.repair import accept_input, repair
 from ampconv.runtime.installed import unreadable_ir
 from ampconv.runtime.target import choose_target
 from ampconv.report import Report
+from ampconv.pipeline.figures import moved_bytes
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
 from ampconv.core.graphs import fixed_graph_list
 
@@ -180,15 +182,26 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
     as the reason) and plans again from a ``fresh()`` copy of the input.
     """
     pins: Dict[str, str] = {}
+    done = None
+    release_pending = _release_wanted(request, data)
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
         repairs = ()
         if complaint is not None:
             repairs = (f"the input fails onnx.checker ({complaint}) but loads in onnxruntime: converted a repaired copy",
                        *repair(model))
         attempt = dataclasses.replace(request, repairs=repairs)
+        if release_pending:  # once, on the first plan: its float32 islands are what the step tries
+            release_pending = False
+            with fixed_graph_list(model):
+                done = rewrite(attempt, model, pins, data)
+            data = _released(request, done.plan, fresh, data, complaint)
+            if data.tune_pins.lowered:
+                model = fresh()
+                if complaint is not None:
+                    repair(model)
         # No stage adds or removes a node that holds a subgraph: the graph list is walked once.
         with fixed_graph_list(model):
-            done = rewrite(attempt, model, pins, data)
+            done = done if _planned(model, done) else rewrite(attempt, model, pins, data)
             report = report_of(attempt, done, pins, data)
             if attempt.dry_run:
                 return report
@@ -200,6 +213,49 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
         pins = {**pins, **outcome.pins}
         model = fresh()
     raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
+
+
+def _release_wanted(request: Request, data: DataFindings) -> bool:
+    """Whether the release step runs: evidence exists (calibration data or the synthetic run) and it is not off."""
+    return request.data_options.release and data.calibration is not None and request.policy.level != "O0"
+
+
+def _planned(model: ir.Model, done) -> bool:
+    """Whether ``done`` (a ``Rewritten`` or None) is the rewrite of ``model`` already."""
+    return done is not None and done.model is model
+
+
+def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> DataFindings:
+    """``data`` with the nodes the release step lowers (``calibration.release``) and its record.
+
+    Its candidates are built like ``--tune``'s: the same plan and rewrite, in
+    memory only, on the evidence's samples (calibration data, or the synthetic
+    run's seeded draw).
+    """
+    if plan is None or not worth_trying(plan):
+        return data
+    options = request.data_options
+    dry = dataclasses.replace(request, dry_run=True)
+
+    def fresh_repaired() -> ir.Model:
+        copy = fresh()
+        if complaint is not None:
+            repair(copy)
+        return copy
+
+    def build(search_pins) -> Rewritten:
+        model = fresh_repaired()
+        with fixed_graph_list(model):
+            return rewrite(dry, model, {}, dataclasses.replace(data, tune_pins=search_pins))
+
+    model = fresh_repaired()
+    samples = (synthetic.evidence_samples(model, options) if data.calibration.synthetic
+               else calibration_samples(model, options))
+    setting = ReleaseSetting(str(request.src), fresh_repaired, build,
+                             lambda done: moved_bytes(done.model, options.shapes), samples, request,
+                             data.calibration, data.tune_pins)
+    pins, result = release(setting, plan)
+    return dataclasses.replace(data, tune_pins=pins, release=result)
 
 
 def _convert_upgraded(request: Request, choice: _OpsetChoice) -> Report:

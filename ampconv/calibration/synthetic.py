@@ -70,8 +70,7 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType)
     if reason is not None:
         return None, [f"synthetic float32 run skipped: the model has {reason}; the magnitude analysis alone guards "
                       f"ranges ({REAL_DATA})"]
-    draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
-                               calibration_seed=SEED, tune=False)
+    draw = _draw(options)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
         calibration, shapes, sample_notes = run_isolated(_draw_and_run, src, model, draw, low)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
@@ -99,6 +98,17 @@ def unjudged_note(nodes) -> Optional[str]:
     which = ", ".join(f"{rule} x{count}" for rule, count in sorted(kept.items()))
     return (f"{sum(kept.values())} node(s) stay float32 that a float32 run seeing their values fit could lower "
             f"({which}): no run judged them; {REAL_DATA}")
+
+
+def _draw(options: DataOptions) -> DataOptions:
+    """The options of the run's draw: one seeded random sample, at ``options``' shapes."""
+    return dataclasses.replace(options, calibration_data=("random",), calibration_samples=1, calibration_seed=SEED,
+                               tune=False)
+
+
+def evidence_samples(model: ir.Model, options: DataOptions):
+    """The run's sample again (seeded: the same arrays), for the release step's evaluations (``calibration.release``)."""
+    return calibration_samples(model, _draw(options))
 
 
 def _draw_and_run(src: str, model: ir.Model, draw: DataOptions, low: LowType) -> Tuple[Calibration, str, tuple]:

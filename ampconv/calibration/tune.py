@@ -493,12 +493,19 @@ def _low_names(plan) -> List[str]:
     return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == Precision.LOW]
 
 
-def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evaluator:
-    """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
+def judging_of(fresh: Callable[[], ir.Model], request) -> Tuple[Judging, Optional[object]]:
+    """How candidates are judged: the verdict's criteria (``--rtol/--atol``, else the default ones), the natures
+    of the outputs; and the LOW type whose floor model the evaluator runs (None in strict mode: the user's
+    tolerance alone)."""
     dtype = request.plan_options.dtype
     criteria, _source = ValidateOptions(rtol=request.data_options.rtol, atol=request.data_options.atol).criteria(dtype)
     judging = Judging(criteria, dtype, output_natures(fresh()))
-    low = low_type(dtype) if criteria.mode == DEFAULT else None  # strict mode: the user's tolerance alone
+    return judging, (low_type(dtype) if criteria.mode == DEFAULT else None)
+
+
+def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evaluator:
+    """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
+    judging, low = judging_of(fresh, request)
     return Evaluator(str(src), samples, candidate, lambda n, r, c, f: judge_output(n, r, c, judging, f), external,
                      low)
 

@@ -289,8 +289,15 @@ _DATA = (
            Flag(("--synthetic-run/--no-synthetic-run",), "Without --calibration-data, run a small model once in "
                 "float32 on one seeded random sample and keep float32 the nodes whose values overflow the low type "
                 "there.", TOGGLE, show_default=True)),
+    Option("release", True, "with evidence (``calibration_data`` or the synthetic run), try each float32 island "
+           "back in LOW under emulation on that evidence and keep LOW whatever does not move the outputs beyond the "
+           "floor (``ampconv.calibration.release``; a bounded number of evaluations). False: the plan as the guards "
+           "made it.", "bool", None,
+           Flag(("--release/--no-release",), "With evidence (--calibration-data or the synthetic run): try each "
+                "float32 island back in the low type under emulation and keep it low where the outputs stay within "
+                "the floor (a bounded number of evaluations).", TOGGLE, show_default=True)),
     Option("tune", False, "after the data guards, validate on the calibration samples and keep float32 the fewest "
-           "nodes that make the check pass.", "bool", None,
+           "nodes that make the check pass (the release step then runs after it).", "bool", None,
            Flag(("--tune",), "With --calibration-data: validate on the samples and keep float32 the fewest nodes "
                 "that make it pass (tolerance: --rtol/--atol, else the default criteria).", SWITCH)),
 )

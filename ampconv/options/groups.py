@@ -37,7 +37,7 @@ PLAN_FIELDS = ("dtype", "keep_io_types", "keep_fp32", "keep_bf16", "force_low", 
                "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype", "runtime")
 WRITE_FIELDS = ("check_runtime", "overwrite", "max_workers", "opset", "keep_opset", "annotate", "progress")
 DATA_FIELDS = ("calibration_data", "calibration_samples", "calibration_seed", "shapes", "input_ranges", "tune", "rtol",
-               "atol", "synthetic_run")
+               "atol", "synthetic_run", "release")
 
 
 @option_record(pick(OPTIONS, *POLICY_FIELDS))
@@ -86,7 +86,8 @@ class WriteOptions:
 
 @option_record(pick(OPTIONS, *DATA_FIELDS))
 class DataOptions:
-    """Calibration data, the random inputs' shapes and ranges, and the accuracy search (``Config``'s fields)."""
+    """Calibration data, the random inputs' shapes and ranges, the accuracy search and the release step
+    (``Config``'s fields)."""
 
     def __post_init__(self) -> None:
         if self.input_ranges and tuple(self.calibration_data) != ("random",):

@@ -82,6 +82,36 @@ def conversion_figures(model: ir.Model, weight_bytes: int, shapes: Sequence = ()
     return ConversionFigures(casts, traffic, unknown, heavy, heavy_low, weight_bytes, tuple(sorted(dims.items())))
 
 
+def moved_bytes(model: ir.Model, shapes: Sequence = ()) -> int:
+    """Bytes the main graph's nodes read and write in float tensors per inference, at the figures' shapes.
+
+    Where a GPU is memory-bound this is what a node costs: a float32 node
+    moves twice the bytes of a LOW one, and a Cast moves its input and its
+    output. The release step (``calibration.release``) compares candidates by
+    it, so an island's boundary is drawn where the GPU moves least, not where
+    the fewest nodes stay float32. A Cast of a graph input or to a graph
+    output is left out: a float32 interface (``keep_io_types``) costs every
+    LOW conversion that cast, wherever its islands lie. A tensor whose size
+    cannot be told counts one element.
+    """
+    concrete = _input_shapes(model, shapes)
+    dims = {dim: size for spec, sizes in concrete for dim, size in zip(spec.dims, sizes)
+            if isinstance(dim, str) and symbols_of(dim) == {dim}}
+    source = inferred_shapes(model, {spec.name: sizes for spec, sizes in concrete})
+    interface = {*model.graph.inputs, *model.graph.outputs}
+    total = 0
+    for node in model.graph:
+        if node.op_type == "Cast" and (node.inputs[0] in interface or node.outputs[0] in interface):
+            continue
+        for value in (*node.inputs, *node.outputs):
+            if value is None or value.dtype not in _FLOATS:
+                continue
+            shape = value.shape if value.shape is not None and _bound(value.shape, dims) else source(value)
+            numel = math.prod(_size(d, dims) for d in shape.dims) if shape is not None else 1
+            total += tensor_bytes(value.dtype.value, numel) or 0
+    return total
+
+
 def _cast_bytes(node: ir.Node, shape_of, dims: Mapping[str, int]) -> Optional[int]:
     """Input plus output bytes of one Cast at ``dims``; None when its size or types are unknown."""
     source, target = node.inputs[0], node.outputs[0]
@@ -149,4 +179,4 @@ def _input_shapes(model: ir.Model, shapes: Sequence):
     return resolved
 
 
-__all__ = ["ConversionFigures", "conversion_figures"]
+__all__ = ["ConversionFigures", "conversion_figures", "moved_bytes"]

@@ -34,6 +34,7 @@ from ampconv.pipeline.figures import conversion_figures
 from ampconv.plan.kvcache import cache_summary
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
+from ampconv.calibration.release import ReleaseResult
 from ampconv.calibration.tune import TuneResult
 from ampconv.core.graphs import all_graphs
 from ampconv.reading.load import external_data_files, weights_and_casts
@@ -77,11 +78,13 @@ class Request:
 
 @dataclasses.dataclass
 class DataFindings:
-    """What calibration data (and the accuracy search) decided, for every planning attempt."""
+    """What the evidence decided (calibration data or the synthetic run, the accuracy search, the release step),
+    for every planning attempt."""
 
     calibration: Optional[Calibration] = None
     tune_pins: SearchPins = dataclasses.field(default_factory=SearchPins)
     tune: Optional[TuneResult] = None
+    release: Optional[ReleaseResult] = None  # what the release step tried (None: it had nothing to try)
 
 
 @dataclasses.dataclass
@@ -156,6 +159,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         report.calibration = data.calibration.summary()
     if data.tune is not None:
         report.tune = data.tune.summary()
+    if data.release is not None:
+        report.release = data.release.summary()
     return report
 
 

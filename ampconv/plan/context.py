@@ -52,6 +52,8 @@ class PlanContext:
     values: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)  # precision of float values so far
     constants: List[ConstantNote] = dataclasses.field(default_factory=list)
     clamp: Dict[str, object] = dataclasses.field(default_factory=dict)  # tensor -> True (clamp) or "mask"
+    # Outputs of float32 nodes that hand on LOW (``plan.handoff``): value -> the evidence that they fit.
+    handed: Dict[ir.Value, str] = dataclasses.field(default_factory=dict)
     memo: Dict[str, object] = dataclasses.field(default_factory=dict)  # whole-graph facts a rule found once
     # The schema facts of each op met, and its main slots per arity (``facts.node_facts`` keeps them).
     ops: Dict[tuple, object] = dataclasses.field(default_factory=dict)

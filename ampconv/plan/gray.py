@@ -14,19 +14,26 @@ main type (constants never vote; converting them is free).
      voter inside the LOW range (``fallback.seen_within_low``): then LOW, the
      bfloat16 input cast down (``gray-narrow``), keeping float16's precision.
      A node following FALLBACK whose schema does not take it runs float32.
+  A float32 voter that a range guard pinned but whose output fits the LOW
+  type by evidence (``plan.handoff``: calibration data, the synthetic run
+  where it speaks, a semantic bound) counts as LOW in cases 2 and 3: the node
+  runs LOW (``gray-handed``) and the pinned node's output is cast down once.
 Backward (``backward``), in reverse order:
   4. a FREE node becomes LOW iff every float consumer is LOW (FALLBACK iff every
      one is FALLBACK and its schema takes it), else float32;
   5. a float32 transparent gray node (data movement) becomes LOW iff every
      float consumer is LOW (FALLBACK likewise): the cast moves upstream, same bits;
   6. a FREE QuantizeLinear (no float outputs) becomes LOW, so a Q/DQ region
-     settles LOW between its pairs (Q/DQ at opset 19+).
-A compute node is never flipped by its consumers.
+     settles LOW between its pairs (Q/DQ at opset 19+);
+  7. a ``gray-handed`` node whose every float consumer needs float32 takes the
+     seed decision again (its voters' float32): LOW there would cost a cast pair.
+Otherwise a compute node is never flipped by its consumers.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Protocol, Sequence
+import dataclasses
+from typing import List, Mapping, Optional, Protocol, Sequence
 
 import onnx_ir as ir
 
@@ -43,8 +50,14 @@ from ampconv.runtime.schema import normalize_domain
 
 def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Cases 1-3 above; always decides (it is the last rule of the table)."""
+    return vote(ctx, node, facts, ctx.handed)
+
+
+def vote(ctx: PlanContext, node: ir.Node, facts: NodeFacts, handed: Mapping[ir.Value, str]) -> Decision:
+    """Cases 1-3, a float32 voter in ``handed`` (``plan.handoff``) counting as LOW (rule ``gray-handed``)."""
     voted: Optional[str] = None  # the first voter's precision, and the voter
     voter: Optional[ir.Value] = None
+    via: Optional[ir.Value] = None  # the first float32 voter that hands on LOW
     values, inputs = ctx.values, node.inputs
     for i in facts.main_in:
         value = inputs[i]
@@ -52,16 +65,32 @@ def gray(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision
         precision = values.get(value)
         if precision is None or precision == FREE or is_constant(value):
             continue
+        if handed and precision == HIGH and value in handed:
+            precision, via = LOW, via or value
         if voter is None:
             voted, voter = precision, value
         elif precision != voted:  # case 3
-            return _disagreement(ctx, node, facts)
+            return _disagreement(ctx, node, facts, handed)
     if voter is None:  # case 1
         return Decision(FREE, "gray-free", "gray: no activation inputs; follows its consumers")
     source = origin(voter)  # case 2
+    if via is not None:
+        return _handed_low(ctx, via, voter)
     if voted == fallback.FALLBACK and not fallback.admits(ctx, facts):
         return Decision(HIGH, "gray-follow", f"gray: follows {source} ({_refused(ctx, node)})", follows=source)
     return Decision(voted, "gray-follow", f"gray: follows {source}", follows=source)
+
+
+def _handed_low(ctx: PlanContext, via: ir.Value, voter: ir.Value) -> Decision:
+    """LOW because the float32 voter ``via`` hands on LOW (``plan.handoff``); ``voter`` is the first voter."""
+    source = origin(voter)
+    maker = via.producer()
+    return Decision(
+        LOW, "gray-handed",
+        f"gray: follows {source}; float32 {maker.name if maker is not None else 'input'} hands on "
+        f"{via.name or '?'} in {ctx.low_name} ({ctx.handed.get(via) or 'it fits'}): cast down, not followed",
+        follows=source,
+    )
 
 
 def _refused(ctx: PlanContext, node: ir.Node) -> str:
@@ -70,14 +99,18 @@ def _refused(ctx: PlanContext, node: ir.Node) -> str:
             f"{ctx.opsets.get(normalize_domain(node.domain), 1)}; float32")
 
 
-def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision:
-    """Case 3: float32, unless every float32 voter is bounded by semantics (then LOW, rule ``gray-narrow``)."""
-    low_voter, narrowed, kinds = None, [], set()
+def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts, handed: Mapping[ir.Value, str]) -> Decision:
+    """Case 3: float32, unless every float32 voter is bounded by semantics (then LOW, rule ``gray-narrow``) or
+    hands on LOW (``plan.handoff``: then LOW, rule ``gray-handed``)."""
+    low_voter, narrowed, kinds, via = None, [], set(), None
     for i in facts.main_in:
         value = node.inputs[i]
         precision = ctx.values.get(value)
         if precision is None or precision == FREE or is_constant(value):
             continue
+        if handed and precision == HIGH and value in handed:
+            via = via or value
+            continue  # counts as LOW, but is never the voter followed
         if precision in (LOW, fallback.FALLBACK):
             low_voter = low_voter or value
             kinds.add(precision)
@@ -86,6 +119,9 @@ def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision
         if bound is None or bound >= ctx.low_record.max:
             return Decision(HIGH, "gray-promote", "gray: inputs disagree; promoted to float32")
         narrowed.append((value, bound))
+    if via is not None:
+        kinds.add(LOW)
+        low_voter = low_voter or via
     if fallback.FALLBACK in kinds:
         seen = fallback.seen_within_low(ctx, [node.inputs[i] for i in facts.main_in]) if LOW in kinds else None
         if seen is not None:  # the run saw the fallback inputs well inside the LOW range: keep LOW's precision
@@ -96,6 +132,8 @@ def _disagreement(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Decision
                 f"gray: follows {source}; {ctx.fallback.key} input {value.name or '?'} was seen at "
                 f"max |x| = {peak:.3g}, inside {ctx.low_name}'s range: cast down, not promoted", follows=source)
         return _to_fallback(ctx, node, facts, narrowed)
+    if not narrowed and via is not None:  # every float32 voter hands on LOW
+        return _handed_low(ctx, via, low_voter)
     value, bound = narrowed[0]
     source = origin(low_voter)
     return Decision(
@@ -149,8 +187,10 @@ def _quantizes(node: ir.Node) -> bool:
 
 
 def may_settle(decision: Decision) -> bool:
-    """Whether ``backward`` may change a node whose forward decision is ``decision``: FREE, or float32 by the gray rule."""
-    return decision.precision == FREE or (decision.precision == HIGH and decision.rule in _FOLLOWERS)
+    """Whether ``backward`` may change a node whose forward decision is ``decision``: FREE, float32 by the gray
+    rule, or LOW only because a float32 voter hands on LOW (case 7)."""
+    return decision.precision == FREE or (decision.precision == HIGH and decision.rule in _FOLLOWERS) \
+        or decision.rule == "gray-handed"
 
 
 def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
@@ -165,6 +205,9 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
                 state.set_decision(node, Decision(LOW, "free-low", _QUANTIZE_LOW))
             elif decision.precision == FREE:
                 state.set_decision(node, Decision(HIGH, "gray-free", "gray: no activation inputs and no float outputs"))
+            continue
+        if decision.rule == "gray-handed":  # case 7
+            _keep_handed(state, node, facts)
             continue
         flippable = decision.precision == FREE or (
             decision.precision == HIGH
@@ -186,6 +229,27 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
                 target, "transparent-low", f"transparent: all consumers {word}; cast moved upstream (same bits)"))
 
 
+def _keep_handed(state: BackwardState, node: ir.Node, facts: NodeFacts) -> None:
+    """Case 7: a node LOW by what a float32 voter hands on goes back to the seed rule when every float consumer
+    needs float32 and that costs fewer casts: run LOW, it costs a cast down of each handed value and a cast up
+    of its output (none when only the graph's float32 interface reads it: every LOW conversion pays that one);
+    run float32, a cast up of each LOW voter."""
+    needs = state.consumer_needs(node, facts)
+    if not needs or any(need != HIGH for need in needs):
+        return
+    ctx, voters = state.ctx, {node.inputs[i] for i in facts.main_in}
+    precisions = [ctx.values.get(v) for v in voters if v is not None and not is_constant(v)]
+    handed = sum(1 for v in voters if v is not None and v in ctx.handed and ctx.values.get(v) == HIGH)
+    read_inside = any(node.outputs[j].uses() for j in facts.main_out)
+    if precisions.count(LOW) >= handed + read_inside:
+        return  # float32 here would cast up as many values as LOW casts, or more
+    seed = vote(ctx, node, facts, {})
+    if seed.precision == HIGH:
+        state.set_decision(node, dataclasses.replace(
+            seed, reason=f"{seed.reason}; a float32 voter hands on {state.ctx.low_name}, but every float consumer "
+                         "needs float32: LOW here would cost a cast pair"))
+
+
 def _shared_low(ctx: PlanContext, facts: NodeFacts, needs: List[str]) -> Optional[str]:
     """LOW when every need is LOW; FALLBACK when every one is FALLBACK and the schema takes it; else None."""
     if not needs:
@@ -203,7 +267,9 @@ GRAY_RULE = builtin(Rule(
     also=(Rule("gray-promote", GRAY_FAMILY, "gray op: its activation inputs disagree, so it runs in float32"),
           Rule("gray-narrow", GRAY_FAMILY, "gray op whose float32 voters are bounded by their op's semantics (cos, "
                "sin, softmax): they are cast down and the op follows its LOW inputs"),
-          Rule("gray-free", GRAY_FAMILY, "gray op without activation inputs: decided by its consumers")),
+          Rule("gray-free", GRAY_FAMILY, "gray op without activation inputs: decided by its consumers"),
+          Rule("gray-handed", GRAY_FAMILY, "gray op whose float32 voters are pinned nodes whose outputs fit the LOW "
+               "type by evidence (plan/handoff.py): they hand on LOW, cast down once, and the op runs LOW")),
 ))
 # Decided by ``backward`` after the forward pass (no ``decide``: the pass above is their decision).
 BACKWARD_RULES = tuple(builtin(rule) for rule in (

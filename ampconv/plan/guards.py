@@ -19,6 +19,9 @@
    than that output's own LOW rounding (a folded Conv bias of 1e-9, dead
    channels of a weight: ``plan.effect``) are stored rounded, and the note
    says why.
+6. A constant of a node the release step lowered (``plan.release``: tried
+   LOW on the evidence, the outputs stayed within the floor) is stored
+   rounded, and the note quotes the release's reason.
 Every case is recorded as a ``ConstantNote`` for the report.
 """
 
@@ -37,6 +40,7 @@ from ampconv.plan.decision import ConstantNote, Decision
 from ampconv.plan.effect import flush_effect
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.ranges import clamp_advice, misfit
+from ampconv.plan.release import lowered_reason
 from ampconv.plan.rules import GUARD, Rule, builtin
 from ampconv.plan.values import is_constant
 from ampconv.policy import HIGH
@@ -51,7 +55,8 @@ MASK_PATH = frozenset(
 
 def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Cases 1-4 above for every constant in the node's main type (and a ConstantOfShape's fill value)."""
-    fill = _fill_value_misfit(ctx, node) if _misfit_fills(ctx) else None  # most models have no such fill
+    released = lowered_reason(ctx, node)  # the release step tried the node LOW: its constants are stored rounded
+    fill = _fill_value_misfit(ctx, node) if _misfit_fills(ctx) and released is None else None
     if fill is not None:
         return fill
     inputs = node.inputs
@@ -76,6 +81,8 @@ def constant_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             ctx.clamp.setdefault(tensor, True)
             continue
         effect = flush_effect(ctx, node, i, value, stats) if stats.pins() else None
+        if stats.pins() and effect is None and released is not None:  # case 6
+            effect = f"its consumer runs LOW by the release step: {released}"
         if stats.pins() and effect is None:  # case 3
             ctx.constants.append(ConstantNote(tensor, node.name or "", stats, "pinned"))
             what = misfit(stats, tensor, ctx.low)

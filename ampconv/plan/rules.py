@@ -22,6 +22,7 @@ CHECK = "check"  # what the checker or onnxruntime said about an earlier attempt
 USER = "user"  # the user's own overrides
 GUARD = "guard"  # constant range guards
 DATA = "data"  # what calibration data showed (activation ranges, the accuracy search)
+RELEASE = "release"  # a float32 node tried LOW on the evidence under emulation, and kept LOW (the release step)
 RANGE = "range"  # evidence on the model that a gray op once black must stay float32
 LEVEL = "level"  # the level table and the op lists
 GRAY = "gray"  # the gray rule: follow the activation inputs

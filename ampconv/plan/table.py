@@ -3,7 +3,7 @@
 This order is the planner's contract (docs/precision.md, "Rules and their
 ids"): hard facts first, then what a check of an earlier attempt said, then the
 user's float32 overrides, the constant guard, the data guards (calibration
-data and the accuracy search), the user's LOW override, the range guards
+data and the accuracy search, then the nodes the release step lowered), the user's LOW override, the range guards
 (evidence on the model for a gray op once black), the level table, and the
 gray rule, which always decides.
 """
@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data_guards as data, evidence, fallback, gray, guards, hard, levels, phase, user
+from ampconv.plan import data_guards as data, evidence, fallback, gray, guards, hard, levels, phase, release, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -30,6 +30,7 @@ RULE_TABLE: Tuple[Rule, ...] = (
     user.KEEP_BF16,
     guards.CONSTANT_RANGE,
     data.ACCURACY_PIN,
+    release.RELEASE_LOW,
     data.ACTIVATION_RANGE,
     user.FORCE_LOW,
     *evidence.RULES,

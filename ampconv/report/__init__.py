@@ -49,6 +49,8 @@ class Report:
     # With calibration data: what the float32 pass saw; with --tune: what the accuracy search did.
     calibration: Optional[Dict[str, Any]] = None
     tune: Optional[Dict[str, Any]] = None
+    # With evidence: what the release step tried in LOW and kept LOW (ampconv.calibration.release).
+    release: Optional[Dict[str, Any]] = None
     # What decides GPU speed (ampconv.pipeline.figures): casts, cast traffic, heavy ops in LOW, weights.
     figures: Optional[Dict[str, Any]] = None
     # The main graph's float inputs and outputs: name, kind, precision, rule, reason (ampconv.plan.interface).
@@ -469,6 +471,24 @@ def _data_lines(report: Report, verbose: bool = False) -> List[str]:
             verbose,
         ))
         lines.extend(_grouped([(line_kind(note), f"  tune note: {note}") for note in tune.get("notes", ())], verbose))
+    lines.extend(release_lines(report.release, verbose))
+    return lines
+
+
+def release_lines(release: Optional[Dict[str, Any]], verbose: bool = False) -> List[str]:
+    """What the release step tried and decided (``calibration.release``); empty when it had nothing to try."""
+    if release is None:
+        return []
+    lines = [
+        f"  release: {release['lowered']} of {release['nodes']} float32 node(s) in {release['islands']} island(s) "
+        f"lowered on {release['evidence']}, {release['evaluations']} evaluation(s) (budget {release['budget']}, "
+        f"{release['seconds']:.2f} s)"
+    ]
+    lines.extend(_grouped(
+        [("release kept", f"  release: {', '.join(entry['nodes'])} kept float32: {entry['error']}")
+         for entry in release["kept"]], verbose))
+    lines.extend(_grouped([(line_kind(note), f"  release note: {note}") for note in release.get("notes", ())],
+                          verbose))
     return lines
 
 

@@ -116,7 +116,8 @@ def test_short_sums_are_not_an_accumulation_hazard(tmp_path):
 
 def test_underflow_before_log_keeps_the_square_float32(tmp_path):
     values = [np.full((1, 8), 1e-3)] * 2  # squares: 1e-6, below fp16's smallest normal 6.1e-5
-    _report, nodes = _convert(tmp_path, SPECTRUM, values, level="O3")
+    # The guard's own decision: the release step (on by default) tries it in LOW afterwards.
+    _report, nodes = _convert(tmp_path, SPECTRUM, values, level="O3", release=False)
     square = nodes["Mul_2"]
     assert square["rule"] == "data-underflow"
     assert "100% of the non-zero values of power" in square["reason"] and "Log" in square["reason"]
@@ -134,7 +135,7 @@ def test_underflow_fraction_below_the_threshold_is_left_low(tmp_path):
     assert nodes["Mul_2"]["rule"] != "data-underflow"
     (tmp_path / "lowered").mkdir()
     _report, nodes = _convert(tmp_path / "lowered", SPECTRUM, [mostly_normal] * 2, level="O3",
-                              underflow_fraction=0.1)
+                              underflow_fraction=0.1, release=False)
     assert nodes["Mul_2"]["rule"] == "data-underflow"
 
 
@@ -262,7 +263,7 @@ def test_tune_lowers_a_margin_node_again_when_validation_passes(tmp_path):
 
 
 def test_without_tune_the_margin_node_stays_float32_and_says_why(tmp_path):
-    _report, nodes = _convert(tmp_path, MARGIN_SCALE, _margin_samples(), level="O3")
+    _report, nodes = _convert(tmp_path, MARGIN_SCALE, _margin_samples(), level="O3", release=False)
     assert nodes["Mul_1"]["rule"] == "data-overflow"
     assert "only the guard's margin keeps it" in nodes["Mul_1"]["reason"]
 

@@ -123,7 +123,7 @@ def test_norm_statistics_run_bf16_not_float32(tmp_path, name, statistics):
         assert decisions[node][0] == FALLBACK, (node, decisions[node])
     assert not [n for n, d in decisions.items() if d[0] == "HIGH"], decisions
     assert any("bfloat16 has float32's range" in d[2] for d in decisions.values())
-    _, _, _, plain = _convert(tmp_path, name)
+    _, _, _, plain = _convert(tmp_path, name, release=False)  # the planner's own decisions, before the release
     assert all(_decisions(plain)[node][0] == "HIGH" for node in statistics)  # today: float32
     assert _passes_emulation(src, dst, folder)
     written = _typed(dst)
@@ -311,27 +311,29 @@ def test_localization_of_a_mixed_model_blames_fp16_overflow_not_bf16(tmp_path):
 
 
 def test_constant_guard_under_the_fallback(tmp_path):
-    """A constant beyond fp16 (1e6) or flushed by it (1e-10) runs its consumer bf16; a float32-lowest fill that
-    bf16 cannot hold either keeps it float32 (negative)."""
+    """A constant beyond fp16 (1e6) or flushed by it (a factor of 1e-10 throughout) runs its consumer bf16; a
+    float32-lowest fill that bf16 cannot hold either keeps it float32 (negative). A 1e-10 *added* changes the
+    output by less than its own fp16 rounding (plan/effect.py): stored rounded, the Add runs fp16."""
     from onnx import TensorProto, helper, numpy_helper
 
-    def one(value):
+    def one(value, op="Add", others=(1, 2, 3)):
         nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="dense"),
-                 helper.make_node("Add", ["h", "c"], ["y"], name="add")]
+                 helper.make_node(op, ["h", "c"], ["y"], name="add")]
         graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
                                   [numpy_helper.from_array(np.eye(4, dtype=np.float32), "w"),
-                                   numpy_helper.from_array(np.array([value, 1, 2, 3], np.float32), "c")])
-        path = tmp_path / f"c{abs(hash(value))}.onnx"
+                                   numpy_helper.from_array(np.array([value, *others], np.float32), "c")])
+        path = tmp_path / f"c{abs(hash((value, op)))}.onnx"
         onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
         report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(fallback_dtype="bf16", overwrite=True),
                                  dry_run=True)
         return _decisions(report)["add"]
 
-    big, tiny, lowest = one(1e6), one(1e-10), one(float(np.finfo(np.float32).min))
+    big, tiny, lowest = one(1e6), one(1e-10, "Mul", (1e-10,) * 3), one(float(np.finfo(np.float32).min))
     assert big[:2] == (FALLBACK, "hard-constant") and "float16 overflows" in big[2]
     assert tiny[:2] == (FALLBACK, "hard-constant") and "float16 flushes them" in tiny[2]
     assert lowest[:2] == ("HIGH", "hard-constant")
+    assert one(1e-10)[0] == "LOW"
 
 
 def test_missing_cpu_kernel_inside_an_expanded_bf16_function_is_accepted(tmp_path):

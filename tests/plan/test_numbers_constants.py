@@ -86,3 +86,45 @@ def test_dead_channels_are_stored_rounded_but_a_weight_of_tiny_values_only_is_no
 def test_a_user_limit_is_judged_by_the_limit_not_the_effect(tmp_path):
     _src, _out, report = _convert(tmp_path, _conv(_weights(0), np.full(8, nm.TINY)), "limit", min_positive=1e-6)
     assert decisions(report)["conv"]["precision"] == "HIGH"
+
+
+# ------------------------------------------------------------ issue 37: any spelling of a bias or a factor
+def _dense_then(op: str, constant: np.ndarray, then: str = "Relu") -> onnx.ModelProto:
+    """y = then(op(x @ W, constant)): a bias or a scale spelled after a MatMul instead of inside a Conv."""
+    rng = np.random.default_rng(1)
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"], name="dense"), h.make_node(op, ["m", "k"], ["a"], name="apply"),
+             h.make_node(then, ["a"], ["y"], name="then")]
+    return hm.model(nodes, [hm.vi("x", T.FLOAT, [2, 8])], [hm.vi("y", T.FLOAT, [2, 8])],
+                    [hm.init("w", rng.standard_normal((8, 8))), hm.init("k", constant)])
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub"])
+def test_a_tiny_bias_added_after_a_matmul_is_judged_by_its_effect(tmp_path, op):
+    bias = np.full(8, 1e-9)
+    bias[:3] = 0.1  # live units beside pruned ones
+    _src, _out, report = _convert(tmp_path, _dense_then(op, bias), f"bias_{op}", release=False)
+    node = decisions(report)["apply"]
+    assert node["precision"] == "LOW", node
+    (record,) = [c for c in report.constants if c["tensor"] == "k"]
+    assert record["action"].startswith("stored rounded (added to apply's output")
+
+
+def test_a_tiny_bias_before_an_amplifier_still_pins(tmp_path):
+    _src, _out, report = _convert(tmp_path, _dense_then("Add", np.full(8, 1e-9), "Sqrt"), "eps", release=False)
+    node = decisions(report)["apply"]
+    assert (node["precision"], node["rule"]) == ("HIGH", "hard-constant")
+
+
+def test_a_scale_with_dead_channels_is_judged_by_its_effect(tmp_path):
+    scale = np.full(8, 1e-9)
+    scale[:4] = 0.5
+    _src, _out, report = _convert(tmp_path, _dense_then("Mul", scale), "scale", release=False)
+    assert decisions(report)["apply"]["precision"] == "LOW"
+    (record,) = [c for c in report.constants if c["tensor"] == "k"]
+    assert "a factor of apply's output" in record["action"]
+
+
+def test_a_scale_that_flushes_whole_still_pins(tmp_path):
+    _src, _out, report = _convert(tmp_path, _dense_then("Mul", np.full(8, 1e-9)), "dead", release=False)
+    node = decisions(report)["apply"]
+    assert (node["precision"], node["rule"]) == ("HIGH", "hard-constant")

@@ -34,12 +34,13 @@ NEW_KEYS = {"max_finite", "min_positive", "clamped", "flushed", "raised"}
 
 
 # ------------------------------------------------------------------ models
-def _add_model(values, path: Path, name: str = "k") -> Path:
-    """y = MatMul(x, I) + k: the Add reads constant ``k`` in its main slot (O2: Add follows the LOW MatMul)."""
+def _add_model(values, path: Path, name: str = "k", op: str = "Add") -> Path:
+    """y = MatMul(x, I) + k: the Add (or ``op``) reads constant ``k`` in its main slot (O2: it follows the LOW
+    MatMul)."""
     values = np.asarray(values, np.float32)
     n = values.size
     graph = h.make_graph(
-        [h.make_node("MatMul", ["x", "eye"], ["m"], name="mm"), h.make_node("Add", ["m", name], ["y"], name="add")],
+        [h.make_node("MatMul", ["x", "eye"], ["m"], name="mm"), h.make_node(op, ["m", name], ["y"], name="add")],
         "g",
         [h.make_tensor_value_info("x", T.FLOAT, [1, n])],
         [h.make_tensor_value_info("y", T.FLOAT, [1, n])],
@@ -167,7 +168,8 @@ def test_custom_min_positive_lets_through_values_above_it(tmp_path):
 
 
 def test_default_underflow_reason_names_the_real_option(tmp_path):
-    src = _add_model([1e-9, 1.0], tmp_path / "m.onnx")
+    # A divisor of 1e-9 (an Add of it would be judged by its effect and stored rounded: plan/effect.py).
+    src = _add_model([1e-9, 1.0], tmp_path / "m.onnx", op="Div")
     report, _ = _convert(src)
     reason = decisions(report)["add"]["reason"]
     assert "underflows to 0 in float16" in reason and "--min-positive" in reason

@@ -13,7 +13,7 @@ from typing import Optional
 import onnx_ir as ir
 
 from ampconv.core.graphs import all_graphs
-from ampconv.plan import gray
+from ampconv.plan import gray, handoff
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import node_facts
 from ampconv.plan.phases import Phase
@@ -61,4 +61,6 @@ def _forward(state: PlanState, node: ir.Node) -> Optional[Decision]:
     for j, is_float_out in enumerate(facts.float_out):
         if is_float_out:
             values[node.outputs[j]] = precision if j in main_out else HIGH
+    if precision == HIGH:
+        handoff.record(ctx, node, decision, facts)  # what a pinned node hands on its gray readers
     return decision

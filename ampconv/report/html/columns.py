@@ -223,6 +223,8 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "notes": report.get("notes") or [],
         "calibration": _pick(calibration, ("samples", "random", "tensors", "notes")),
         "tune": _pick(tune, ("passed", "evaluations", "budget", "low_nodes", "kept", "notes")),
+        "release": _pick(report.get("release") or None, ("evidence", "islands", "nodes", "lowered", "evaluations",
+                                                           "budget", "seconds", "released", "kept", "untried")),
         "validation": _validation(validation),
     }
 

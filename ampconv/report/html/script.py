@@ -147,6 +147,11 @@ SCRIPT = r"""
       row("tune", (t.passed ? "passes" : "could not pass") + " after " + t.evaluations + " evaluation(s) (budget " +
           t.budget + ", " + t.low_nodes + " LOW nodes after the guards), " + (t.kept || []).length + " node(s) kept float32");
     }
+    if (S.release) {
+      var r = S.release;
+      row("release", r.lowered + " of " + r.nodes + " float32 node(s) in " + r.islands + " island(s) lowered on " +
+          r.evidence + ", " + r.evaluations + " evaluation(s) (budget " + r.budget + ", " + r.seconds + " s)");
+    }
     if (S.validation) {
       var v = S.validation, span = el("span", v.passed ? "pass" : "fail", v.passed ? "PASS" : "FAIL");
       var box = el("span"); box.appendChild(span);
@@ -165,6 +170,10 @@ SCRIPT = r"""
     S.warnings.forEach(function (w) { msg("warning", "warning: " + w); });
     S.interface.forEach(function (i) { if (i.rule === "io-misfit") msg("warning", i.kind + " " + i.name + ": " + i.reason); });
     if (S.tune) (S.tune.kept || []).forEach(function (k) { msg("", "tune: " + k.node + " (" + (k.op_type || "?") + ") kept float32: " + k.evidence); });
+    if (S.release) {
+      (S.release.released || []).forEach(function (i) { msg("", "release: " + i.nodes.join(", ") + " lowered (float32 by " + i.rules.join(", ") + "): " + i.effect); });
+      (S.release.kept || []).forEach(function (i) { msg("", "release: " + i.nodes.join(", ") + " kept float32: " + i.error); });
+    }
     grouped(S.runtime_pins.map(function (p) { return "onnxruntime pin: " + p.node + " kept float32 (" + p.reason + ")"; }),
             "onnxruntime pins");
     grouped(S.notes.map(function (n) { return "note: " + n; }), "notes");
