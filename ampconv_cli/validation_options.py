@@ -3,12 +3,14 @@
 - ``validation_options``: decorator adding the two option groups
   (``validation_input_options``: ``--inputs``, ``--shape``,
   ``--input-range``, ``--samples``, ``--seed``; ``validation_judging_options``:
-  ``--rtol``, ``--atol``, ``--backend``, ``--localize``). Their parameter
+  ``--rtol``, ``--atol``, ``--backend``, ``--localize``, ``--nature``,
+  ``--limit``, ``--metric``). Their parameter
   names are ``VALIDATION_PARAMS``.
 - ``options_from_cli``: those parameters -> ``ValidateOptions``.
 - ``run_and_render``: validate, print the result, merge it into a report, and
   return the exit code (0 every output passes, 3 some output fails: the
-  default criteria, or the strict elementwise rule with ``--rtol``/``--atol``). ``AmpconvError``
+  default criteria, or the strict elementwise rule with ``--rtol``/``--atol``;
+  with ``--metric``, 0 when the user's metric holds on every sample, 3 when not). ``AmpconvError``
   propagates so the caller maps it to its exit code in one place.
 """
 
@@ -31,7 +33,7 @@ from ampconv.validation.render import render
 from ampconv.validation.reportfile import merge_into_report
 
 VALIDATION_PARAMS = ("inputs", "rtol", "atol", "backend", "samples", "seed", "shapes", "input_ranges", "localize",
-                     "natures", "limits")
+                     "natures", "limits", "metric")
 FORMATS = ("text", "json", "markdown")
 EXIT_OK = 0
 EXIT_DRIFT = 3
@@ -123,6 +125,13 @@ validation_judging_options = OptionGroup(
             help="A default-criteria threshold for one output: cosine, p99, max or label "
             "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).",
         ),
+        click.option(
+            "--metric", "metric", default=None, metavar="MODULE:FUNCTION",
+            help="Your own measure of success, which decides the verdict: FUNCTION(reference, converted) from "
+            "MODULE (working directory or PYTHONPATH), called per sample with dicts output name -> array, "
+            "returns a bool or (bool, words). Exit 0 when it holds on every sample, 3 when not; the table "
+            "still shows each output's figures (docs/validation.md, 'Your own metric').",
+        ),
     ),
     title="Validation criteria",
 )
@@ -159,6 +168,7 @@ def options_from_cli(
         localize=params["localize"],
         natures=tuple(params.get("natures", ())),
         limits=tuple(params.get("limits", ())),
+        metric=params.get("metric"),
         decisions=decisions,
         show_progress=show_progress,
     )

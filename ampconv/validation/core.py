@@ -20,6 +20,7 @@ from ampconv.numerics import emulate as emulation
 from ampconv.validation import inputs as inputs_mod
 from ampconv.numerics import bodies, modelio, runners
 from ampconv.validation import comparison, decode, floor, localize
+from ampconv.validation.metric import MetricError
 from ampconv.validation.natures import output_natures, selects
 from ampconv.validation.options import ValidateOptions
 from ampconv.validation.result import Localization, ValidationResult
@@ -53,7 +54,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
         setup = _Setup(backend=run.backend, provider=run.provider, rtol=run.criteria.rtol, atol=run.criteria.atol,
-                       tmp=tmp, criteria=run.criteria)
+                       tmp=tmp, criteria=run.criteria, metric=options.metric)
         ref_runner, conv_runner = _sessions(run, setup)
         floor_runner = _floor_session(run, setup) if options.floor and run.criteria.mode == judging.DEFAULT else None
         setup = dataclasses.replace(setup, provider=conv_runner.provider)
@@ -61,7 +62,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         out_names = ref_runner.output_names()
         # Detection sets read the shapes of the pieces a Concat packs: infer types only for a model that selects.
         typed = run.ref.with_types() if selects(run.ref.model) else run.ref.model
-        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)))
+        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)),
+                                   options.metric)
         progress = None
         if options.progress is not None:
             def progress(done, total=run.samples.count):
@@ -71,6 +73,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
                 run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, rules,
                 progress, run_floor=floor_runner.run if floor_runner is not None else None,
             )
+        except MetricError:
+            raise  # the user's code, not the model: the words name the metric alone
         except AmpconvError as exc:
             raise _with_unset_dims_hint(exc, run.samples) from None
         timings["reference_s"] = ref_runner.seconds
@@ -79,6 +83,8 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
             run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
         decoded = _greedy_decode(run, ref_runner, conv_runner)
         passed = all(o.passed for o in compared.outputs) and (decoded is None or decoded.passed)
+        if compared.metric is not None:  # the user's own measure decides; the figures stay for information
+            passed = compared.metric.passed
         located = None
         if not passed and options.localize and compared.first_failed is not None:
             start = time.perf_counter()
@@ -91,6 +97,7 @@ def validate(reference: str, converted: str, options: ValidateOptions | None = N
         tolerance_source=run.source, criteria=run.criteria, random_inputs=run.samples.random,
         input_sources=compared.sources, sample_count=compared.count, outputs=compared.outputs,
         localization=located, notes=tuple(run.notes), timings=tuple(timings.items()), decode=decoded,
+        metric=compared.metric,
     )
 
 
@@ -331,6 +338,7 @@ class _Setup:
     atol: float
     tmp: str  # folder for derived copies
     criteria: object = None  # criteria.Criteria the outputs are judged by (a fix is checked by them too)
+    metric: object = None  # the user's metric (metric.TaskMetric), which decides when given (a fix's check too)
 
 
 def _check_same_interface(ref_model, conv_model, reference, converted) -> None:
@@ -628,7 +636,8 @@ def _overflow_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: d
 def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict, bf16_nodes=()) -> dict | None:
     """Run the suggested fix (its nodes kept float32, under emulation) on ``sample``: does it pass, and what changes?
 
-    Every output is judged by the run's own criteria; the worst before and
+    Every output is judged by the run's own criteria (the user's metric
+    instead, when given: the fix passes when it holds); the worst before and
     after are quoted (the first failing one's words, or the closest to its
     threshold), so a suggestion is never a guess. ``bf16_nodes``: those of
     the fix's nodes that run bfloat16 (the rest float32); the outputs are
@@ -647,18 +656,21 @@ def _check_fix(conv: _Loaded, setup: _Setup, sample, expected: dict, cause: dict
         got = runner.run(sample, names)
     except AmpconvError:
         return None  # the emulated fix could not run: the suggestion stands unchecked
+    fixed = {"nodes": list(nodes), "suggestion": cause["suggestion"]}
+    if setup.metric is not None:  # the user's metric decides: the fix passes when it holds
+        try:
+            check = setup.metric.judge(comparison.read_only(expected), comparison.read_only(got), sample=0)
+        except MetricError:
+            return None  # it held or failed on this sample as converted; on the fix's outputs it cannot say
+        words = f"metric {setup.metric.name} {'holds' if check.held else 'fails'}"
+        return {**fixed, "passes": check.held, "after": words + (f": {check.words}" if check.words else "")}
     rules = comparison.Judging(setup.criteria, modelio.low_dtype(conv.model) or "fp16", output_natures(conv.model))
     try:  # judged as validate judges: a detection set as a set, a sequence as sequences
         results = [comparison.judge_output(n, expected, got, rules) for n in names]
     except ValueError:
         return None  # an output's shape changed with the fix: the suggestion stands unchecked
     worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
-    return {
-        "nodes": list(nodes),
-        "suggestion": cause["suggestion"],
-        "passes": all(m.passed for m in results),
-        "after": worst.decided_by if worst is not None else "",
-    }
+    return {**fixed, "passes": all(m.passed for m in results), "after": worst.decided_by if worst is not None else ""}
 
 
 def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | None:

@@ -532,7 +532,9 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     than rounding the model's own data does. A flipped clear label, a new
     NaN/Inf or a changed integer is a changed result, which the floor never
     excuses; the words then say what the floor model itself does there. The
-    words quote the ratio ("2.1x the unavoidable error"). ``excusable=False``
+    words quote the ratio ("2.1x the unavoidable error"), and ``floor_ratio``
+    holds the same number: the RMS error's ratio, or for a failing figure of
+    size the larger of that and the figure's own. ``excusable=False``
     (a threshold the user set for this output): the floor is quoted, never
     obeyed.
     """
@@ -552,9 +554,10 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
         shown = worst if failing in _FLOOR_EXPLAINS else rms
         words = _BY_KEY[failing].floor_words if failing in _BY_KEY else None
         also = words(floor) if words is not None else ""
-        return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(shown)} {what}{also}")
+        return dataclasses.replace(verdict, floor_ratio=shown,
+                                   decided_by=f"{verdict.decided_by}; {_times(shown)} {what}{also}")
     return dataclasses.replace(
-        verdict, passed=True, criterion="floor", severity=worst / FLOOR_FACTOR,
+        verdict, passed=True, criterion="floor", severity=worst / FLOOR_FACTOR, floor_ratio=worst,
         decided_by=f"{verdict.decided_by}, but that is {_times(worst)} {what}, within {FLOOR_FACTOR:g}x: "
                    f"the model's own sensitivity to {dtype or 'the LOW type'}, not the conversion's",
     )

@@ -264,7 +264,30 @@ def judge_detections(members: dict, ref_out: dict, conv_out: dict, criteria, flo
     check = _verdict(found, criteria, width)
     if floor is not None and not check.passed and check.key != "nonfinite":
         check = _against_floor(check, found, match(ref, floor, threshold, margin), criteria, width)
-    return {name: _metrics(name, nature, found, check, ref_out, width) for name, nature in members.items()}
+    return {name: _metrics(name, nature, found, _member_check(check, name, ref_out, conv_out, members), ref_out,
+                           width)
+            for name, nature in members.items()}
+
+
+def _member_check(check: _Check, name: str, ref_out: dict, conv_out: dict, members: dict) -> _Check:
+    """The set's failing verdict as one member's row says it: a member whose own values equal the reference's
+    says so, so the row never reads as if its values differed (the set fails, not they)."""
+    if check.passed or not _identical(ref_out.get(name), conv_out.get(name)):
+        return check
+    others = ", ".join(n for n in members if n != name)
+    return dataclasses.replace(check, words=f"{name} identical to the reference's; its detection set (with {others}) "
+                                            f"fails: {check.words}")
+
+
+def _identical(ref, conv) -> bool:
+    """Same shape and the same values (NaN where NaN)."""
+    if ref is None or conv is None:
+        return False
+    ref, conv = np.asarray(ref), np.asarray(conv)
+    if ref.shape != conv.shape:
+        return False
+    nan = ref.dtype.kind == "f" and conv.dtype.kind == "f"
+    return bool(np.array_equal(ref, conv, equal_nan=nan))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from ampconv.errors import UsageError, named
 from ampconv.options.groups import check_tolerances
 from ampconv.core.shapespec import range_pairs, shape_pairs
+from ampconv.validation.metric import metric_of
 from ampconv.validation.nature_kinds import NATURE_OVERRIDES
 from ampconv.validation.criteria import (
     ELEMENTWISE_TOLERANCES,
@@ -73,6 +74,12 @@ class ValidateOptions:
         limits: ``(output, key, threshold)`` triples, or a dict ``{"logits":
             {"cosine": 0.999}}``: a built-in threshold for one output
             (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.
+        metric: the user's own measure of success, which decides the verdict
+            when given (``validate.metric``): a function ``(reference,
+            converted) -> bool | (bool, words)`` called once per sample with
+            dicts output name -> array, or ``"MODULE:FUNCTION"`` imported from
+            the working directory or ``PYTHONPATH``. The result passes when it
+            holds on every sample; the per-output figures are still measured.
     """
 
     inputs: tuple[str, ...] = ()
@@ -95,6 +102,7 @@ class ValidateOptions:
     natures: tuple[tuple[str, str], ...] = ()
     extra_criteria: tuple = ()
     limits: tuple[tuple[str, str, float], ...] = ()
+    metric: object = None  # a validate.metric.TaskMetric once made
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -109,6 +117,7 @@ class ValidateOptions:
         object.__setattr__(self, "natures", nature_pairs(self.natures))
         object.__setattr__(self, "limits", limit_triples(self.limits))
         object.__setattr__(self, "extra_criteria", tuple(self.extra_criteria))
+        object.__setattr__(self, "metric", metric_of(self.metric))
         if self.inputs and self.input_ranges:
             raise UsageError(f"{named('input_ranges')} sets the range of random inputs; with {named('inputs')} it does nothing")
 
