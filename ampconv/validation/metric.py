@@ -80,7 +80,7 @@ def _verdict_of(returned, name: str, sample: int) -> MetricCheck:
 
 def _is_bool(value) -> bool:
     """A Python bool or a numpy bool (``np.all(...)`` returns one); not an int, a float or an array."""
-    return isinstance(value, bool) or type(value).__name__ == "bool_"
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
 
 
 def metric_of(value) -> TaskMetric | None:
