@@ -125,6 +125,17 @@ class Config:
             keep float32 the fewest nodes that make the check pass.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
             validator's default criteria for the LOW type).
+        metric: the user's own measure of success, which decides ``tune``
+            when given, as it decides ``validate`` (``ValidateOptions.metric``):
+            a function ``(reference, converted) -> bool | (bool, words)``
+            called per calibration sample, or ``"MODULE:FUNCTION"``; the search
+            keeps float32 the fewest nodes that make it hold on every sample.
+        limits: per-output thresholds of the default criteria for ``tune``
+            (``ValidateOptions.limits``: ``{"logits": {"cosine": 0.999}}``).
+        extra_criteria: ``Criterion`` objects judging ``tune``'s candidates
+            beside the built-in criteria (``ValidateOptions.extra_criteria``).
+        natures: how ``tune`` judges an output, in place of what the graph
+            says (``ValidateOptions.natures``: ``{"det_boxes": "boxes"}``).
         opset: upgrade the model to this default-domain opset with onnx's
             version converter before converting. None: the model is upgraded
             by default when its opset keeps heavy ops or Q/DQ nodes from the
@@ -168,6 +179,10 @@ class Config:
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
+    metric: object = None
+    limits: Tuple[object, ...] = ()
+    extra_criteria: Tuple[object, ...] = ()
+    natures: Tuple[Tuple[str, str], ...] = ()
     synthetic_run: bool = True
     opset: Optional[int] = None
     keep_opset: bool = False
@@ -193,6 +208,8 @@ class Config:
         object.__setattr__(self, "dtype", DTYPE_ALIASES.get(str(self.dtype).lower(), self.dtype))
         fallback = FALLBACK_ALIASES.get(str(self.fallback_dtype).lower(), self.fallback_dtype)
         object.__setattr__(self, "fallback_dtype", fallback)
+        if self.metric is not None or self.limits or self.extra_criteria or self.natures:
+            _judging_as_validate(self)
         if self.rules:
             from ampconv.plan.rules import register  # the rule registry: only when the user brings rules
 
@@ -223,3 +240,15 @@ class Config:
     def data_options(self) -> DataOptions:
         """The options of calibration data and the accuracy search."""
         return self._data
+
+
+def _judging_as_validate(config: Config) -> None:
+    """``tune``'s judging fields in the forms ``ValidateOptions`` takes them (a metric loaded, limit triples,
+    nature pairs), refused as ``ValidateOptions`` refuses them."""
+    from ampconv.validation.metric import metric_of
+    from ampconv.validation.options import limit_triples, nature_pairs
+
+    object.__setattr__(config, "metric", metric_of(config.metric))
+    object.__setattr__(config, "limits", limit_triples(config.limits))
+    object.__setattr__(config, "natures", nature_pairs(config.natures))
+    object.__setattr__(config, "extra_criteria", tuple(config.extra_criteria))

@@ -124,6 +124,11 @@ class DataOptions:
     rtol: Optional[float] = None
     atol: Optional[float] = None
     synthetic_run: bool = True
+    # How ``tune`` judges, as ``validate`` would (``Config`` makes them: a metric, limit triples, natures).
+    metric: object = None
+    limits: Tuple[object, ...] = ()
+    extra_criteria: Tuple[object, ...] = ()
+    natures: Tuple[Tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
@@ -136,6 +141,10 @@ class DataOptions:
         if not self.tune and (self.rtol is not None or self.atol is not None):
             raise UsageError(f"{named('rtol')}/{named('atol')} set the tolerance of {named('tune')}; "
                              "without it they do nothing")
+        for name in ("metric", "limits", "extra_criteria", "natures"):
+            if not self.tune and getattr(self, name):
+                raise UsageError(f"{named(name)} sets how {named('tune')} judges its candidates; "
+                                 "without it it does nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:
             raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")
         if self.calibration_samples < 1:
