@@ -149,12 +149,13 @@ def _origin(module) -> str:
 
 
 def _name_of(function: Callable) -> str:
-    """``module:qualname`` of a function a library caller passes (its repr for other callables)."""
+    """``module:qualname`` of a function a library caller passes (the qualname alone when it has no
+    module, as code run by ``exec``; the repr of a callable object)."""
     module = getattr(function, "__module__", None)
     qualname = getattr(function, "__qualname__", None)
     if module and qualname:
         return f"{module}:{qualname}"
-    return repr(function)
+    return qualname or repr(function)
 
 
 @dataclasses.dataclass(frozen=True)
