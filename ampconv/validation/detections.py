@@ -20,9 +20,11 @@ or swap two. Compared by position, boxes read as class scores and labels
    ``MATCH_IOU`` (the task's rule: a detection at IoU 0.5 with the same label
    is the same detection).
 4. The set passes when at most ``MAX_UNMATCHED`` of the clear reference
-   detections find no match and as few clear converted ones are extra, and
-   the matched ones stay close: the 99th percentile of ``1 - IoU`` and of the
-   score's change (over the scores' range) within the criteria's max error.
+   detections find no match and as few clear converted ones are extra, as
+   few matched boxes moved beyond the criteria's max error in ``1 - IoU``
+   (another anchor's box NMS kept at a near tie of scores: ``_verdict``), and
+   the 99th percentile of the score's change (over the scores' range) stays
+   within that max error.
    Like the other figures of size, a failure within ``FLOOR_FACTOR`` times what
    the floor model's detections show passes (``criteria``).
 """
@@ -253,8 +255,12 @@ def judge_detections(members: dict, ref_out: dict, conv_out: dict, criteria, flo
     """Judge one selection's outputs as a set of detections; output name -> its ``Metrics`` (one verdict for all).
 
     ``members``: output name -> its ``Nature`` (``natures.detection_natures``).
+    The max error the boxes and scores are held to is the box member's
+    (``--limit boxes:max=0.2`` sets it; ``criteria.Criteria.for_output``).
     Raises ValueError when the members disagree on the number of detections.
     """
+    boxes = next((name for name, nature in members.items() if nature.role in ("boxes", "packed")), None)
+    criteria = criteria.for_output(boxes)
     ref, conv = images(members, ref_out), images(members, conv_out)
     threshold = next(iter(members.values())).score_threshold
     width = score_width(ref)
@@ -299,18 +305,33 @@ class _Check:
     floor_ratio: float | None = None
 
 
-def _figures(found: Matching, width: float) -> dict:
-    """The figures a set is judged by: unmatched share, p99 of 1 - IoU, p99 of the score change."""
+def _figures(found: Matching, width: float, limit: float | None) -> dict:
+    """The figures a set is judged by: the shares of clear detections unmatched, swapped at a label's near
+    tie and moved beyond ``limit`` (1 - IoU; None: boxes not judged), and the p99 of the score change."""
+    clear = max(found.clear, 1)
+    moved = int(np.count_nonzero(found.one_minus_iou > limit)) if limit else 0
     return {
-        "unmatched": found.unmatched / max(found.clear, 1),
-        "swapped": found.swapped / max(found.clear, 1),
-        "iou": found.p99(found.one_minus_iou),
+        "unmatched": found.unmatched / clear,
+        "swapped": found.swapped / clear,
+        "moved": moved / clear,
         "score": found.p99(found.score_change) / width,
     }
 
 
 def _verdict(found: Matching, criteria, width: float) -> _Check:
-    """The set's verdict: a new NaN/Inf, then unmatched detections, then how far matched ones moved."""
+    """The set's verdict: a new NaN/Inf, then unmatched detections, then how far matched ones moved.
+
+    A matched box counts as *moved* when its 1 - IoU with the reference's is
+    over the max-error threshold; as many clear detections may move so as may
+    go unmatched (``MAX_UNMATCHED``). Where two candidate boxes of one object
+    score within rounding of each other, rounding alone can make NMS keep the
+    other: the kept box is the same detection by the task's rule (same label,
+    IoU >= 0.5), moved by up to 1 - NMS's IoU threshold. On SSDLite-320 both
+    the conversion and the floor model show such a box on about one image in
+    three, while the other boxes' p99 1 - IoU stays 0.02 to 0.07
+    (docs/validation.md, "Detection sets"): a p99 over ~150 detections reads
+    two of them as 0.2 to 0.4 whatever the conversion.
+    """
     summary = (f"detections: {found.clear - found.missed} of {found.clear} clear reference detection(s) matched "
                f"(same label, IoU >= {MATCH_IOU:g}), {found.extra} extra")
     if found.swapped:
@@ -319,25 +340,40 @@ def _verdict(found: Matching, criteria, width: float) -> _Check:
         summary += " (no score lies clear of the cut by more than rounding moves it: a weak check)"
     if found.nonfinite:
         return _Check("nonfinite", False, math.inf, f"{summary}; {found.nonfinite} new NaN/Inf box value(s)")
-    figures = _figures(found, width)
-    limit = criteria.max_error if criteria.max_error is not None else 0.0
+    limit = criteria.max_error
+    figures = _figures(found, width, limit)
     allowed = max(MAX_UNMATCHED, 0.0)
+
+    def share(key: str, count: float) -> float:
+        return figures[key] / allowed if allowed else (0.0 if not count else math.inf)
+
     severities = {
-        "unmatched": figures["unmatched"] / allowed if allowed else (0.0 if not found.unmatched else math.inf),
-        "swapped": figures["swapped"] / allowed if allowed else (0.0 if not found.swapped else math.inf),
-        "iou": figures["iou"] / limit if limit else 0.0,
+        "unmatched": share("unmatched", found.unmatched),
+        "swapped": share("swapped", found.swapped),
+        "moved": share("moved", figures["moved"]),
         "score": figures["score"] / limit if limit else 0.0,
     }
     key = max(severities, key=severities.get)
     passed = all(v <= 1.0 for v in severities.values())
-    detail = (f"; matched: p99 1 - IoU {figures['iou']:.2g}, p99 score change {figures['score']:.2g} "
-              f"(limits {allowed:g} unmatched, {limit:g} moved)")
-    return _Check("detections", passed, severities[key], summary + detail)
+    return _Check("detections", passed, severities[key], summary + _matched_words(found, figures, limit, allowed))
+
+
+def _matched_words(found: Matching, figures: dict, limit: float | None, allowed: float) -> str:
+    """How far the matched detections moved, in words: the boxes beyond the limit, the rest's p99 1 - IoU,
+    the p99 score change, and the limits."""
+    if not limit:
+        return f"; matched: p99 1 - IoU {found.p99(found.one_minus_iou):.2g} (boxes and scores not judged)"
+    moved = int(np.count_nonzero(found.one_minus_iou > limit))
+    rest = found.one_minus_iou[found.one_minus_iou <= limit]
+    beyond = f"{moved} box(es) moved beyond 1 - IoU {limit:g}, " if moved else ""
+    return (f"; matched: {beyond}p99 1 - IoU {found.p99(rest):.2g}{' of the rest' if moved else ''}, "
+            f"p99 score change {figures['score']:.2g} (limits {allowed:g} unmatched, {allowed:g} moved beyond "
+            f"1 - IoU {limit:g}, {limit:g} score change)")
 
 
 def _against_floor(check: _Check, found: Matching, floor: Matching, criteria, width: float) -> _Check:
     """A failing set passes when each figure is within ``FLOOR_FACTOR`` times the floor model's same figure."""
-    mine, base = _figures(found, width), _figures(floor, width)
+    mine, base = _figures(found, width, criteria.max_error), _figures(floor, width, criteria.max_error)
     ratios = []
     for key in mine:
         if mine[key] <= 0:
