@@ -153,6 +153,20 @@ def test_a_limit_on_the_boxes_member_sets_how_far_boxes_may_move():
     assert not judge_detections(MEMBERS, ref, many, other)["boxes"].passed
 
 
+def test_a_box_the_floor_takes_from_another_anchor_does_not_make_every_detection_unclear():
+    """On SSDLite the floor model kept another anchor's box for one object (1 - IoU 0.49, score 0.98 -> 0.56):
+    its score change set the margin to 0.84, no detection was clear, and the set passed as a weak check on
+    no evidence. That pair's score is another anchor's, not a rounding of the reference's: it is left out."""
+    ref = _set(count=150)
+    floor = _kept_another_anchor(ref, [5])
+    floor["scores"] = ref["scores"].copy()
+    floor["scores"][5] -= np.float32(0.4)
+    lost = {k: v[20:] for k, v in ref.items()}  # 20 of 150 clear detections gone
+    m = judge_detections(MEMBERS, ref, lost, default_criteria("fp16"), floor)["boxes"]
+    assert not m.passed and "130 of 150 clear reference detection(s) matched" in m.decided_by
+    assert "weak check" not in m.decided_by
+
+
 def test_boxes_that_all_drift_a_little_beyond_the_limit_fail():
     """Negative: a drift shared by every box is no swap: each moved box counts, and the set fails."""
     ref = _set(count=150)
