@@ -551,3 +551,27 @@ def test_screenshots_of_a_passing_and_a_failing_page(cli_runner, tmp_path, kind)
 def html_unescape_free(text: str) -> str:
     """``text`` as the DOM dump writes it in an element (``&``, ``<``, ``>`` escaped; quotes as they are)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def test_the_page_says_the_metric_decided(cli_runner, tmp_path):
+    """Issue 39: with --metric the verdict is the metric's; the page's title and words say so, not the outputs'."""
+    plain = json.loads(converted_report(cli_runner, tmp_path).read_text())
+    output = {"name": "y", "passed": True, "decided_by": "scaled p99 error 0.001 <= 0.03"}
+    metric = {"name": "task:close", "passed": False, "summary": 'metric task:close fails on 2 of 2 sample(s) '
+              '(sample 0: "max error 0.77")'}
+    failing = page_data({**plain, "validation": {"passed": False, "outputs": [output], "metric": metric,
+                                                 "backend": "emulate", "samples": 2}})
+    assert failing["verdict"]["title"] == "FAIL: your metric does not hold"
+    assert failing["verdict"]["detail"].startswith('metric task:close fails on 2 of 2 sample(s)')
+    assert "scaled p99" not in failing["verdict"]["detail"]  # the outputs pass; the metric decided
+    assert failing["summary"]["validation"]["metric"] == metric["summary"]
+    held = {**metric, "passed": True, "summary": "metric task:close holds on 2/2 sample(s)"}
+    passing = page_data({**plain, "validation": {"passed": True, "outputs": [{**output, "passed": False}],
+                                                 "metric": held, "backend": "emulate", "samples": 2}})
+    assert passing["verdict"]["title"] == "PASS: your metric holds"
+    assert passing["verdict"]["detail"].startswith("metric task:close holds on 2/2 sample(s)")
+    # Negative: without a metric the outputs' verdict stands, as before.
+    plain_fail = page_data({**plain, "validation": {"passed": False, "outputs": [{**output, "passed": False}],
+                                                    "backend": "emulate", "samples": 2}})
+    assert plain_fail["verdict"]["title"] == "FAIL: the converted model drifts beyond tolerance"
+    assert plain_fail["summary"]["validation"]["metric"] is None

@@ -112,9 +112,14 @@ def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
     failed = [o for o in outputs if not o.get("passed")]
     judged = (f"{len(outputs) - len(failed)}/{len(outputs)} output(s) pass on {validation.get('samples')} "
               f"sample(s) ({validation.get('backend_label') or validation.get('backend')})")
+    metric = validation.get("metric") if isinstance(validation.get("metric"), dict) else None
+    if metric is not None:  # the user's metric decided: the page says its verdict, not the outputs'
+        judged = f"{metric.get('summary')} ({validation.get('backend_label') or validation.get('backend')})"
+        failed = []
     if validation.get("passed"):
         random = validation.get("random_inputs")
-        return _verdict("pass", "PASS: the converted model stays within tolerance",
+        title = "PASS: your metric holds" if metric else "PASS: the converted model stays within tolerance"
+        return _verdict("pass", title,
                         f"{judged}; {converted}." + more,
                         "Random inputs are a weak proxy: validate on your own samples:" if random else "",
                         _command("validate", source, output, "--inputs", YOUR_SAMPLES) if random else None)
@@ -126,7 +131,9 @@ def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
     why = "; ".join(f"{o.get('name')}: {o.get('decided_by')}" for o in failed[:3])
     loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
     where = f" Drift starts at {loc['node']} ({loc.get('op_type')})." if loc.get("node") else ""
-    detail = f"{judged}: {why}.{where}{more}"
+    detail = f"{judged}{f': {why}' if why else ''}.{where}{more}"
+    title = ("FAIL: your metric does not hold" if isinstance(validation.get("metric"), dict)
+             else "FAIL: the converted model drifts beyond tolerance")
     source, output = str(report.get("source") or "MODEL.onnx"), str(report.get("output") or "OUT.onnx")
     fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else {}
     cause = loc.get("cause") if isinstance(loc.get("cause"), dict) else {}
@@ -140,12 +147,12 @@ def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
                 f"first run); checked on sample {loc.get('sample')}: {checked}.")
         command = _command("convert", source, "-o", output, "--overwrite", *shlex.split(suggestion),
                            "--validate", "--localize")
-        return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
+        return _verdict("fail", title, detail, todo, command)
     todo = ("Find the nodes to keep float32 with your samples, or rerun with --validate --localize to name "
             "where drift starts:")
     command = _command("convert", source, "-o", output, "--overwrite", "--calibration-data", YOUR_SAMPLES,
                        "--tune", "--validate", "--inputs", YOUR_SAMPLES)
-    return _verdict("fail", "FAIL: the converted model drifts beyond tolerance", detail, todo, command)
+    return _verdict("fail", title, detail, todo, command)
 
 
 def _verdict(kind, title, detail, todo, command) -> Dict[str, Any]:
@@ -255,6 +262,8 @@ def _validation(validation: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]
             for o in validation.get("outputs") or [] if isinstance(o, dict)
         ],
         "localization": loc if isinstance(loc, dict) else None,
+        "metric": (validation.get("metric") or {}).get("summary") if isinstance(validation.get("metric"), dict)
+        else None,
     }
 
 
