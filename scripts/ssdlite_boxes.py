@@ -4,7 +4,8 @@ Usage:
 
 - ``python scripts/ssdlite_boxes.py export --out DIR [--size 480x640] [--dynamo]``, in a separate venv with
   ``pip install torch==2.14.1 torchvision==0.29.1 onnx onnxscript`` (not a project dependency): torchvision's
-  ``ssdlite320_mobilenet_v3_large`` with random but trained-like weights, exported to ``DIR``, with 8 images;
+  ``ssdlite320_mobilenet_v3_large`` with random but trained-like weights, exported to ``DIR``, with 8 images
+  of that size in ``DIR/images_HxW``;
 - ``python scripts/ssdlite_boxes.py measure MODEL.onnx CONVERTED.onnx IMAGES_DIR``, in the project's venv:
   per image, the clear detections matched, the p99 of 1 - IoU of the matched boxes for the conversion and for
   the floor model (``validate.floor``), and every matched box moved beyond 1 - IoU 0.1 with its scores.
@@ -90,12 +91,13 @@ def export(out: str, size, dynamo: bool) -> None:
             found = self.inner(list(x))[0]
             return found["boxes"], found["scores"], found["labels"]
 
-    os.makedirs(os.path.join(out, "images"), exist_ok=True)
+    images = os.path.join(out, f"images_{size[0]}x{size[1]}")
+    os.makedirs(images, exist_ok=True)
     name = os.path.join(out, f"ssdlite_{size[0]}x{size[1]}{'_dynamo' if dynamo else ''}.onnx")
     torch.onnx.export(Outputs(model).eval(), (_images(torch, 1, 0, size),), name, input_names=["images"],
                       output_names=["boxes", "scores", "labels"], opset_version=18 if dynamo else 17, dynamo=dynamo)
     for i in range(8):
-        np.savez(os.path.join(out, "images", f"image{i}.npz"), images=_images(torch, 1, i, size).numpy())
+        np.savez(os.path.join(images, f"image{i}.npz"), images=_images(torch, 1, i, size).numpy())
     print(name)
 
 
@@ -123,19 +125,27 @@ def measure(src: str, converted: str, folder: str) -> None:
                                           optimize=False),
             "conversion": runners.make_session(modelio.save_derived(low, tmp, "conv", False), "conversion",
                                                runners.CPU, optimize=False)}
+    totals = {name: [0, 0] for name in ("conversion", "floor")}  # matched boxes, of them beyond 0.1
+    ratios = []
     for path in sorted(glob.glob(os.path.join(folder, "*.npz"))):
         feeds = dict(np.load(path))
         ref = det.images(members, runs["reference"].run(feeds))
         floor = det.images(members, runs["floor"].run(feeds))
         margin = det._margin(ref, floor, threshold, "fp16", 0.1)
-        line = [os.path.basename(path)]
+        line, p99 = [os.path.basename(path)], {}
         for name in ("conversion", "floor"):
-            got = det.images(members, runs[name].run(feeds))
-            found = det.match(ref, got, threshold, margin)
-            beyond = [(round(float(m), 2)) for m in found.one_minus_iou if m > 0.1]
+            found = det.match(ref, det.images(members, runs[name].run(feeds)), threshold, margin)
+            beyond = [round(float(m), 2) for m in found.one_minus_iou if m > 0.1]
+            totals[name][0] += found.one_minus_iou.size
+            totals[name][1] += len(beyond)
+            p99[name] = found.p99(found.one_minus_iou)
             line.append(f"{name}: {found.clear - found.missed}/{found.clear} matched, {found.extra} extra, "
-                        f"p99 1 - IoU {found.p99(found.one_minus_iou):.3f}, beyond 0.1: {beyond}")
+                        f"p99 1 - IoU {p99[name]:.3f}, beyond 0.1: {beyond}")
+        if p99["floor"] > 0:
+            ratios.append(p99["conversion"] / p99["floor"])
         print(" | ".join(line))
+    print("matched boxes (beyond 1 - IoU 0.1): " + ", ".join(f"{n} {t[0]} ({t[1]})" for n, t in totals.items())
+          + f"; p99 1 - IoU, conversion over floor: {min(ratios):.2f}x to {max(ratios):.2f}x")
 
 
 def main(argv=None) -> None:
