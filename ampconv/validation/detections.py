@@ -337,11 +337,12 @@ def _verdict(found: Matching, criteria, width: float) -> _Check:
     go unmatched (``MAX_UNMATCHED``). Where two candidate boxes of one object
     score within rounding of each other, rounding alone can make NMS keep the
     other: the kept box is the same detection by the task's rule (same label,
-    IoU >= 0.5), moved by up to 1 - NMS's IoU threshold. On SSDLite-320 both
-    the conversion and the floor model show such a box on about one image in
-    three, while the other boxes' p99 1 - IoU stays 0.02 to 0.07
-    (docs/validation.md, "Detection sets"): a p99 over ~150 detections reads
-    two of them as 0.2 to 0.4 whatever the conversion.
+    IoU >= 0.5), moved by up to 1 - NMS's IoU threshold. On SSDLite-320 the
+    conversion shows 3 such boxes in about 7,000 matched detections and the
+    floor model 9, while every other box's p99 1 - IoU stays 0.015 to 0.059
+    (docs/validation.md, "Detection sets"; scripts/ssdlite_boxes.py): a p99
+    over ~150 detections reads two of them as 0.2 to 0.5 whatever the
+    conversion.
     """
     summary = (f"detections: {found.clear - found.missed} of {found.clear} clear reference detection(s) matched "
                f"(same label, IoU >= {MATCH_IOU:g}), {found.extra} extra")
