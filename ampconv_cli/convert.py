@@ -126,6 +126,9 @@ def command(**params):
         shapes=tuple(validation["shapes"]),
         input_ranges=tuple(validation["input_ranges"]) if random_data else (),
         rtol=validation["rtol"] if tune else None, atol=validation["atol"] if tune else None,
+        # --tune judges its candidates as --validate would: the same metric, limits and natures.
+        metric=validation["metric"] if tune else None, limits=tuple(validation["limits"]) if tune else (),
+        natures=tuple(validation["natures"]) if tune else (),
     )
     do_validate, report_path = params["do_validate"], params["report_path"]
     # Before any work: a bad output path fails with nothing written (the model's
@@ -150,12 +153,16 @@ def _check_command_flags(params, given) -> None:
         raise click.UsageError("-q/--quiet and -v/--verbose contradict each other")
     do_validate = params["do_validate"]
     if not do_validate:
-        # Options that only shape validation would silently do nothing.
-        tune_reads = {"rtol", "atol"} if params["tune"] else set()
+        # Options that only shape validation would silently do nothing; --tune judges by some of them.
+        tune_reads = {"rtol", "atol", "metric", "limits", "natures"} if params["tune"] else set()
+        judging = (("metric", "--metric"), ("limits", "--limit"), ("natures", "--nature"))
         for name, flag in (("fmt", "--format"), *((p, f"--{p}") for p in ("inputs", "rtol", "atol", "backend",
                                                                              "samples", "seed", "localize"))):
             if name in given and name not in tune_reads:
                 raise click.UsageError(f"{flag} needs --validate")
+        for name, flag in judging:
+            if name in given and name not in tune_reads:
+                raise click.UsageError(f"{flag} needs --validate or --tune")
     _check_random_input_flags(given, params, params["calibration_data"], do_validate)
     if params["fail_on_drift"] and not do_validate:
         raise click.UsageError("--fail-on-drift needs --validate")

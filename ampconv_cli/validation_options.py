@@ -3,12 +3,14 @@
 - ``validation_options``: decorator adding the two option groups
   (``validation_input_options``: ``--inputs``, ``--shape``,
   ``--input-range``, ``--samples``, ``--seed``; ``validation_judging_options``:
-  ``--rtol``, ``--atol``, ``--backend``, ``--localize``). Their parameter
+  ``--rtol``, ``--atol``, ``--backend``, ``--localize``, ``--nature``,
+  ``--limit``, ``--metric``). Their parameter
   names are ``VALIDATION_PARAMS``.
 - ``options_from_cli``: those parameters -> ``ValidateOptions``.
 - ``run_and_render``: validate, print the result, merge it into a report, and
   return the exit code (0 every output passes, 3 some output fails: the
-  default criteria, or the strict elementwise rule with ``--rtol``/``--atol``). ``AmpconvError``
+  default criteria, or the strict elementwise rule with ``--rtol``/``--atol``;
+  with ``--metric``, 0 when the user's metric holds on every sample, 3 when not). ``AmpconvError``
   propagates so the caller maps it to its exit code in one place.
 """
 
@@ -44,7 +46,7 @@ validation_input_options = OptionGroup(
 
 validation_judging_options = OptionGroup(
     "How the outputs are judged and on what: the tolerance rule, the backend, localization of a failure.",
-    pick(_OPTIONS, "rtol", "atol", "backend", "localize", "natures", "limits"),
+    pick(_OPTIONS, "rtol", "atol", "backend", "localize", "natures", "limits", "metric"),
     title="Validation criteria",
 )
 VALIDATION_PARAMS = validation_input_options.param_names() + validation_judging_options.param_names()

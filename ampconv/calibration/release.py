@@ -60,7 +60,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.calibration.tune import Evaluation, Evaluator, judging_of
+from ampconv.calibration.tune import Evaluation, Evaluator, Task, judging_for, judging_task
 from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.numerics.activations import Calibration
@@ -423,10 +423,28 @@ class Candidates:
     def __init__(self, setting: ReleaseSetting) -> None:
         self.setting = setting
         self.costs: List[float] = []
-        judging, floor_low = judging_of(setting.fresh, setting.request)
-        self.judge = ReleaseJudge(judging, low_type(setting.request.plan_options.dtype))
-        self.evaluator = Evaluator(setting.src, setting.samples, self._candidate, self.judge,
-                                   wants_external(setting.fresh(), setting.src), floor_low)
+        model = setting.fresh()
+        task = judging_task(setting.request, model)  # what validate would judge: the user's metric first
+        judging = judging_for(setting.request, model)
+        self.judge = ReleaseJudge(judging, low_type(judging.dtype))
+        floor_low = low_type(judging.dtype) if judging.criteria.mode == DEFAULT else None
+        user_metric = task.judge if setting.request.data_options.metric is not None else None
+        self.evaluator = Evaluator(setting.src, setting.samples, self._candidate,
+                                   Task(self._sample_judge(user_metric), floor_low, task.decoder),
+                                   wants_external(model, setting.src))
+
+    def _sample_judge(self, user_metric):
+        """A sample passes when the user's metric (if any) holds and no output moves beyond the floor."""
+        def judge(ref, conv, floor_out, index):
+            failed = user_metric(ref, conv, floor_out, index) if user_metric is not None else None
+            if failed:
+                return failed
+            for name in ref:
+                verdict = self.judge(name, ref, conv, floor_out)
+                if not verdict.passed:
+                    return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
+            return None
+        return judge
 
     def __call__(self, islands: Sequence[Island]) -> Tuple[Evaluation, float, str]:
         self.judge.worst = (0.0, "")

@@ -58,9 +58,10 @@ from ampconv.passes.pipeline import run_passes
 from ampconv.reading.prepare import InferTypesPass, NameNodesPass
 from ampconv.numerics import emulate as emulation
 from ampconv.numerics import modelio, runners
-from ampconv.validation.comparison import Judging, judge_output
-from ampconv.errors import AmpconvError
-from ampconv.validation import floor
+from ampconv.validation.comparison import Judging, judge_output, read_only
+from ampconv.errors import AmpconvError, UsageError
+from ampconv.validation import decode, floor
+from ampconv.validation.core import DECODE_STEPS
 from ampconv.validation.criteria import DEFAULT, FLOOR_FACTOR, NEAR_TIE_WORDS
 from ampconv.validation.natures import output_natures
 from ampconv.validation.options import ValidateOptions
@@ -69,9 +70,28 @@ REFERENCE_CACHE_BYTES = 256 * 1024**2
 
 # build(pins) -> the converted model (in memory) for a candidate.
 Build = Callable[[Mapping[str, str]], ir.Model]
-# judge(output name, reference outputs, converted outputs, floor model's outputs or None) -> an object with
-# ``passed`` and ``decided_by``.
-Judge = Callable[[str, Mapping[str, np.ndarray], Mapping[str, np.ndarray], Optional[Mapping[str, np.ndarray]]], object]
+# judge(reference outputs, converted outputs, floor model's outputs or None, sample index) -> None when the
+# sample passes, else (what failed, in words: "output 'y'", "metric m:f"; why).
+SampleJudge = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray], Optional[Mapping[str, np.ndarray]], int],
+                       Optional[Tuple[str, str]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What a candidate must do to pass: what ``validate`` would judge on the calibration samples.
+
+    ``judge`` reads each sample's outputs (``SampleJudge``); ``floor``: the
+    LOW type whose floor model runs beside the reference (the default
+    criteria; None: the user's tolerance or metric alone); ``decoder``: a
+    decoder's roles (``decode.decode_roles``), whose greedy decode each
+    candidate must keep too, as ``validate``'s verdict does; ``passes``: the
+    words of a pass.
+    """
+
+    judge: SampleJudge
+    floor: object = None
+    decoder: object = None
+    passes: str = "every output passes on every sample"
 
 
 @dataclasses.dataclass
@@ -126,28 +146,31 @@ def budget(low_nodes: int) -> int:
 
 
 class Evaluator:
-    """Runs candidates against the float32 reference on the calibration samples.
+    """Runs candidates against the float32 reference on the calibration samples, judged by ``task``.
 
-    With ``low`` (default criteria), the floor model (``validate.floor``: the
-    reference on its weights, inputs, products, elementwise results and outputs rounded to that
-    type) runs beside the reference and every candidate is judged against
-    the error it shows too, as ``validate`` judges: a conversion whose
-    failure the floor explains passes its first evaluation, and nothing is
-    pinned for it.
+    With ``task.floor`` (default criteria), the floor model (``validate.floor``:
+    the reference on its weights, inputs, products, elementwise results and
+    outputs rounded to that type) runs beside the reference and every
+    candidate is judged against the error it shows too, as ``validate``
+    judges: a conversion whose failure the floor explains passes its first
+    evaluation, and nothing is pinned for it. With ``task.decoder`` the
+    reference's greedy decode from the first sample is made once and every
+    candidate decodes against it (``validate.decode``).
     """
 
-    def __init__(self, reference: str, samples: Iterable, build: Build, judge: Judge, external: bool,
-                 low=None) -> None:
+    def __init__(self, reference: str, samples: Iterable, build: Build, task: Task, external: bool) -> None:
         self.reference = reference
         self.samples = samples
         self.build = build
-        self.judge = judge
+        self.task = task
         self.external = external
+        self.notes: List[str] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="ampconv-tune-")
         self._ref_runner = runners.make_session(reference, "float32 model", runners.CPU, optimize=False)
-        self._floor_runner = self._floor_session(low) if low is not None else None
+        self._floor_runner = self._floor_session(task.floor) if task.floor is not None else None
         self._names = self._ref_runner.output_names()
         self._cache = self._reference_outputs()
+        self._decoded = self._reference_decode() if task.decoder is not None else None
         self.count = 0
 
     def _floor_session(self, low):
@@ -160,6 +183,15 @@ class Evaluator:
             return runners.make_session(path, "floor model", runners.CPU, optimize=False, source=self.reference)
         except AmpconvError:
             return None  # judged on the criteria alone, as validate does when the floor cannot run
+
+    def _reference_decode(self):
+        """(first sample, the reference's greedy decode from it), or None with a note when it cannot run."""
+        _label, first = next(iter(self.samples))
+        try:
+            return first, decode.reference_decode(self._ref_runner, self.task.decoder, first, DECODE_STEPS)
+        except AmpconvError as exc:  # as validate: a step the first sample cannot continue is no verdict
+            self.notes.append(f"greedy decode not judged: {exc}")
+            return None
 
     def _expected(self, sample) -> Tuple[Dict[str, np.ndarray], Optional[Dict[str, np.ndarray]]]:
         """The reference's outputs on ``sample`` and the floor model's (None without a floor)."""
@@ -191,13 +223,15 @@ class Evaluator:
                                       source=self.reference)
         for index, (_label, sample) in enumerate(self.samples):
             ref, floor_out = self._cache[index] if self._cache is not None else self._expected(sample)
-            conv = runner.run(sample, self._names)
-            for name in self._names:
-                verdict = self.judge(name, ref, conv, floor_out)
-                if not verdict.passed:
-                    detail = f"output {name!r} on sample {index}: {getattr(verdict, 'decided_by', 'over tolerance')}"
-                    return Evaluation(tuple(pins), False, detail)
-        return Evaluation(tuple(pins), True, "every output passes on every sample")
+            failed = self.task.judge(ref, runner.run(sample, self._names), floor_out, index)
+            if failed is not None:
+                return Evaluation(tuple(pins), False, f"{failed[0]} on sample {index}: {failed[1]}")
+        if self._decoded is not None:
+            first, reference = self._decoded
+            decoded = decode.decode_against(reference, runner, self.task.decoder, first)
+            if not decoded.passed:
+                return Evaluation(tuple(pins), False, f"the greedy decode from sample 0: {decoded.summary()}")
+        return Evaluation(tuple(pins), True, self.task.passes)
 
 
 def search(
@@ -442,11 +476,11 @@ def tune_model(src, fresh: Callable[[], ir.Model], build, samples, request, cali
 
     release = margin.release
     pins, result = _search_with(release, (src, fresh, samples, build, request, external), margins,
-                                (low_nodes, rank_once, node_floor_of(low), decisive))
+                                (low_nodes, rank_once, node_floor_for(request), decisive))
     if not result.passed and margins and request.plan_options.fallback is not None:
         release = _float32_margins
         pins, result = _search_again(result, release, (src, fresh, samples, build, request, external), margins,
-                                     (low_nodes, rank_once, node_floor_of(low), decisive))
+                                     (low_nodes, rank_once, node_floor_for(request), decisive))
     return _finish(result, pins, margins, notes, kinds, request, release)
 
 
@@ -455,7 +489,9 @@ def _search_with(release, setting, margins, space) -> Tuple[Dict[str, str], Tune
     src, fresh, samples, build, request, external = setting
     evaluator = _evaluator(src, fresh, samples, lambda pins: build(release(pins, margins)).model, request, external)
     try:
-        return search(evaluator, *space)
+        pins, result = search(evaluator, *space)
+        result.notes.extend(evaluator.notes)
+        return pins, result
     finally:
         evaluator.close()
 
@@ -493,21 +529,77 @@ def _low_names(plan) -> List[str]:
     return [node.name for node, node_plan in plan.nodes.items() if node_plan.decision.precision == Precision.LOW]
 
 
-def judging_of(fresh: Callable[[], ir.Model], request) -> Tuple[Judging, Optional[object]]:
-    """How candidates are judged: the verdict's criteria (``--rtol/--atol``, else the default ones), the natures
-    of the outputs; and the LOW type whose floor model the evaluator runs (None in strict mode: the user's
-    tolerance alone)."""
-    dtype = request.plan_options.dtype
-    criteria, _source = ValidateOptions(rtol=request.data_options.rtol, atol=request.data_options.atol).criteria(dtype)
-    judging = Judging(criteria, dtype, output_natures(fresh()))
-    return judging, (low_type(dtype) if criteria.mode == DEFAULT else None)
-
-
 def _evaluator(src, fresh, samples, candidate, request, external: bool) -> Evaluator:
-    """Candidates judged by the verdict's own judge: natures of the outputs, token sequences read as sequences."""
-    judging, low = judging_of(fresh, request)
-    return Evaluator(str(src), samples, candidate, lambda n, r, c, f: judge_output(n, r, c, judging, f), external,
-                     low)
+    """Candidates judged by what validate would judge (``judging_task``)."""
+    return Evaluator(str(src), samples, candidate, judging_task(request, fresh()), external)
+
+
+def judging_task(request, model: ir.Model) -> Task:
+    """What a candidate must do, as ``validate`` with the same options would judge it.
+
+    The user's metric when given (``Config.metric``): it holds on every
+    sample. Otherwise every output passes the verdict's own judge (natures,
+    detection sets, token sequences; ``comparison.judge_output``) under the
+    criteria ``validate`` would use: the strict rule with ``rtol``/``atol``,
+    else the default criteria with the user's ``limits`` and
+    ``extra_criteria``, against the floor model's error; and a decoder with a
+    cache keeps its greedy decode (``validate.decode``), as validate's
+    verdict requires.
+    """
+    data = request.data_options
+    if data.metric is not None:
+        return Task(_metric_judge(data.metric), passes=f"metric {data.metric.name} holds on every sample")
+    judging = judging_for(request, model)
+    low = low_type(judging.dtype) if judging.criteria.mode == DEFAULT else None  # strict: the user's tolerance alone
+    return Task(_outputs_judge(judging), low, decoder_roles(model))
+
+
+def judging_for(request, model: ir.Model) -> Judging:
+    """The per-output judge ``validate`` would use with the request's options: the strict rule with
+    ``rtol``/``atol``, else the default criteria with the user's ``limits`` and ``extra_criteria``; the
+    outputs' natures (the user's ``natures`` first)."""
+    data, dtype = request.data_options, request.plan_options.dtype
+    options = ValidateOptions(rtol=data.rtol, atol=data.atol, limits=data.limits, extra_criteria=data.extra_criteria,
+                              natures=data.natures)
+    criteria, _source = options.criteria(dtype)
+    return Judging(criteria, dtype, output_natures(model, dict(data.natures)))
+
+
+def decoder_roles(model: ir.Model):
+    """A decoder's roles (``decode.decode_roles``), or None when the model is no decoder with a cache."""
+    try:
+        return decode.decode_roles(model)
+    except UsageError:
+        return None  # no decoder with a cache: its outputs are its task
+
+
+def _outputs_judge(judging: Judging) -> SampleJudge:
+    """A sample passes when every output passes ``judge_output``; else the first failing output's words."""
+    def judge(ref, conv, floor_out, _index):
+        for name in ref:
+            verdict = judge_output(name, ref, conv, judging, floor_out)
+            if not verdict.passed:
+                return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
+        return None
+    return judge
+
+
+def _metric_judge(metric) -> SampleJudge:
+    """A sample passes when the user's metric holds on its outputs (read-only); else the metric's words."""
+    def judge(ref, conv, _floor_out, index):
+        check = metric.judge(read_only(ref), read_only(conv), index)
+        return None if check.held else (f"metric {metric.name}", check.words or "it does not hold")
+    return judge
+
+
+def node_floor_for(request) -> float:
+    """``node_floor_of`` the LOW type, or 0 when the user's own demand judges (a metric, limits, criteria of
+    their own): a node whose own error is a rounding's may be what keeps a tighter bound, and the floor
+    excuses nothing the user asked for."""
+    data = request.data_options
+    if data.metric is not None or data.limits or data.extra_criteria:
+        return 0.0
+    return node_floor_of(low_type(request.plan_options.dtype))
 
 
 def _finish(result: TuneResult, pins, margins, notes, kinds, request,

@@ -90,8 +90,10 @@ class Metrics:
     criterion: str | None = None
     decided_by: str | None = None
     severity: float | None = None
-    # Set by ``criteria.judge`` given the floor model's output (``validate.floor``): the RMS error over the
-    # floor model's RMS error ("N times the unavoidable error"), and that RMS error.
+    # Set by ``criteria.judge`` given the floor model's output (``validate.floor``): how many times the
+    # unavoidable error this output's error is, the one number ``decided_by`` quotes ("N times the unavoidable
+    # error": the RMS error over the floor model's, or for a failing figure of size the larger of that and the
+    # figure over the floor's same figure), and the floor model's RMS error.
     floor_ratio: float | None = None
     floor_rmse: float | None = None
 
@@ -338,8 +340,8 @@ def worst(per_sample: list[Metrics]) -> Metrics:
     """Combine per-sample metrics of one output into the worst case over samples.
 
     Error figures take their worst over samples. The verdict fields
-    (``criterion``, ``decided_by``, ``severity``, ``scale``) come from the
-    worst sample (``worst_sample``); ``label_agreement`` is the lowest of any
+    (``criterion``, ``decided_by``, ``severity``, ``scale``, ``floor_ratio``,
+    ``floor_rmse``) come from the worst sample (``worst_sample``); ``label_agreement`` is the lowest of any
     sample and ``clear_rows`` the total judged.
     """
     if len(per_sample) == 1:
@@ -385,8 +387,10 @@ def worst(per_sample: list[Metrics]) -> Metrics:
         criterion=decider.criterion,
         decided_by=decider.decided_by,
         severity=decider.severity,
-        floor_ratio=max(_known(m.floor_ratio for m in per_sample), default=None),
-        floor_rmse=max(_known(m.floor_rmse for m in per_sample), default=None),
+        # The deciding sample's, as ``decided_by`` quotes it: another sample's larger ratio (of a smaller
+        # error over an even smaller floor) would give the row two multiples of one thing.
+        floor_ratio=decider.floor_ratio,
+        floor_rmse=decider.floor_rmse,
     )
 
 

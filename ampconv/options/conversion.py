@@ -331,7 +331,64 @@ SHARED_WITH_VALIDATION = (
                 metavar="NAME:LOW,HIGH", parse=parse_input_range)),
 )
 
+# How a validation judges its outputs, and ``tune``, which judges candidates as validate would: declared
+# here once for Config and ValidateOptions alike. The forms they take (limit triples, a loaded metric) are
+# validation's to know: ``ampconv.validation.options`` registers each one's check and parser
+# (``register_judging``) as it is imported, which ``import ampconv`` always does.
+_JUDGING: Dict[str, tuple] = {}
+
+
+def register_judging(name: str, check: Callable[[Any], Any], parse: Optional[Callable[[str], Any]] = None) -> None:
+    """Give the judging option ``name`` its check (value -> the value kept) and its flag's parser."""
+    _JUDGING[name] = (check, parse)
+
+
+def _judged(name: str) -> Callable[[Any], Any]:
+    def check(value):
+        entry = _JUDGING.get(name)
+        return value if entry is None else entry[0](value)
+
+    return check
+
+
+def _parsed(name: str) -> Callable[[str], Any]:
+    def parse(text: str):
+        return _JUDGING[name][1](text)
+
+    return parse
+
+
+JUDGING = (
+    Option("natures", (), "``(output, kind)`` pairs, or a dict ``{\"det_boxes\": \"boxes\"}``: how an output is "
+           "judged, in place of what the graph says (``values`` judged on its RMS with no argmax read; "
+           "``probability`` on [0, 1]; ``boxes``/``scores``/``labels`` one set of detections, matched as a set).",
+           "Tuple[Tuple[str, str], ...]", _judged("natures"),
+           Flag(("--nature",), "How to judge an output, in place of what the graph says (values, probability, "
+                "boxes, scores, labels): boxes/scores/labels make outputs one detection set, matched as a set; "
+                "probability judges on [0, 1]; values on the output's RMS with no argmax read. Repeatable "
+                "(docs/validation.md).", REPEATED, metavar="OUTPUT=KIND", parse=_parsed("natures"))),
+    Option("extra_criteria", (), "``criteria.Criterion`` objects judging outputs beside the built-in criteria "
+           "(default mode): a task's own figure, e.g. a PSNR of at least 30 dB on a decoded image.", "tuple",
+           _judged("extra_criteria")),
+    Option("limits", (), "``(output, key, threshold)`` triples, or a dict ``{\"logits\": {\"cosine\": 0.999}}``: "
+           "a built-in threshold for one output (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.",
+           "Tuple[Tuple[str, str, float], ...]", _judged("limits"),
+           Flag(("--limit",), "A default-criteria threshold for one output: cosine, p99, max or label "
+                "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).", REPEATED,
+                metavar="OUTPUT:CRITERION=VALUE", parse=_parsed("limits"))),
+    Option("metric", None, "the user's own measure of success, which decides the verdict when given "
+           "(``validation.metric``): a function ``(reference, converted) -> bool | (bool, words)`` called once per "
+           "sample with dicts output name -> array, or ``\"MODULE:FUNCTION\"`` imported from the working directory "
+           "or ``PYTHONPATH``. It passes when it holds on every sample; the per-output figures are still measured.",
+           "object", _judged("metric"),
+           Flag(("--metric",), "Your own measure of success, which decides the verdict: FUNCTION(reference, "
+                "converted) from MODULE (working directory or PYTHONPATH), called per sample with dicts output "
+                "name -> array, returns a bool or (bool, words). Exit 0 when it holds on every sample, 3 when "
+                "not; the table still shows each output's figures (docs/validation.md, 'Your own metric').",
+                metavar="MODULE:FUNCTION")),
+)
+
 # Config's fields, in order.
-CONVERSION_OPTIONS = _POLICY + _PLAN + _WRITE + _DATA + SHARED_WITH_VALIDATION
+CONVERSION_OPTIONS = _POLICY + _PLAN + _WRITE + _DATA + SHARED_WITH_VALIDATION + JUDGING
 OPTIONS: Dict[str, Option] = by_name(CONVERSION_OPTIONS)
 register_spellings(CONVERSION_OPTIONS)

@@ -37,7 +37,7 @@ PLAN_FIELDS = ("dtype", "keep_io_types", "keep_fp32", "keep_bf16", "force_low", 
                "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype", "runtime")
 WRITE_FIELDS = ("check_runtime", "overwrite", "max_workers", "opset", "keep_opset", "annotate", "progress")
 DATA_FIELDS = ("calibration_data", "calibration_samples", "calibration_seed", "shapes", "input_ranges", "tune", "rtol",
-               "atol", "synthetic_run", "release")
+               "atol", "synthetic_run", "release", "metric", "limits", "extra_criteria", "natures")
 
 
 @option_record(pick(OPTIONS, *POLICY_FIELDS))
@@ -98,5 +98,13 @@ class DataOptions:
         if not self.tune and (self.rtol is not None or self.atol is not None):
             raise UsageError(f"{named('rtol')}/{named('atol')} set the tolerance of {named('tune')}; "
                              "without it they do nothing")
+        for name in ("metric", "limits", "extra_criteria", "natures"):  # how tune judges, as validate would
+            if not self.tune and getattr(self, name):
+                raise UsageError(f"{named(name)} sets how {named('tune')} judges its candidates; "
+                                 "without it it does nothing")
+        for name in ("metric", "limits", "extra_criteria", "natures"):
+            if not self.tune and getattr(self, name):
+                raise UsageError(f"{named(name)} sets how {named('tune')} judges its candidates; "
+                                 "without it it does nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:
             raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")

@@ -17,6 +17,7 @@ is missing (Windows) the step runs in this process, as before.
 from __future__ import annotations
 
 import faulthandler
+import gc
 import os
 import pickle
 import select
@@ -46,6 +47,10 @@ def run_isolated(step: Callable[..., Any], *args: Any, timeout: Optional[float] 
     if pid == 0:  # the child: compute, send, leave without running the parent's cleanup
         os.close(read_end)
         faulthandler.disable()  # a crash is the parent's to report, in a note: no traceback dump on stderr
+        # What the parent left as cyclic garbage is the parent's to collect: an onnxruntime session in it,
+        # finalized here, joins thread pools the fork did not copy and dies of SIGSEGV mid-step (seen
+        # after a failed validation in the same process). The child never collects what it inherited.
+        gc.freeze()
         try:
             try:
                 payload = pickle.dumps((True, step(*args)))

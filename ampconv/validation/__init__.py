@@ -5,8 +5,9 @@ Modules, data first and renderers last: ``options`` (what to do), ``inputs``
 the error no conversion avoids), ``criteria`` (the verdict, ``Criterion``),
 ``natures`` (what each output is, from the graph), ``detections`` (detection
 sets matched as sets), ``comparison`` (the sample loop), ``decode`` (a greedy
-decode of both models), ``localize`` (first diverging node), ``result``
-(data), ``core`` (``validate``), ``render`` (text/markdown/json). Loading,
+decode of both models), ``metric`` (the user's own measure, which decides
+when given), ``localize`` (first diverging node), ``result`` (data), ``core``
+(``validate``), ``render`` (text/markdown/json). Loading,
 emulation, runners and metrics are ``ampconv.numerics``'.
 
 This package is light to import (no numpy, onnx or onnxruntime): ``import

@@ -23,6 +23,7 @@ import numpy as np
 
 from ampconv.validation import criteria as judge_rules
 from ampconv.validation import detections
+from ampconv.validation.metric import MetricTally
 from ampconv.numerics import metrics
 from ampconv.validation.result import OutputResult
 
@@ -40,6 +41,7 @@ class _Tally:
     span: tuple[float, float] | None = None
     shape: tuple[int, ...] = ()
     exact: bool = False
+    in_set: bool = False
 
     def add(self, measured: metrics.Metrics) -> None:
         self.worst = measured if self.worst is None else metrics.worst([self.worst, measured])
@@ -48,8 +50,10 @@ class _Tally:
 
     def result(self, name: str) -> OutputResult:
         if self.error or self.worst is None:
-            return OutputResult(name, self.shape, tuple(self.kept), None, False, self.exact, self.error or "no sample")
-        return OutputResult(name, self.shape, tuple(self.kept), self.worst, self.worst.passed, self.exact)
+            return OutputResult(name, self.shape, tuple(self.kept), None, False, self.exact, self.error or "no sample",
+                                self.in_set)
+        return OutputResult(name, self.shape, tuple(self.kept), self.worst, self.worst.passed, self.exact,
+                            in_set=self.in_set)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +64,9 @@ class Compared:
     ``KEPT_SAMPLES``; ``first_failed`` is ``(index, sample, reference
     outputs)`` of the first sample on which some output failed (None when all
     passed); ``spans`` maps each bounded output to the (min, max) its reference
-    took over all samples.
+    took over all samples. With the user's metric, ``metric`` is its verdict
+    (``validate.metric.MetricVerdict``) and ``first_failed`` the first sample
+    it failed on.
     """
 
     outputs: tuple[OutputResult, ...]
@@ -68,15 +74,18 @@ class Compared:
     sources: tuple[str, ...]
     first_failed: tuple[int, dict, dict] | None
     spans: dict
+    metric: object = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Judging:
-    """How each output is judged: its criteria, the LOW type, and the natures of the reference's outputs."""
+    """How each output is judged: its criteria, the LOW type, and the natures of the reference's outputs;
+    and how the whole sample is: the user's metric (``validate.metric.TaskMetric``; None: none given)."""
 
     criteria: object
     dtype: str
     natures: dict
+    metric: object = None
 
 
 def compare(
@@ -98,6 +107,7 @@ def compare(
     against too.
     """
     tallies = {name: _Tally() for name in out_names}
+    task = MetricTally(judging.metric) if judging.metric is not None else None
     sources: list[str] = []
     first_failed = None
     count = 0
@@ -108,6 +118,8 @@ def compare(
         failed = False
         for name in out_names:
             failed |= _judge_output(tallies[name], name, index, (ref_out, conv_out, floor_out), judging)
+        if task is not None:  # the user's metric decides: localization reads the first sample it fails on
+            failed = task.add(index, read_only(ref_out), read_only(conv_out))
         if failed and first_failed is None:
             first_failed = (index, sample, ref_out)
         if len(sources) < KEPT_SAMPLES:
@@ -117,7 +129,17 @@ def compare(
             progress(count)
     outputs = tuple(tallies[name].result(name) for name in out_names)
     spans = {name: t.span for name, t in tallies.items() if t.span is not None}
-    return Compared(outputs, count, tuple(sources), first_failed, spans)
+    return Compared(outputs, count, tuple(sources), first_failed, spans, task.verdict() if task else None)
+
+
+def read_only(outputs: dict) -> dict:
+    """``outputs`` with each array a read-only view: the user's metric cannot change what the verdict reads."""
+    views = {}
+    for name, array in outputs.items():
+        view = np.asarray(array).view()
+        view.flags.writeable = False
+        views[name] = view
+    return views
 
 
 def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
@@ -130,7 +152,7 @@ def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
     """
     reference = ref_out[name]
     nature = judging.natures.get(name)
-    if nature is not None and nature.kind == "detections" and judging.criteria.mode == judge_rules.DEFAULT:
+    if in_detection_set(nature, judging):
         members = {n: other for n, other in judging.natures.items()
                    if other.kind == "detections" and other.group == nature.group}
         return detections.judge_detections(members, ref_out, conv_out, judging.criteria, floor_out)[name]
@@ -143,6 +165,11 @@ def judge_output(name: str, ref_out: dict, conv_out: dict, judging: Judging,
     return judge_rules.judge(reference, conv_out[name], judging.criteria, nature, floor, name)
 
 
+def in_detection_set(nature, judging: Judging) -> bool:
+    """Whether an output of this ``nature`` is judged as a member of a detection set (default mode only)."""
+    return nature is not None and nature.kind == "detections" and judging.criteria.mode == judge_rules.DEFAULT
+
+
 def _judge_output(tally: _Tally, name: str, index: int, outputs: tuple, judging: Judging) -> bool:
     """Judge one output on one sample into ``tally``; True when it failed there.
 
@@ -151,8 +178,10 @@ def _judge_output(tally: _Tally, name: str, index: int, outputs: tuple, judging:
     ref_out, conv_out, floor_out = outputs
     reference = ref_out[name]
     tally.shape = tuple(np.asarray(reference).shape)
-    tally.exact = not is_float(reference)
     nature = judging.natures.get(name)
+    # A member of a detection set is judged as the set (default mode), never by exact match of its own values.
+    tally.in_set = in_detection_set(nature, judging)
+    tally.exact = not is_float(reference) and not tally.in_set
     if nature is not None and nature.kind == "bounded":
         tally.span = _span(reference, tally.span)
     if tally.error:

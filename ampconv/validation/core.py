@@ -20,6 +20,7 @@ from ampconv.numerics import emulate as emulation
 from ampconv.validation import inputs as inputs_mod
 from ampconv.numerics import bodies, dimrelations, modelio, runners
 from ampconv.validation import comparison, decode, floor, localize, models
+from ampconv.validation.metric import MetricError
 from ampconv.validation.natures import output_natures, selects
 from ampconv.validation.options import ValidateOptions
 from ampconv.validation.result import Localization, ValidationResult
@@ -63,7 +64,7 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
     with tempfile.TemporaryDirectory(prefix="ampconv-validate-") as tmp:
         start = time.perf_counter()
         setup = _Setup(backend=run.backend, provider=run.provider, rtol=run.criteria.rtol, atol=run.criteria.atol,
-                       tmp=tmp, criteria=run.criteria)
+                       tmp=tmp, criteria=run.criteria, metric=options.metric)
         ref_runner, conv_runner = _sessions(run, setup)
         floor_runner = _floor_session(run, setup) if options.floor and run.criteria.mode == judging.DEFAULT else None
         setup = dataclasses.replace(setup, provider=conv_runner.provider)
@@ -71,7 +72,8 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
         out_names = ref_runner.output_names()
         # Detection sets read the shapes of the pieces a Concat packs: infer types only for a model that selects.
         typed = run.ref.with_types() if selects(run.ref.model) else run.ref.model
-        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)))
+        rules = comparison.Judging(run.criteria, run.dtype, output_natures(typed, dict(options.natures)),
+                                   options.metric)
         progress = None
         if options.progress is not None:
             def progress(done, total=run.samples.count):
@@ -81,6 +83,8 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
                 run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, rules,
                 progress, run_floor=floor_runner.run if floor_runner is not None else None,
             )
+        except MetricError:
+            raise  # the user's code, not the model: the words name the metric alone
         except AmpconvError as exc:
             raise _with_unset_dims_hint(exc, run, options) from None
         timings["reference_s"] = ref_runner.seconds
@@ -89,6 +93,8 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
             run.notes.extend(_weak_check_notes(compared.spans, rules.natures))
         decoded = _greedy_decode(run, ref_runner, conv_runner)
         passed = all(o.passed for o in compared.outputs) and (decoded is None or decoded.passed)
+        if compared.metric is not None:  # the user's own measure decides; the figures stay for information
+            passed = compared.metric.passed
         located = None
         if not passed and options.localize and compared.first_failed is not None:
             start = time.perf_counter()
@@ -103,6 +109,7 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
         input_sources=compared.sources, sample_count=compared.count, outputs=compared.outputs,
         localization=located, notes=tuple(spell_parameters(note) for note in run.notes),
         note_templates=tuple(run.notes), timings=tuple(timings.items()), decode=decoded,
+        metric=compared.metric,
     )
 
 
@@ -380,6 +387,7 @@ class _Setup:
     atol: float
     tmp: str  # folder for derived copies
     criteria: object = None  # criteria.Criteria the outputs are judged by (a fix is checked by them too)
+    metric: object = None  # the user's metric (metric.TaskMetric), which decides when given (a fix's check too)
 
 
 def _check_same_interface(ref_model, conv_model, reference, converted) -> None:
@@ -680,7 +688,8 @@ def _check_fix(conv: _Loaded, setup: _Setup, check: _FixCheck, cause: dict, bf16
     Exactly the fix's nodes (``cause["nodes"]``, what the suggestion names)
     are kept. First on the failing sample, where a fix that is not enough
     shows at once; then, if it passes there, on every sample of the run, by
-    the run's criteria (floor included) and its greedy decode for a decoder:
+    the run's criteria (floor included; the user's metric instead, when
+    given: the fix passes when it holds) and its greedy decode for a decoder:
     the verdict the fixed conversion would get, so a suggestion is never a
     guess. The worst output's words are quoted, and ``checked`` says on what.
     ``bf16_nodes``: those of the fix's nodes that run bfloat16 (the rest
@@ -696,12 +705,16 @@ def _check_fix(conv: _Loaded, setup: _Setup, check: _FixCheck, cause: dict, bf16
         runner = runners.make_session(path, "converted model with the fix", runners.CPU, optimize=False,
                                       source=conv.path)
         verdict = _fix_verdict(runner, check)
+    except MetricError:
+        return None  # the user's metric could not judge the fix's outputs: the suggestion stands unchecked
     except (AmpconvError, ValueError):
         return None  # the emulated fix could not run, or an output's shape changed: the suggestion stands unchecked
     passes, after, checked = verdict
     return {"nodes": list(nodes), "suggestion": cause["suggestion"], "options": cause.get("options"),
             "passes": passes, "after": after,
-            "checked": {**checked, "backend": "emulate", "criteria": check.rules.criteria.describe(),
+            "checked": {**checked, "backend": "emulate",
+                        "criteria": (f"metric {check.rules.metric.name}" if check.rules.metric is not None
+                                     else check.rules.criteria.describe()),
                         "random": check.samples.random}}
 
 
@@ -711,24 +724,40 @@ def _fix_verdict(runner: runners.Runner, check: _FixCheck) -> tuple:
     index, sample, expected = check.failed
     names = [n for n in expected if n in runner.output_names()]
     floor_out = check.floor.run(sample) if check.floor is not None else None
-    results = [comparison.judge_output(n, expected, runner.run(sample, names), check.rules, floor_out)
-               for n in names]  # judged as validate judges: a detection set as a set, a sequence as sequences
-    worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
-    if not all(m.passed for m in results):
-        return False, worst.decided_by if worst is not None else "", {"samples": 1, "sample": index}
+    got = runner.run(sample, names)
+    metric = check.rules.metric
+    if metric is not None:  # the user's metric decides: the fix passes when it holds
+        held = metric.judge(comparison.read_only(expected), comparison.read_only(got), sample=index)
+        if not held.held:
+            return False, _metric_words(metric, held), {"samples": 1, "sample": index}
+        worst = None
+    else:
+        results = [comparison.judge_output(n, expected, got, check.rules, floor_out)
+                   for n in names]  # judged as validate judges: a detection set as a set, a sequence as sequences
+        worst = max(results, key=lambda m: (not m.passed, m.severity or 0.0)) if results else None
+        if not all(m.passed for m in results):
+            return False, worst.decided_by if worst is not None else "", {"samples": 1, "sample": index}
     compared = comparison.compare(check.samples, check.reference.run, lambda s: runner.run(s, names), names,
                                   check.rules, run_floor=check.floor.run if check.floor is not None else None)
     folded = [o.worst for o in compared.outputs if o.worst is not None]
     worst = max(folded, key=lambda m: (not m.passed, m.severity or 0.0)) if folded else worst
-    passes = all(o.passed for o in compared.outputs)
     failed_at = compared.first_failed[0] if compared.first_failed is not None else None
-    after = next((o.decided_by for o in compared.outputs if not o.passed), worst.decided_by if worst else "")
+    if compared.metric is not None:
+        passes, after = compared.metric.passed, compared.metric.summary()
+    else:
+        passes = all(o.passed for o in compared.outputs)
+        after = next((o.decided_by for o in compared.outputs if not o.passed), worst.decided_by if worst else "")
     if passes and check.decode_roles is not None:
         _, first = next(iter(check.samples))
         decoded = decode.decode_with(check.reference, runner, check.decode_roles, first, DECODE_STEPS)
         if not decoded.passed:
             passes, after, failed_at = False, decoded.summary(), 0
     return passes, after, {"samples": compared.count, "sample": failed_at}
+
+
+def _metric_words(metric, check) -> str:
+    """The user's metric's verdict on the fix, in its words."""
+    return f"metric {metric.name} {'holds' if check.held else 'fails'}" + (f": {check.words}" if check.words else "")
 
 
 def _cause(ref: _Loaded, conv: _Loaded, sample, visible: str | None) -> dict | None:

@@ -119,10 +119,6 @@ class Criteria:
         return plain
 
 
-# ``limits`` keys (``--limit OUTPUT:KEY=VALUE``) -> the ``Criteria`` field each sets for that output.
-LIMIT_KEYS: Mapping[str, str] = {
-    "cosine": "min_cosine", "p99": "p99_error", "max": "max_error", "label": "min_label_agreement",
-}
 AT_MOST, AT_LEAST = "at most", "at least"
 
 
@@ -151,12 +147,23 @@ class Criterion:
             the ``Criteria`` with this output's thresholds, the cosine
             threshold in force); None: it does not apply to this output.
         modes: the criteria modes it judges in (``DEFAULT``, ``STRICT``).
+        field: the ``Criteria`` field holding its threshold (filled from
+            ``default`` by ``default_criteria``; per output by ``--limit
+            KEY=VALUE``, ``LIMIT_KEYS``); None: its threshold is not the
+            user's to set (built-in criteria only).
+        floor_figure: ``floor_figure(m) -> float | None``: its figure of
+            ``metrics.Metrics`` read as an error, compared with the floor
+            model's same figure (``floor_ratios``); None: the RMS error is.
+        floor_words: ``floor_words(floor) -> str``: what the floor model's own
+            figure says, quoted beside a failure the floor does not excuse
+            ("", none).
 
     Built in (``BUILTIN``), in the order failures are named: ``nonfinite``,
     ``label``, ``cosine``, ``p99``, ``max``; strict mode reads ``nonfinite``
     and ``ELEMENTWISE``. The verdict runs the list ``VERDICT_CHAIN`` (adding a
-    built-in criterion is one entry there); an added criterion
-    (``Criteria.extra``) is checked after them.
+    built-in criterion is one entry there: its thresholds, its reader and its
+    floor words travel with it); an added criterion (``Criteria.extra``) is
+    checked after them.
     """
 
     key: str
@@ -168,6 +175,9 @@ class Criterion:
     floor_explains: bool = False
     reader: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
     modes: tuple = (DEFAULT,)
+    field: str | None = None
+    floor_figure: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
+    floor_words: Callable | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.reads not in (AT_MOST, AT_LEAST):
@@ -198,7 +208,10 @@ class Criterion:
 
 
 
-# Default thresholds per LOW type; docs/validation.md ("Default criteria")
+# The built-in criteria, each one ``Criterion``: what it measures, how it reads, its thresholds per LOW
+# type (``default``, filled into its ``Criteria`` field by ``default_criteria``; per output from
+# ``limits``), its ``reader`` of the statistics ``metrics`` measured, and how the floor judges it
+# (docs/validation.md, "Criteria a user adds"). The thresholds: docs/validation.md ("Default criteria")
 # gives the measurements that chose them (scripts/verdict_measure.py):
 # - p99: correct O2 conversions stay well under it (fp16 at most 2.4e-3,
 #   12x under; bf16 at most 2.2e-2, 4.5x under) while an output scaled by
@@ -210,33 +223,39 @@ class Criterion:
 #   cannot see;
 # - cosine: correct conversions stay above 0.99999 (fp16) and 0.99994
 #   (bf16); each threshold is the cosine of Gaussian errors whose p99 sits
-#   at the p99 threshold (1 - cosine = (p99 / 2.6)^2 / 2), rounded down.
+#   at the p99 threshold (1 - cosine = (p99 / 2.6)^2 / 2), rounded down;
+# - label: shared by both types: nearly every row must keep its label, where the label is clear.
 # bf16 (8 significant bits) drifts 4-13x fp16 (11 bits) on the same models;
 # its thresholds are only 3.3x fp16's (10x on 1 - cosine), so that an error
 # over a tenth of the output's scale on more than 1% of it still fails.
-_DEFAULTS: Mapping[str, Mapping[str, float]] = {
-    "fp16": {"p99_error": 3e-2, "max_error": 1e-1, "min_cosine": 0.9999},
-    "bf16": {"p99_error": 1e-1, "max_error": 3e-1, "min_cosine": 0.999},
-}
-# The built-in criteria, each one ``Criterion``: what it measures, how it reads, its thresholds (the
-# ``Criteria`` fields ``default_criteria`` fills from ``_DEFAULTS``; per output from ``limits``) and its
-# ``reader`` of the statistics ``metrics`` measured (docs/validation.md, "Criteria a user adds").
+# The floor (``judge_against_floor``) explains the figures of size (cosine, p99, max), each compared as
+# an error; a new NaN/Inf or a changed integer is never rounding's unavoidable share (the floor model
+# computes in float32, so it shows no overflow of the LOW range), nor is a flipped clear label.
 BUILTIN = (
     Criterion("nonfinite", "elements NaN/Inf in the converted output where the reference is finite", AT_MOST,
               {"fp16": 0, "bf16": 0}, floor_explains=False, reader=lambda j: _nonfinite_check(j),
               modes=(DEFAULT, STRICT)),
     Criterion("label", "share of clear rows (top-1 leads top-2 by more than both may move) keeping their argmax",
-              AT_LEAST, {"fp16": 0.99, "bf16": 0.99}, floor_explains=False, reader=lambda j: _label_check(j)),
+              AT_LEAST, {"fp16": 0.99, "bf16": 0.99}, floor_explains=False, reader=lambda j: _label_check(j),
+              field="min_label_agreement",
+              floor_figure=lambda m: None if m.label_agreement is None else 1.0 - m.label_agreement,
+              floor_words=lambda floor: "" if floor.label_agreement is None else
+              f", which keeps {floor.label_agreement:.2f} of the clear labels itself"),
     Criterion("cosine", "cosine similarity of the flattened output with the reference's", AT_LEAST,
-              {k: v["min_cosine"] for k, v in _DEFAULTS.items()}, floor_explains=True,
-              reader=lambda j: _cosine_check(j)),
+              {"fp16": 0.9999, "bf16": 0.999}, floor_explains=True, reader=lambda j: _cosine_check(j),
+              field="min_cosine",
+              # Its deficit grows as the square of an error: compared by sqrt(1 - cosine).
+              floor_figure=lambda m: math.sqrt(max(0.0, 1.0 - m.cosine))),
     Criterion("p99", "99th percentile of |conv - ref| / max(scale, |ref|)", AT_MOST,
-              {k: v["p99_error"] for k, v in _DEFAULTS.items()}, floor_explains=True,
-              reader=lambda j: _p99_check(j)),
+              {"fp16": 3e-2, "bf16": 1e-1}, floor_explains=True, reader=lambda j: _p99_check(j),
+              field="p99_error", floor_figure=lambda m: m.scaled_p99_error),
     Criterion("max", "max (99.9th percentile from 1000 elements) of the same scaled error", AT_MOST,
-              {k: v["max_error"] for k, v in _DEFAULTS.items()}, floor_explains=True,
-              reader=lambda j: _max_check(j)),
+              {"fp16": 1e-1, "bf16": 3e-1}, floor_explains=True, reader=lambda j: _max_check(j),
+              field="max_error",
+              floor_figure=lambda m: m.scaled_p999_error if m.finite_size >= TAIL_MIN_SIZE else m.scaled_max_error),
 )
+# ``limits`` keys (``--limit OUTPUT:KEY=VALUE``) -> the ``Criteria`` field each sets for that output.
+LIMIT_KEYS: Mapping[str, str] = {c.key: c.field for c in BUILTIN if c.field}
 # Strict mode's rule: every element within ``atol + rtol * |ref|`` (its thresholds are the user's).
 ELEMENTWISE = Criterion("elementwise", "elements outside |conv - ref| <= atol + rtol * |ref|", AT_MOST, {},
                         reader=lambda j: _elementwise(j.m, j.criteria), modes=(STRICT,))
@@ -257,8 +276,6 @@ TAIL_MIN_SIZE = 1000
 # subnormals, where rounding alone makes a relative error of 2% (cosine 0.9998). bf16 shares float32's
 # exponent range, so only a zero output is that small there.
 _VANISHING_SUBNORMALS = 16
-# Shared by both types: nearly every row must keep its label, where the label is clear.
-_MIN_LABEL_AGREEMENT = 0.99
 # Cosine over fewer elements is too coarse to judge (a scalar's cosine is 1 or -1).
 _COSINE_MIN_SIZE = 16
 # Below this RMS an output is judged in absolute terms: fp16's subnormal
@@ -268,24 +285,21 @@ _SCALE_FLOOR = 1e-5
 
 def default_criteria(dtype: str) -> Criteria:
     """The default criteria for outputs of a model converted to ``dtype`` (``"fp16"`` or ``"bf16"``)."""
-    if dtype not in _DEFAULTS:
-        raise ValueError(f"unknown LOW type {dtype!r}: choose one of {', '.join(_DEFAULTS)}")
+    if dtype not in ELEMENTWISE_TOLERANCES:
+        raise ValueError(f"unknown LOW type {dtype!r}: choose one of {', '.join(ELEMENTWISE_TOLERANCES)}")
     rtol, atol = ELEMENTWISE_TOLERANCES[dtype]
-    limits = _DEFAULTS[dtype]
+    thresholds = {c.field: c.threshold(dtype) for c in BUILTIN if c.field}
     return Criteria(
         mode=DEFAULT,
         rtol=rtol,
         atol=atol,
         dtype=dtype,
-        p99_error=limits["p99_error"],
-        max_error=limits["max_error"],
-        min_cosine=limits["min_cosine"],
         cosine_min_size=_COSINE_MIN_SIZE,
-        min_label_agreement=_MIN_LABEL_AGREEMENT,
         # Top-1 and top-2 may each move by the p99 threshold (in scaled
         # error) without failing: only a lead larger than both moves is clear.
-        clear_margin=limits["p99_error"],
+        clear_margin=thresholds["p99_error"],
         scale_floor=_SCALE_FLOOR,
+        **thresholds,
     )
 
 
@@ -482,9 +496,9 @@ FLOOR_FACTOR = 5.0
 # Correct conversions measured read at most 5x (docs/validation.md, "The floor").
 FLOOR_BEYOND = 16.0
 BORDERLINE = 0.5
-# Criteria the floor can explain: figures of size. A new NaN/Inf or a changed integer is never rounding's
-# unavoidable share (the floor model computes in float32, so it shows no overflow of the LOW range).
-_FLOOR_EXPLAINS = ("cosine", "p99", "max")
+# Criteria the floor can explain: figures of size (each ``Criterion`` says whether it is one).
+_FLOOR_EXPLAINS = tuple(c.key for c in BUILTIN if c.floor_explains)
+_BY_KEY = {c.key: c for c in BUILTIN}
 
 
 def floor_ratios(m: Metrics, floor: Metrics, key: str | None) -> tuple[float, float]:
@@ -503,13 +517,8 @@ def floor_ratios(m: Metrics, floor: Metrics, key: str | None) -> tuple[float, fl
         return value / base if base > 0 else math.inf
 
     rms = ratio(m.rmse, floor.rmse)
-    figures = {
-        "cosine": lambda x: math.sqrt(max(0.0, 1.0 - x.cosine)),
-        "label": lambda x: None if x.label_agreement is None else 1.0 - x.label_agreement,
-        "p99": lambda x: x.scaled_p99_error,
-        "max": lambda x: x.scaled_p999_error if x.finite_size >= TAIL_MIN_SIZE else x.scaled_max_error,
-    }
-    figure = ratio(figures[key](m), figures[key](floor)) if key in figures else rms
+    read = _BY_KEY[key].floor_figure if key in _BY_KEY else None
+    figure = ratio(read(m), read(floor)) if read is not None else rms
     return rms, figure
 
 
@@ -523,7 +532,9 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     than rounding the model's own data does. A flipped clear label, a new
     NaN/Inf or a changed integer is a changed result, which the floor never
     excuses; the words then say what the floor model itself does there. The
-    words quote the ratio ("2.1x the unavoidable error"). ``excusable=False``
+    words quote the ratio ("2.1x the unavoidable error"), and ``floor_ratio``
+    holds the same number: the RMS error's ratio, or for a failing figure of
+    size the larger of that and the figure's own. ``excusable=False``
     (a threshold the user set for this output): the floor is quoted, never
     obeyed.
     """
@@ -541,12 +552,12 @@ def judge_against_floor(verdict: Metrics, floor: Metrics, failing: str | None, d
     worst = max(rms, figure)
     if failing not in _FLOOR_EXPLAINS or not worst <= FLOOR_FACTOR or not excusable:
         shown = worst if failing in _FLOOR_EXPLAINS else rms
-        also = ""
-        if failing == "label" and floor.label_agreement is not None:
-            also = f", which keeps {floor.label_agreement:.2f} of the clear labels itself"
-        return dataclasses.replace(verdict, decided_by=f"{verdict.decided_by}; {_times(shown)} {what}{also}")
+        words = _BY_KEY[failing].floor_words if failing in _BY_KEY else None
+        also = words(floor) if words is not None else ""
+        return dataclasses.replace(verdict, floor_ratio=shown,
+                                   decided_by=f"{verdict.decided_by}; {_times(shown)} {what}{also}")
     return dataclasses.replace(
-        verdict, passed=True, criterion="floor", severity=worst / FLOOR_FACTOR,
+        verdict, passed=True, criterion="floor", severity=worst / FLOOR_FACTOR, floor_ratio=worst,
         decided_by=f"{verdict.decided_by}, but that is {_times(worst)} {what}, within {FLOOR_FACTOR:g}x: "
                    f"the model's own sensitivity to {dtype or 'the LOW type'}, not the conversion's",
     )

@@ -101,9 +101,25 @@ def greedy_decode(reference: str, converted: str, feeds: Mapping[str, np.ndarray
 def decode_with(ref_run: runners.Runner, conv_run: runners.Runner, roles: "_Roles",
                 feeds: Mapping[str, np.ndarray], steps: int) -> DecodeResult:
     """``greedy_decode`` on sessions already made (``validate`` passes its own), ``roles`` from ``decode_roles``."""
+    return decode_against(reference_decode(ref_run, roles, feeds, steps), conv_run, roles, feeds)
+
+
+def reference_decode(ref_run: runners.Runner, roles: "_Roles", feeds: Mapping[str, np.ndarray],
+                     steps: int) -> tuple:
+    """The reference's greedy decode from ``feeds``: (tokens, each step's logits), for ``decode_against``.
+
+    ``--tune`` decodes the reference once and each candidate against it.
+    """
     if steps < 1:
         raise UsageError(f"steps must be at least 1, got {steps}")
-    ref_tokens, ref_logits = _decode(ref_run, roles, feeds, steps)
+    return _decode(ref_run, roles, feeds, steps)
+
+
+def decode_against(reference: tuple, conv_run: runners.Runner, roles: "_Roles",
+                   feeds: Mapping[str, np.ndarray]) -> DecodeResult:
+    """The converted model's greedy decode from ``feeds``, judged against ``reference_decode``'s."""
+    ref_tokens, ref_logits = reference
+    steps = len(ref_tokens)
     conv_tokens, conv_logits = _decode(conv_run, roles, feeds, steps)
     agreed = next((i for i, (a, b) in enumerate(zip(ref_tokens, conv_tokens)) if a != b), steps)
     margin = noise = None
@@ -191,4 +207,4 @@ def _next_feeds(feeds: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarra
     return nxt
 
 
-__all__ = ["DecodeResult", "decode_roles", "decode_with", "greedy_decode"]
+__all__ = ["DecodeResult", "decode_against", "decode_roles", "decode_with", "greedy_decode", "reference_decode"]

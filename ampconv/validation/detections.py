@@ -20,9 +20,11 @@ or swap two. Compared by position, boxes read as class scores and labels
    ``MATCH_IOU`` (the task's rule: a detection at IoU 0.5 with the same label
    is the same detection).
 4. The set passes when at most ``MAX_UNMATCHED`` of the clear reference
-   detections find no match and as few clear converted ones are extra, and
-   the matched ones stay close: the 99th percentile of ``1 - IoU`` and of the
-   score's change (over the scores' range) within the criteria's max error.
+   detections find no match and as few clear converted ones are extra, as
+   few matched boxes moved beyond the criteria's max error in ``1 - IoU``
+   (another anchor's box NMS kept at a near tie of scores: ``_verdict``), and
+   the 99th percentile of the score's change (over the scores' range) stays
+   within that max error.
    Like the other figures of size, a failure within ``FLOOR_FACTOR`` times what
    the floor model's detections show passes (``criteria``).
 """
@@ -228,14 +230,25 @@ def _greedy(r: Detections, c: Detections, corners: bool) -> list[tuple[int, int]
     return pairs
 
 
-def _margin(ref: list[Detections], floor: list[Detections] | None, threshold: float | None, dtype) -> float:
+def _margin(ref: list[Detections], floor: list[Detections] | None, threshold: float | None, dtype,
+            limit: float | None = None) -> float:
     """How far above the cut a clear detection's score lies: twice the floor's largest score change, at least
-    ``CLEAR_ULPS`` units in the last place of the LOW type at the cut."""
+    ``CLEAR_ULPS`` units in the last place of the LOW type at the cut.
+
+    A floor detection whose box moved beyond ``limit`` (1 - IoU) is another
+    anchor's box NMS kept (``_verdict``): its score is that anchor's, not the
+    reference's moved by rounding, and is left out. On SSDLite one such pair
+    (scores 0.98 and 0.56) made the margin 0.84 and no detection clear: the set
+    passed as a weak check on no evidence.
+    """
     record = LOW_TYPES.get(dtype or "fp16") or LOW_TYPES["fp16"]
     cuts = [abs(_cut(d, threshold)) for d in ref if d.scores is not None and len(d)]
     margin = CLEAR_ULPS * record.epsilon * max(cuts + [0.0])
     if floor is not None:
-        moved = match(ref, floor, threshold, 0.0).score_change
+        found = match(ref, floor, threshold, 0.0)
+        moved = found.score_change
+        if limit and moved.size == found.one_minus_iou.size:
+            moved = moved[found.one_minus_iou <= limit]
         margin = max(margin, 2.0 * float(moved.max()) if moved.size else 0.0)
     return margin
 
@@ -253,18 +266,45 @@ def judge_detections(members: dict, ref_out: dict, conv_out: dict, criteria, flo
     """Judge one selection's outputs as a set of detections; output name -> its ``Metrics`` (one verdict for all).
 
     ``members``: output name -> its ``Nature`` (``natures.detection_natures``).
+    The max error the boxes and scores are held to is the box member's
+    (``--limit boxes:max=0.2`` sets it; ``criteria.Criteria.for_output``).
     Raises ValueError when the members disagree on the number of detections.
     """
+    boxes = next((name for name, nature in members.items() if nature.role in ("boxes", "packed")), None)
+    criteria = criteria.for_output(boxes)
     ref, conv = images(members, ref_out), images(members, conv_out)
     threshold = next(iter(members.values())).score_threshold
     width = score_width(ref)
     floor = images(members, floor_out) if floor_out is not None else None
-    margin = _margin(ref, floor, threshold, criteria.dtype)
+    margin = _margin(ref, floor, threshold, criteria.dtype, criteria.max_error)
     found = match(ref, conv, threshold, margin)
     check = _verdict(found, criteria, width)
     if floor is not None and not check.passed and check.key != "nonfinite":
         check = _against_floor(check, found, match(ref, floor, threshold, margin), criteria, width)
-    return {name: _metrics(name, nature, found, check, ref_out, width) for name, nature in members.items()}
+    return {name: _metrics(name, nature, found, _member_check(check, name, ref_out, conv_out, members), ref_out,
+                           width)
+            for name, nature in members.items()}
+
+
+def _member_check(check: _Check, name: str, ref_out: dict, conv_out: dict, members: dict) -> _Check:
+    """The set's failing verdict as one member's row says it: a member whose own values equal the reference's
+    says so, so the row never reads as if its values differed (the set fails, not they)."""
+    if check.passed or not _identical(ref_out.get(name), conv_out.get(name)):
+        return check
+    others = ", ".join(n for n in members if n != name)
+    return dataclasses.replace(check, words=f"{name} identical to the reference's; its detection set (with {others}) "
+                                            f"fails: {check.words}")
+
+
+def _identical(ref, conv) -> bool:
+    """Same shape and the same values (NaN where NaN)."""
+    if ref is None or conv is None:
+        return False
+    ref, conv = np.asarray(ref), np.asarray(conv)
+    if ref.shape != conv.shape:
+        return False
+    nan = ref.dtype.kind == "f" and conv.dtype.kind == "f"
+    return bool(np.array_equal(ref, conv, equal_nan=nan))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,18 +316,34 @@ class _Check:
     floor_ratio: float | None = None
 
 
-def _figures(found: Matching, width: float) -> dict:
-    """The figures a set is judged by: unmatched share, p99 of 1 - IoU, p99 of the score change."""
+def _figures(found: Matching, width: float, limit: float | None) -> dict:
+    """The figures a set is judged by: the shares of clear detections unmatched, swapped at a label's near
+    tie and moved beyond ``limit`` (1 - IoU; None: boxes not judged), and the p99 of the score change."""
+    clear = max(found.clear, 1)
+    moved = int(np.count_nonzero(found.one_minus_iou > limit)) if limit else 0
     return {
-        "unmatched": found.unmatched / max(found.clear, 1),
-        "swapped": found.swapped / max(found.clear, 1),
-        "iou": found.p99(found.one_minus_iou),
+        "unmatched": found.unmatched / clear,
+        "swapped": found.swapped / clear,
+        "moved": moved / clear,
         "score": found.p99(found.score_change) / width,
     }
 
 
 def _verdict(found: Matching, criteria, width: float) -> _Check:
-    """The set's verdict: a new NaN/Inf, then unmatched detections, then how far matched ones moved."""
+    """The set's verdict: a new NaN/Inf, then unmatched detections, then how far matched ones moved.
+
+    A matched box counts as *moved* when its 1 - IoU with the reference's is
+    over the max-error threshold; as many clear detections may move so as may
+    go unmatched (``MAX_UNMATCHED``). Where two candidate boxes of one object
+    score within rounding of each other, rounding alone can make NMS keep the
+    other: the kept box is the same detection by the task's rule (same label,
+    IoU >= 0.5), moved by up to 1 - NMS's IoU threshold. On SSDLite-320 the
+    conversion shows 3 such boxes in about 7,000 matched detections and the
+    floor model 9, while every other box's p99 1 - IoU stays 0.015 to 0.059
+    (docs/validation.md, "Detection sets"; scripts/ssdlite_boxes.py): a p99
+    over ~150 detections reads two of them as 0.2 to 0.5 whatever the
+    conversion.
+    """
     summary = (f"detections: {found.clear - found.missed} of {found.clear} clear reference detection(s) matched "
                f"(same label, IoU >= {MATCH_IOU:g}), {found.extra} extra")
     if found.swapped:
@@ -296,25 +352,40 @@ def _verdict(found: Matching, criteria, width: float) -> _Check:
         summary += " (no score lies clear of the cut by more than rounding moves it: a weak check)"
     if found.nonfinite:
         return _Check("nonfinite", False, math.inf, f"{summary}; {found.nonfinite} new NaN/Inf box value(s)")
-    figures = _figures(found, width)
-    limit = criteria.max_error if criteria.max_error is not None else 0.0
+    limit = criteria.max_error
+    figures = _figures(found, width, limit)
     allowed = max(MAX_UNMATCHED, 0.0)
+
+    def share(key: str, count: float) -> float:
+        return figures[key] / allowed if allowed else (0.0 if not count else math.inf)
+
     severities = {
-        "unmatched": figures["unmatched"] / allowed if allowed else (0.0 if not found.unmatched else math.inf),
-        "swapped": figures["swapped"] / allowed if allowed else (0.0 if not found.swapped else math.inf),
-        "iou": figures["iou"] / limit if limit else 0.0,
+        "unmatched": share("unmatched", found.unmatched),
+        "swapped": share("swapped", found.swapped),
+        "moved": share("moved", figures["moved"]),
         "score": figures["score"] / limit if limit else 0.0,
     }
     key = max(severities, key=severities.get)
     passed = all(v <= 1.0 for v in severities.values())
-    detail = (f"; matched: p99 1 - IoU {figures['iou']:.2g}, p99 score change {figures['score']:.2g} "
-              f"(limits {allowed:g} unmatched, {limit:g} moved)")
-    return _Check("detections", passed, severities[key], summary + detail)
+    return _Check("detections", passed, severities[key], summary + _matched_words(found, figures, limit, allowed))
+
+
+def _matched_words(found: Matching, figures: dict, limit: float | None, allowed: float) -> str:
+    """How far the matched detections moved, in words: the boxes beyond the limit, the rest's p99 1 - IoU,
+    the p99 score change, and the limits."""
+    if not limit:
+        return f"; matched: p99 1 - IoU {found.p99(found.one_minus_iou):.2g} (boxes and scores not judged)"
+    moved = int(np.count_nonzero(found.one_minus_iou > limit))
+    rest = found.one_minus_iou[found.one_minus_iou <= limit]
+    beyond = f"{moved} box(es) moved beyond 1 - IoU {limit:g}, " if moved else ""
+    return (f"; matched: {beyond}p99 1 - IoU {found.p99(rest):.2g}{' of the rest' if moved else ''}, "
+            f"p99 score change {figures['score']:.2g} (limits {allowed:g} unmatched, {allowed:g} moved beyond "
+            f"1 - IoU {limit:g}, {limit:g} score change)")
 
 
 def _against_floor(check: _Check, found: Matching, floor: Matching, criteria, width: float) -> _Check:
     """A failing set passes when each figure is within ``FLOOR_FACTOR`` times the floor model's same figure."""
-    mine, base = _figures(found, width), _figures(floor, width)
+    mine, base = _figures(found, width, criteria.max_error), _figures(floor, width, criteria.max_error)
     ratios = []
     for key in mine:
         if mine[key] <= 0:

@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 
 from ampconv.errors import UsageError, named
-from ampconv.options.conversion import SHARED_WITH_VALIDATION
+from ampconv.options.conversion import JUDGING, SHARED_WITH_VALIDATION, register_judging
+from ampconv.validation.metric import metric_of
 from ampconv.options.declared import REPEATED, TOGGLE, Flag, Option, by_name, option_record, pick, register_spellings
 from ampconv.validation.nature_kinds import NATURE_OVERRIDES
 from ampconv.validation.criteria import (
@@ -74,27 +75,11 @@ _OWN = by_name((
     Option("floor", True, "in default mode, also run the floor model (``validation.floor``: the float32 model on "
            "its inputs and weights rounded to the LOW type) and judge each output's error against that "
            "unavoidable error too: a failure within ``criteria.FLOOR_FACTOR`` times it passes.", "bool", None),
-    Option("natures", (), "``(output, kind)`` pairs, or a dict ``{\"det_boxes\": \"boxes\"}``: how an output is "
-           "judged, in place of what the graph says (``values`` judged on its RMS with no argmax read; "
-           "``probability`` on [0, 1]; ``boxes``/``scores``/``labels`` one set of detections, matched as a set).",
-           "tuple[tuple[str, str], ...]", lambda value: nature_pairs(value),
-           Flag(("--nature",), f"How to judge an output, in place of what the graph says "
-                f"({', '.join(NATURE_OVERRIDES)}): boxes/scores/labels make outputs one detection set, matched as "
-                "a set; probability judges on [0, 1]; values on the output's RMS with no argmax read. Repeatable "
-                "(docs/validation.md).", REPEATED, metavar="OUTPUT=KIND", parse=lambda text: parse_nature(text))),
-    Option("extra_criteria", (), "``criteria.Criterion`` objects judging outputs beside the built-in criteria "
-           "(default mode): a task's own figure, e.g. a PSNR of at least 30 dB on a decoded image.", "tuple", tuple),
-    Option("limits", (), "``(output, key, threshold)`` triples, or a dict ``{\"logits\": {\"cosine\": 0.999}}``: "
-           "a built-in threshold for one output (``criteria.LIMIT_KEYS``: cosine, p99, max, label), default mode.",
-           "tuple[tuple[str, str, float], ...]", lambda value: limit_triples(value),
-           Flag(("--limit",), "A default-criteria threshold for one output: cosine, p99, max or label "
-                "(logits:cosine=0.999, heat:p99=0.05). Repeatable (docs/validation.md).", REPEATED,
-                metavar="OUTPUT:CRITERION=VALUE", parse=lambda text: parse_limit(text))),
 ))
-SHARED = {option.name: option for option in SHARED_WITH_VALIDATION}
+SHARED = {option.name: option for option in SHARED_WITH_VALIDATION + JUDGING}
 VALIDATION_OPTIONS = pick({**_OWN, **SHARED}, "inputs", "rtol", "atol", "backend", "samples", "seed", "shapes",
                           "localize", "decisions", "show_progress", "progress", "input_ranges", "floor", "natures",
-                          "extra_criteria", "limits")
+                          "extra_criteria", "limits", "metric")
 register_spellings(VALIDATION_OPTIONS)
 
 
@@ -205,3 +190,10 @@ def parse_nature(text: str) -> tuple[str, str]:
     if not sep or not name or not kind:
         raise UsageError(f"bad output nature {text!r}: expected NAME=KIND, e.g. boxes=boxes or heat=probability")
     return nature_pairs([(name, kind)])[0]
+
+
+# The forms the judging options take (declared in ``ampconv.options.conversion``, read by Config and here).
+register_judging("natures", nature_pairs, parse_nature)
+register_judging("limits", limit_triples, parse_limit)
+register_judging("extra_criteria", tuple)
+register_judging("metric", metric_of)

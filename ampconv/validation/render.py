@@ -60,6 +60,15 @@ def _criteria_line(criteria: Criteria, spell: Speller = Parameter.python_text) -
     )
 
 
+def _metric_line(result: ValidationResult) -> str | None:
+    """Whose verdict it is when the user's metric decides: the metric's, the rows' status for information."""
+    metric = result.metric
+    if metric is None:
+        return None
+    return (f"The verdict is the metric's: {metric.summary()}. Each row's status is the "
+            f"{'elementwise rule' if _strict(result) else 'default criteria'}'s, shown for information.")
+
+
 def _clear_top1(m) -> str:
     if m.label_agreement is None:
         return "-"
@@ -77,7 +86,7 @@ def _rows(result: ValidationResult):
             continue
         row = [
             out.name,
-            status + (" (exact)" if out.exact else ""),
+            status + (" (set)" if out.in_set else " (exact)" if out.exact else ""),
             _num(m.max_abs),
             _num(m.max_rel),
             _num(m.mean_abs),
@@ -188,17 +197,35 @@ def _cause_line(loc, spell: Speller = Parameter.python_text) -> str:
 
 
 def _needed_line(result: ValidationResult) -> str | None:
+    """What tolerance would pass (strict mode), or why none would: only what is true of these outputs."""
     if result.passed:
         return None
     atol, rtol = result.needed_tolerance()
     if atol is None and rtol is None:
-        return "No tolerance would pass: the converted model has NaN/Inf (or mismatched values) the reference lacks."
+        reasons = _no_tolerance_reasons(result)
+        return f"No tolerance would pass: {'; '.join(reasons)}." if reasons else None
     if not _strict(result):
         return None  # the default criteria have no tolerance to loosen; "decided by" says what failed
     return (
         f"Would pass with atol >= {_needed(atol)} at rtol={_num(result.rtol)}, "
         f"or rtol >= {_needed(rtol)} at atol={_num(result.atol)}."
     )
+
+
+def _no_tolerance_reasons(result: ValidationResult) -> list[str]:
+    """Why no elementwise tolerance passes, per output that makes it so: one that could not be compared, or
+    NaN/Inf in one model only. A detection set has no tolerance either, but that is how it is judged, not
+    why it fails: its rows say what failed."""
+    reasons = []
+    for out in result.outputs:
+        m = out.worst
+        if out.error or m is None:
+            reasons.append(f"{out.name} could not be compared ({out.error or 'no sample'})")
+        elif m.new_nonfinite:
+            reasons.append(f"{out.name} has {m.new_nonfinite} NaN/Inf value(s) where the reference is finite")
+        elif m.unmatched_nonfinite:
+            reasons.append(f"{out.name} has {m.unmatched_nonfinite} value(s) NaN/Inf in one model only")
+    return reasons
 
 
 def render_text(result: ValidationResult, spell: Speller = Parameter.python_text) -> str:
@@ -211,9 +238,7 @@ def render_text(result: ValidationResult, spell: Speller = Parameter.python_text
     for r in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     lines.append("")
-    criteria = _criteria_line(result.judged_by, spell)
-    if criteria:
-        lines.append(criteria)
+    lines.extend(line for line in (_metric_line(result), _criteria_line(result.judged_by, spell)) if line)
     lines.extend(_nonfinite_lines(result))
     needed = _needed_line(result)
     if needed:
@@ -236,10 +261,9 @@ def render_markdown(result: ValidationResult, spell: Speller = Parameter.python_
     for r in _rows(result):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |")
     lines.append("")
-    criteria = _criteria_line(result.judged_by, spell)
-    if criteria:
-        lines.append(criteria)
-        lines.append("")
+    for line in (_metric_line(result), _criteria_line(result.judged_by, spell)):
+        if line:
+            lines.extend([line, ""])
     for line in _nonfinite_lines(result):
         lines.append(f"- {line}")
     if _nonfinite_lines(result):

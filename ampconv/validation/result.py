@@ -16,7 +16,10 @@ class OutputResult:
     """One model output across all samples (``worst`` folds every sample; ``per_sample`` lists the first 100).
 
     ``passed`` is the worst sample's verdict; ``worst.decided_by`` says which
-    criterion decided it (``criteria.judge``).
+    criterion decided it (``criteria.judge``). ``exact``: judged by exact
+    match (an integer or bool output); ``in_set``: judged with the other
+    members of its detection set, as one set (``validate.detections``), so
+    its verdict is the set's.
     """
 
     name: str
@@ -26,6 +29,7 @@ class OutputResult:
     passed: bool
     exact: bool = False
     error: str | None = None
+    in_set: bool = False
 
     @property
     def decided_by(self) -> str | None:
@@ -41,6 +45,7 @@ class OutputResult:
             "shape": list(self.shape),
             "passed": self.passed,
             "exact": self.exact,
+            "in_set": self.in_set,
             "error": self.error,
             "decided_by": self.decided_by,
             "worst": self.worst.to_dict() if self.worst else None,
@@ -132,9 +137,15 @@ class ValidationResult:
         if not self.note_templates:
             return list(self.notes)
         return [spell_parameters(text, spell) for text in self.note_templates]
+    # The user's metric over the samples (``validate.metric.MetricVerdict``): when given, it decides ``passed``.
+    metric: object | None = None
 
     def summary_line(self) -> str:
-        """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``."""
+        """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``.
+
+        With the user's metric the line opens with its verdict and its words,
+        and the outputs' count follows as information.
+        """
         failed, total = len(self.failed_outputs), len(self.outputs)
         inputs = "random inputs" if self.random_inputs else "given inputs"
         if self.judged_by.mode == STRICT:
@@ -142,7 +153,11 @@ class ValidationResult:
         else:
             rule = f"pass the {self.judged_by.describe()}"
         decoded = f"; {self.decode.summary()}" if self.decode is not None else ""
-        return (f"{'PASS' if self.passed else 'FAIL'}: {total - failed}/{total} outputs {rule} on {self.samples} "
+        verdict = 'PASS' if self.passed else 'FAIL'
+        if self.metric is not None:
+            return (f"{verdict}: {self.metric.summary()}, {inputs}; per output (for information): {total - failed}/"
+                    f"{total} {rule}; backend: {self.backend_label}{decoded}")
+        return (f"{verdict}: {total - failed}/{total} outputs {rule} on {self.samples} "
                 f"sample(s), {inputs}; backend: {self.backend_label}{decoded}")
 
     def __str__(self) -> str:
@@ -199,6 +214,7 @@ class ValidationResult:
         return {
             "passed": self.passed,
             "decode": self.decode.to_dict() if self.decode is not None else None,
+            "metric": self.metric.to_dict() if self.metric is not None else None,
             "reference": self.reference,
             "converted": self.converted,
             "backend": self.backend,

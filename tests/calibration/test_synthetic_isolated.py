@@ -79,3 +79,36 @@ def test_validate_on_a_model_that_crashes_onnxruntime_is_a_one_line_error(tmp_pa
     assert result.exit_code not in (0, 3), result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines == [f"ampconv: error: {out}: validation could not run the models (the run died of SIGFPE)"]
+
+
+class _Finalized:
+    """Cyclic garbage whose finalizer says which process ran it (an onnxruntime session's would crash a fork)."""
+
+    ran_in: list = []
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _Finalized.ran_in.append(os.getpid())
+
+
+def _collect_and_report():
+    import gc
+
+    gc.collect()
+    return list(_Finalized.ran_in)
+
+
+def test_the_child_never_collects_the_garbage_it_inherited():
+    import gc
+
+    gc.disable()  # keep the cycle uncollected until the fork
+    try:
+        _Finalized.ran_in.clear()
+        _Finalized()
+        assert run_isolated(_collect_and_report) == []  # the child left it alone
+    finally:
+        gc.enable()
+    gc.collect()
+    assert _Finalized.ran_in == [os.getpid()]  # the parent collects its own garbage

@@ -71,6 +71,7 @@ def test_readme_python_examples_run(tmp_path):
     assert "ampconv: converted model.onnx -> model.fp16.onnx" in printed
     assert "True 1 LOW nodes" in printed  # the pass: modified, one LOW MatMul
     assert printed.rstrip().endswith("True")  # validation passes
+    assert 'metric same_top1 holds on 1/1 sample(s) (sample 0: "top-1 agrees on 100% of the rows")' in printed
     assert onnx.load(str(tmp_path / "model.bf16.onnx")).graph.initializer[0].data_type == onnx.TensorProto.BFLOAT16
 
 

@@ -627,3 +627,25 @@ def test_browser_tests_that_cannot_run_say_so_in_the_summary(tmp_path):
     assert "2 browser test(s) of the report page did not run: chromium is not installed" in ran.stdout, \
         ran.stdout[-2000:]
     assert "make test-browser" in ran.stdout
+def test_the_page_says_the_metric_decided(cli_runner, tmp_path):
+    """Issue 39: with --metric the verdict is the metric's; the page's title and words say so, not the outputs'."""
+    plain = json.loads(converted_report(cli_runner, tmp_path).read_text())
+    output = {"name": "y", "passed": True, "decided_by": "scaled p99 error 0.001 <= 0.03"}
+    metric = {"name": "task:close", "passed": False, "summary": 'metric task:close fails on 2 of 2 sample(s) '
+              '(sample 0: "max error 0.77")'}
+    failing = page_data({**plain, "validation": {"passed": False, "outputs": [output], "metric": metric,
+                                                 "backend": "emulate", "samples": 2}})
+    assert failing["verdict"]["title"] == "FAIL: your metric does not hold"
+    assert failing["verdict"]["detail"].startswith('metric task:close fails on 2 of 2 sample(s)')
+    assert "scaled p99" not in failing["verdict"]["detail"]  # the outputs pass; the metric decided
+    assert failing["summary"]["validation"]["metric"] == metric["summary"]
+    held = {**metric, "passed": True, "summary": "metric task:close holds on 2/2 sample(s)"}
+    passing = page_data({**plain, "validation": {"passed": True, "outputs": [{**output, "passed": False}],
+                                                 "metric": held, "backend": "emulate", "samples": 2}})
+    assert passing["verdict"]["title"] == "PASS: your metric holds"
+    assert passing["verdict"]["detail"].startswith("metric task:close holds on 2/2 sample(s)")
+    # Negative: without a metric the outputs' verdict stands, as before.
+    plain_fail = page_data({**plain, "validation": {"passed": False, "outputs": [{**output, "passed": False}],
+                                                    "backend": "emulate", "samples": 2}})
+    assert plain_fail["verdict"]["title"] == "FAIL: the converted model drifts beyond tolerance"
+    assert plain_fail["summary"]["validation"]["metric"] is None

@@ -112,9 +112,14 @@ def verdict(report: Dict[str, Any]) -> Dict[str, Any]:
     failed = [o for o in outputs if not o.get("passed")]
     judged = (f"{len(outputs) - len(failed)}/{len(outputs)} output(s) pass on {validation.get('samples')} "
               f"sample(s) ({validation.get('backend_label') or validation.get('backend')})")
+    metric = validation.get("metric") if isinstance(validation.get("metric"), dict) else None
+    if metric is not None:  # the user's metric decided: the page says its verdict, not the outputs'
+        judged = f"{metric.get('summary')} ({validation.get('backend_label') or validation.get('backend')})"
+        failed = []
     if validation.get("passed"):
         random = validation.get("random_inputs")
-        return _verdict("pass", "PASS: the converted model stays within tolerance",
+        title = "PASS: your metric holds" if metric else "PASS: the converted model stays within tolerance"
+        return _verdict("pass", title,
                         f"{judged}; {converted}." + more,
                         "Random inputs are a weak proxy: validate on your own samples:" if random else "",
                         _command("validate", source, output, "--inputs", YOUR_SAMPLES) if random else None)
@@ -127,8 +132,9 @@ def _failed(report, validation, failed, judged, more) -> Dict[str, Any]:
     why = "; ".join(f"{o.get('name')}: {o.get('decided_by')}" for o in failed[:3])
     loc = validation.get("localization") if isinstance(validation.get("localization"), dict) else {}
     where = f" Drift starts at {loc['node']} ({loc.get('op_type')})." if loc.get("node") else ""
-    detail = f"{judged}: {why}.{where}{more}"
-    title = "FAIL: the converted model drifts beyond tolerance"
+    detail = f"{judged}{f': {why}' if why else ''}.{where}{more}"
+    title = ("FAIL: your metric does not hold" if isinstance(validation.get("metric"), dict)
+             else "FAIL: the converted model drifts beyond tolerance")
     fix = loc.get("fix") if isinstance(loc.get("fix"), dict) else None
     if isinstance(loc.get("cause"), dict) and (fix is None or fix.get("passes")):
         command, complete = rerun.fix_command(report, loc)
@@ -257,6 +263,8 @@ def _validation(validation: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]
             for o in validation.get("outputs") or [] if isinstance(o, dict)
         ],
         "localization": loc if isinstance(loc, dict) else None,
+        "metric": (validation.get("metric") or {}).get("summary") if isinstance(validation.get("metric"), dict)
+        else None,
     }
 
 
