@@ -48,7 +48,9 @@ def checked_text(fix: Mapping, sample=None) -> str:
     checked = fix.get("checked") or {}
     by = f" by {checked['criteria']}" if checked.get("criteria") else ""
     inputs = "random inputs" if checked.get("random") else "given inputs"
-    after = f" (worst output then: {fix['after']})" if fix.get("after") else ""
+    # The user's metric speaks for the whole sample: its words, not an output's.
+    judged_by_metric = str(checked.get("criteria", "")).startswith("metric ")
+    after = f" ({'then: ' if judged_by_metric else 'worst output then: '}{fix['after']})" if fix.get("after") else ""
     if fix.get("passes"):
         where = (f"the {checked['samples']} sample(s) of this run ({inputs})" if checked.get("samples")
                  else f"sample {sample}")
