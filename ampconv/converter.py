@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import onnx
 import onnx.defs
@@ -32,6 +32,7 @@ from ampconv.policy import Policy, load_policy
 from ampconv.reading.repair import accept_input, repair
 from ampconv.report import Report
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
+from ampconv.pipeline.users_repair import users_pins
 from ampconv.core.graphs import fixed_graph_list
 
 MAX_RUNTIME_RETRIES = 8
@@ -132,6 +133,7 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
     as the reason) and plans again from a ``fresh()`` copy of the input.
     """
     pins: Dict[str, str] = {}
+    repairs_said: List[str] = []
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
         repairs = ()
         if complaint is not None:
@@ -145,13 +147,37 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
             if attempt.dry_run:
                 return report
             outcome = write_checked(attempt, done, pins, report)
-        if not outcome.pins:
-            report.notes.extend(outcome.notes)
+        if outcome.users_failure is not None:
+            fixed = users_pins(attempt, lambda: _prepared(fresh(), complaint), pins, data, done.plan,
+                               outcome.users_failure)
+            if fixed is None or set(fixed.pins) <= set(pins):
+                raise _unrepaired(request.src, outcome.users_failure)
+            repairs_said.append(fixed.note)
+            pins = {**pins, **fixed.pins}
+        elif not outcome.pins:
+            report.notes.extend(outcome.notes + repairs_said)
             report.output = str(attempt.dst)
             return report
-        pins = {**pins, **outcome.pins}
+        else:
+            pins = {**pins, **outcome.pins}
         model = fresh()
     raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
+
+
+def _prepared(model: ir.Model, complaint) -> ir.Model:
+    """``model`` as an attempt plans it: repaired first when the input failed onnx.checker (``complaint``)."""
+    if complaint is not None:
+        repair(model)
+    return model
+
+
+def _unrepaired(src: Path, failure) -> ConversionError:
+    """The error when a users' session fails and no float32 pin of the converted nodes makes it load."""
+    return ConversionError(
+        f"{src}: the converted model does not load the way users load it: {failure.verdict.summary()} "
+        "(it loads at ORT_DISABLE_ALL), and keeping the converted nodes float32 does not help",
+        failure.verdict.words, ConversionError.RUNTIME,
+    )
 
 
 def _convert_upgraded(src: Path, dst: Path, config: Config, policy: Policy, target: Tuple[int, str],

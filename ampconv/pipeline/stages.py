@@ -54,6 +54,7 @@ from ampconv.policy import Policy
 from ampconv.reading.prepare import InferTypesPass, NameNodesPass
 from ampconv.reading.repair import rankless_interface
 from ampconv.reading.sidecar import Checker, big_enough
+from ampconv.runtime.usersession import users_levels
 from ampconv.report import Report
 from ampconv.writing.writer import write_model
 
@@ -176,7 +177,8 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
 
     Returns the checks' outcome: its notes when the model was published, or
     the nodes to pin (nothing published) when a check blames nodes not in
-    ``pins``. The writer's note and the checks' timings go into ``report``.
+    ``pins``, or the users' session that fails (nothing published). The
+    writer's note and the checks' timings go into ``report``.
     """
     options = request.write_options
     # A big graph's full checker runs in a child started now, its start-up hidden behind the write.
@@ -191,10 +193,11 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
             if written_note:
                 report.notes.append(written_note)
             settings = CheckSettings(runtime=options.check_runtime, dtype=request.plan_options.dtype,
-                                     rankless=rankless_interface(done.model))
+                                     rankless=rankless_interface(done.model),
+                                     levels=users_levels(request.policy.target) if options.check_runtime else ())
             outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins,
                                    timings=report.load_check, checker=checker)
-            if not outcome.pins:
+            if not outcome.pins and outcome.users_failure is None:
                 publish(stage, request.dst)
     finally:
         if checker is not None:
