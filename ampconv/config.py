@@ -98,7 +98,8 @@ class Config:
         clamp_small: with ``clamp``, what too small values become: ``raise``
             (+-min_positive, the default; keeps an epsilon non-zero) or
             ``flush`` (+-0). None: ``raise``; set without ``clamp``: an error.
-        check_runtime: load the result in onnxruntime (when installed) before writing.
+        check_runtime: load the result in onnxruntime (when installed) before writing: the load check, then
+            the sessions users build at the default optimization level (``checks.users``).
         overwrite: allow replacing an existing output file (never the input).
         max_workers: threads used to convert/write external data.
         calibration_data: paths of calibration samples (``.npz`` files,

@@ -143,6 +143,11 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
         # No stage adds or removes a node that holds a subgraph: the graph list is walked once.
         with fixed_graph_list(model):
             done = rewrite(attempt, model, pins, data)
+            beyond = {name: why for name, why in done.beyond.items() if name not in pins}
+            if beyond:  # a constant rounded past its type's range: its readers run float32, planned again
+                pins = {**pins, **{name: f"the rewrite's value check: {why}" for name, why in beyond.items()}}
+                model = fresh()
+                continue
             report = report_of(attempt, done, pins, data)
             if attempt.dry_run:
                 return report

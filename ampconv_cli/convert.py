@@ -49,7 +49,7 @@ output_options = OptionGroup(
                      "'ampconv report FILE' makes it a page."),
         click.option("--dry-run", is_flag=True, help="Print the plan; write no model."),
         click.option("--overwrite", is_flag=True, help="Replace an existing output file (never the input)."),
-        click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime load check of the output."),
+        click.option("--no-runtime-check", is_flag=True, help="Skip the onnxruntime checks of the output (the load check and the sessions users build)."),
     ),
     title="Output and checks",
 )

@@ -124,9 +124,9 @@ def check_staged(
     except ConversionError as exc:
         error, verdict, pins = _judged(exc, model, probe, staged, dtype, timings)
     else:
-        return _users_outcome(model, staged, settings, timings, signatures, notes)
+        return _users_outcome(model, staged, src, settings, (timings, signatures, notes))
     if verdict is None:  # the whole model loads: the probe's refusal did not hold
-        return _users_outcome(model, staged, settings, timings, signatures, notes)
+        return _users_outcome(model, staged, src, settings, (timings, signatures, notes))
     if verdict.kind == ACCEPT:
         return CheckOutcome(notes + [verdict.note] if verdict.note else notes)
     if verdict.kind == PIN and settings.plan_again and not set(pins) <= set(known_pins):
@@ -137,12 +137,15 @@ def check_staged(
     raise error  # nothing new to pin: planning again would give the same model
 
 
-def _users_outcome(model: ir.Model, staged: Path, settings: CheckSettings, timings: Dict[str, object],
-                   signatures, notes: List[str]) -> CheckOutcome:
-    """The outcome once the load check accepts: the users' sessions (``settings.levels``) decide."""
+def _users_outcome(model: ir.Model, staged: Path, src: Path, settings: CheckSettings, found: tuple) -> CheckOutcome:
+    """The outcome once the load check accepts: the users' sessions (``settings.levels``) decide.
+
+    ``found``: the check's timings, the model's node signatures and the notes so far.
+    """
+    timings, signatures, notes = found
     if not settings.levels:
         return CheckOutcome(notes)
-    failure, more = check_users_session(model, staged, settings.levels, timings, signatures)
+    failure, more = check_users_session(model, staged, settings.levels, timings, signatures, source=src)
     return CheckOutcome(notes + more, users_failure=failure)
 
 

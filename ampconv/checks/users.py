@@ -41,12 +41,14 @@ class UsersFailure:
 
 def check_users_session(
     model: ir.Model, staged: Path, levels: Sequence[str], timings: Dict[str, object],
-    signatures: Optional[Sequence[Optional[Hashable]]] = None,
+    signatures: Optional[Sequence[Optional[Hashable]]] = None, source: Optional[Path] = None,
 ) -> Tuple[Optional[UsersFailure], List[str]]:
     """Sessions of the written model ``staged`` (from ``model``) at ``levels``: (the first failure or None, notes).
 
-    ``timings`` (the report's ``load_check``) records the levels, the probes
-    and the seconds taken (``users_seconds``).
+    A failure the input model ``source`` shows at the same level is the
+    input's, not the conversion's: a note, not a failure. ``timings`` (the
+    report's ``load_check``) records the levels, the probes and the seconds
+    taken (``users_seconds``).
     """
     start = time.perf_counter()
     probes = users_probes(model, signatures)
@@ -56,6 +58,8 @@ def check_users_session(
     try:
         paths = [save_users_probe(probe, staged, k) for k, probe in enumerate(probes or ())]
         failure, notes = _first_failure(model, staged, levels, list(zip(paths, probes or ())), timings)
+        if failure is not None and source is not None:
+            failure, notes = _unless_the_input_fails(failure, notes, Path(source))
     finally:
         for path in paths:
             path.unlink(missing_ok=True)
@@ -87,6 +91,15 @@ def _first_failure(model, staged: Path, levels: Sequence[str], probes: List[Tupl
                 verdict = whole
             return UsersFailure(verdict, tuple(probe.members), probe.members, whole=False), notes
     return None, notes
+
+
+def _unless_the_input_fails(failure: UsersFailure, notes: List[str], source: Path):
+    """``(failure, notes)``, or no failure and a note when the input model fails at that level too."""
+    level = failure.verdict.level
+    if not session_verdict(source, level).failed:
+        return failure, notes
+    return None, notes + [f"{failure.verdict.summary()}, and on the input model too: not the conversion's doing "
+                          "(the converted model is written as it is)"]
 
 
 def _whole_failure(model: ir.Model, verdict: SessionVerdict) -> UsersFailure:

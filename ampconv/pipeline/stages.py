@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import onnx_ir as ir
 
@@ -44,6 +44,7 @@ from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
+from ampconv.passes.invariants import values_beyond
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
@@ -99,6 +100,8 @@ class Rewritten:
     weights_before: int
     external: bool
     notes: List[str] = dataclasses.field(default_factory=list)
+    # Nodes reading a constant rounded past its type's range (``invariants.values_beyond``): name -> why.
+    beyond: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: DataFindings) -> Rewritten:
@@ -107,7 +110,10 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     A dry run rewrites too (in memory; converted weights are lazy, so no weight
     is computed), so that its casts and weights predict the real run. The
     rewrite checks Loop/Scan state types after it (``ConversionError``);
-    cleanup repeats its sweep until nothing changes.
+    cleanup repeats its sweep until nothing changes. ``done.beyond`` names
+    the nodes reading a constant rounded past its type's range
+    (``invariants.values_beyond``): the converter keeps them float32 and
+    plans again.
     """
     run_passes(model, NameNodesPass(), InferTypesPass())
     weights, casts = weights_and_casts(model)
@@ -121,6 +127,8 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     apply, opset = ApplyPlanPass(done.plan), EnsureDefaultOpsetPass()
     run_passes(model, apply, cast_cleanup(CleanupPass()), opset, UntypeShapelessSubgraphIOPass())
     done.applied = apply.result
+    if done.plan.ranges is not None:
+        done.beyond = values_beyond(model, done.plan.ranges.source_peak)
     if request.write_options.annotate:
         run_passes(model, AnnotatePass(done.plan))
     done.notes.extend(opset.notes)
@@ -240,8 +248,14 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
         record = constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW)
-        if plan.fallback and note.action in ("pinned", "reported") and final.get(note.consumer) == Precision.FALLBACK:
-            record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+        if plan.fallback and final.get(note.consumer) == Precision.FALLBACK:
+            if note.action in ("pinned", "reported"):
+                record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+            elif note.action == "mask":
+                fallback = low_type(plan.fallback)
+                record["action"] = (f"attention-mask fill {note.stats.mask_fill:.4g} stored as {fallback.mask_fill:g}: "
+                                    f"its consumer runs {fallback.name}, whose range does not hold float32's lowest "
+                                    "(softmax still gives 0; finite, so no NaN rows)")
         report.constants.append(record)
 
 

@@ -26,11 +26,13 @@ from ampconv.checks.bisect import Culprits, culprits
 from ampconv.checks.neighborhoods import probe_of
 from ampconv.checks.users import UsersFailure
 from ampconv.core.graphs import fixed_graph_list
+from ampconv.core.heavy_ops import is_heavy_op
 from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.pipeline.stages import rewrite
 from ampconv.plan import Plan
 from ampconv.runtime.loadcheck import UNOPTIMIZED
+from ampconv.runtime.schema import normalize_domain
 from ampconv.runtime.usersession import session_verdict
 from ampconv.writing.outputs import staging_dir
 from ampconv.writing.writer import INLINE_TENSOR_MAX_BYTES, write_model
@@ -82,12 +84,22 @@ def users_pins(request, fresh: Callable[[], ir.Model], pins: Mapping[str, str], 
 
 
 def _candidates(plan: Optional[Plan], failure: UsersFailure) -> List[str]:
-    """The failing probe's nodes that the plan put in LOW or the fallback type, in graph order."""
+    """The failing probe's nodes that the plan put in LOW or the fallback type: light ops first, last node first.
+
+    The bisection keeps the shortest prefix that makes the session load, so
+    the order is a preference. Light ops first: a float32 Transpose costs a
+    cast, a float32 MatMul the speed the conversion is for. Last node first: a
+    pinned node takes the gray nodes that follow it to float32 with it, so
+    searching from the front would blame the producer of the node to blame.
+    """
     if plan is None:
         return []
-    converted = {node.name for node, node_plan in plan.nodes.items()
-                 if node.name and node_plan.decision.precision in (Precision.LOW, Precision.FALLBACK)}
-    return [name for name in failure.nodes if name in converted]
+    heavy = {}
+    for node, node_plan in plan.nodes.items():
+        if node.name and node_plan.decision.precision in (Precision.LOW, Precision.FALLBACK):
+            heavy[node.name] = is_heavy_op(node.op_type, normalize_domain(node.domain))
+    named = [name for name in reversed(failure.nodes) if name in heavy]
+    return [name for name in named if not heavy[name]] + [name for name in named if heavy[name]]
 
 
 def _write_region(done, failure: UsersFailure, folder: Path) -> Optional[Path]:

@@ -95,6 +95,8 @@ class Plan:
     # Nodes whose values do not fit ``low`` but whose schema refuses the fallback type at the model's opset:
     # (op type, first opset that admits it, count) (``plan.fallback``; the default upgrade reads it).
     fallback_refused: Tuple[Tuple[str, int, int], ...] = ()
+    # The range scans of the constants (``plan.ranges.RangeReader``): the rewrite's value invariant reads them.
+    ranges: Optional[object] = None
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

@@ -136,6 +136,7 @@ class Planner:
             constants=self.ctx.constants,
             clamp_tensors=dict(self.ctx.clamp),
             limits=self.ctx.ranges.limits,
+            ranges=self.ctx.ranges,
             warnings=list(self.warnings),
             interface=tuple(decided),
             kv_cache=cache,
