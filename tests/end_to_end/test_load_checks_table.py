@@ -55,7 +55,10 @@ def _module(path: Path, name: str):
 
 # ------------------------------------------------------------------------------ the models
 def _samples(folder: Path) -> Dict[str, Path]:
-    return _module(ROOT / "sample_models" / "build.py", "ampconv_sample_build").build_all(folder / "samples")
+    """Every model ``make samples`` builds (``build_all`` and the README's examples), not their data folders."""
+    build = _module(ROOT / "sample_models" / "build.py", "ampconv_sample_build")
+    built = {**build.build_all(folder / "samples"), **build.build_readme_examples(folder / "samples")}
+    return {name: path for name, path in built.items() if Path(path).suffix == ".onnx"}
 
 
 def _bench(folder: Path) -> Dict[str, Path]:
@@ -101,7 +104,8 @@ def _session(level: str) -> Callable[[Path, Path, str], Optional[str]]:
         if verdict.kind == LOADS:
             return None
         if verdict.kind == REFUSED and dtype != "fp32":
-            read = judge(ConversionError("refused", verdict.words, ConversionError.RUNTIME), load_model(path), dtype)
+            read = judge(ConversionError("refused", verdict.words, ConversionError.RUNTIME),
+                         load_model(path, infer_types=True), dtype)
             if read.kind == ACCEPT:
                 return NA  # the CPU provider has no bfloat16 kernel: the graph resolves
         return verdict.summary() if verdict.kind in (REFUSED, CRASHED) else NA
