@@ -20,7 +20,9 @@ it, and graph inputs where its edges are cut; a value it computes that is
 read outside it (or is the model's output) is a graph output.
 
 What a loading probe proves: every pattern of at most ``RADIUS`` hops around
-any node loads as it does in the model. A failing probe names its culprit by
+any node loads as it does in the model, but for a weight over
+``BIG_WEIGHT_BYTES``, which the probe takes as an input (memory stays flat:
+folded, such a weight would cost four times its bytes). A failing probe names its culprit by
 bisection (``ampconv.checks.bisect``), and the culprit stands for every node
 of its class (``UsersProbe.members``). The whole model is loaded instead
 (``users_probe`` returns None) when it has functions or nodes with subgraphs
@@ -53,16 +55,25 @@ WHOLE_FRACTION = 0.5
 # float32 copy, so a session holds about three times its float16 weights (the mapped file pages and
 # the copy). A neighbourhood with more (an embedding) is a probe of its own.
 WEIGHT_BUDGET = 32 * 1024**2
+# A weight larger than this enters its probe as a graph input of its type and shape, not as a
+# constant: folded, it would take about four times its bytes (on the 1.35 GB GPT sample the tied
+# 64 MB embedding's neighbourhood took 363 MB, every other probe at most 187 MB). The optimizers
+# then see a computed tensor there: a failure that needs that weight constant is not seen.
+BIG_WEIGHT_BYTES = 16 * 1024**2
 # The probes' files, beside the staged model (so their references into its data file resolve).
 PROBE_STEM = ".users-probe"
 
 
 @dataclasses.dataclass
 class UsersProbe:
-    """The probe model; per probe node name, the names of the model's nodes of its class."""
+    """The probe model; per probe node name, the names of the model's nodes of its class.
+
+    ``fed``: how many weights over ``BIG_WEIGHT_BYTES`` it takes as graph inputs.
+    """
 
     model: ir.Model
     members: Dict[str, List[str]]
+    fed: int = 0
 
     @property
     def nodes(self) -> int:
@@ -155,10 +166,11 @@ def users_probes(
     for batch in batches:
         batch |= {i for j in list(batch) for i in predecessors[j] if _is_constant_node(nodes[i])}
         kept = [nodes[i] for i in sorted(batch)]
-        probe_model = probe_of(kept, model)
+        graph = _ProbeGraph(kept)
+        probe_model = graph.model(model)
         if probe_model is None:
             return None
-        probes.append(UsersProbe(probe_model, {node.name: of_node[node.name] for node in kept}))
+        probes.append(UsersProbe(probe_model, {node.name: of_node[node.name] for node in kept}, graph.fed))
     return probes
 
 
@@ -184,7 +196,7 @@ def _batches(nodes: List[ir.Node], classes: np.ndarray, predecessors: List[List[
             frontier = {j for i in frontier for j in predecessors[i] + successors[i]} - ball
             ball |= frontier
         read = {v for i in ball for v in nodes[i].inputs if v is not None and v.const_value is not None
-                and v.producer() is None}
+                and v.producer() is None and _bytes(v, weights) <= BIG_WEIGHT_BYTES}
         if batches and sum(_bytes(v, weights) for v in read | batch_weights) > budget:
             batches.append(set())
             batch_weights = set()
@@ -216,6 +228,14 @@ def probe_of(kept: Sequence[ir.Node], model: ir.Model) -> Optional[ir.Model]:
     return _ProbeGraph(list(kept)).model(model)
 
 
+def _big(value: ir.Value) -> bool:
+    """Whether the weight ``value`` holds more than ``BIG_WEIGHT_BYTES``."""
+    try:
+        return tensorsize.nbytes(value.const_value) > BIG_WEIGHT_BYTES
+    except (TypeError, AttributeError, ValueError):
+        return False
+
+
 def _is_constant_node(node: ir.Node) -> bool:
     return node.op_type == "Constant" and normalize_domain(node.domain) == "" and not node.inputs
 
@@ -228,6 +248,7 @@ class _ProbeGraph:
         self.copies: Dict[ir.Value, ir.Value] = {}
         self.inputs: List[ir.Value] = []
         self.initializers: List[ir.Value] = []
+        self.fed = 0  # weights over BIG_WEIGHT_BYTES made graph inputs
 
     def model(self, original: ir.Model) -> Optional[ir.Model]:
         """The probe model, or None when a value it must declare has no type."""
@@ -262,9 +283,13 @@ class _ProbeGraph:
         if not value.name:
             return None
         copy = self._copy(value)
-        if value.const_value is not None and value.producer() is None:
+        if value.const_value is not None and value.producer() is None and not _big(value):
             copy.const_value = value.const_value
             self.initializers.append(copy)
+        elif value.const_value is not None and value.producer() is None and value.type is not None:
+            copy.shape = ir.Shape(list(value.const_value.shape.dims))
+            self.inputs.append(copy)  # a big weight: fed, not folded (``BIG_WEIGHT_BYTES``)
+            self.fed += 1
         elif value.type is None:
             return False
         else:
@@ -317,4 +342,4 @@ def external_entries(staged: Path) -> Dict[str, Dict[str, str]]:
 
 
 __all__ = ["PROBE_STEM", "RADIUS", "UsersProbe", "WHOLE_FRACTION", "neighbourhood_classes", "probe_of", "save_users_probe",
-           "users_probes", "WEIGHT_BUDGET"]
+           "users_probes", "WEIGHT_BUDGET", "BIG_WEIGHT_BYTES"]

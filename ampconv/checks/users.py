@@ -53,7 +53,8 @@ def check_users_session(
     start = time.perf_counter()
     probes = users_probes(model, signatures)
     timings.update(users_levels=list(levels), users_probes=len(probes) if probes is not None else 0,
-                   users_probe_nodes=sum(p.nodes for p in probes) if probes is not None else None)
+                   users_probe_nodes=sum(p.nodes for p in probes) if probes is not None else None,
+                   users_weights_fed=sum(p.fed for p in probes) if probes is not None else 0)
     paths: List[Path] = []
     try:
         paths = [save_users_probe(probe, staged, k) for k, probe in enumerate(probes or ())]

@@ -10,6 +10,7 @@ checks these after rewriting, so such a model is never written.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -130,6 +131,12 @@ def values_beyond(model: ir.Model, peak_of: Callable[[Optional[ir.Value], object
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def _rounds_to_inf(key: str) -> float:
+    """The smallest float32 magnitude the LOW type ``key`` rounds to inf (its overflow bits as a float)."""
+    return float(np.array(low_type(key).overflow_bits, dtype=np.uint32).view(np.float32))
+
+
 def _misfit(tensor, peak_of) -> Optional[str]:
     """Why the rounded ``tensor`` does not fit its type (None: it fits)."""
     rounding: Rounding = tensor.meta[ROUNDING_META]
@@ -140,10 +147,7 @@ def _misfit(tensor, peak_of) -> Optional[str]:
         return (f"was clamped to {low_type(rounding.clamped_to).name}'s limits but stored in {record.name}, "
                 "whose range is not the same")
     peak = rounding.peak if rounding.peak is not None else peak_of(rounding.source, tensor)
-    if peak is None:
-        return None  # unreadable: the loader reports it
-    bits = int(np.array(peak, dtype=np.float32).view(np.uint32))
-    if bits < record.overflow_bits:
-        return None
+    if peak is None or peak < _rounds_to_inf(rounding.key):
+        return None  # fits (or unreadable: the loader reports it)
     return (f"holds |x| = {peak:.5g}, beyond {record.name}'s range (max {record.max:.5g}): stored there it would "
             "become inf")

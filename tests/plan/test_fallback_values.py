@@ -110,3 +110,31 @@ def test_a_fallback_reason_says_what_the_node_runs_in(tmp_path):
     plain = ampconv.convert(src, tmp_path / "plain.onnx", ampconv.Config(), dry_run=True)
     statistics = [n for n in plain.nodes if n["rule"] == "range-statistics"]
     assert statistics and all(n["precision"] == "HIGH" and "need float32's range" in n["reason"] for n in statistics)
+
+
+def _filled(tmp_path, fill: float):
+    """x -> Where(x > 0, fill, x) -> Add(., x) -> y: the Add reads what a float32 Where wrote."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["positive"], name="positive"),
+             helper.make_node("Where", ["positive", "fill", "x"], ["filled"], name="where"),
+             helper.make_node("Add", ["filled", "x"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+                              [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                               numpy_helper.from_array(np.array(fill, np.float32), "fill")])
+    path = tmp_path / f"filled{abs(hash(fill))}.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    report = ampconv.convert(path, tmp_path / "o.onnx", ampconv.Config(fallback_dtype="bf16", overwrite=True),
+                             dry_run=True)
+    return next(n for n in report.nodes if n["name"] == "add")
+
+
+def test_a_node_that_reads_values_beyond_bf16_from_float32_stays_float32(tmp_path):
+    """float32's lowest read from a float32 node would be cast to -inf in bfloat16: the Add runs float32."""
+    add = _filled(tmp_path, float(np.finfo(np.float32).min))
+    assert (add["precision"], add["rule"]) == ("HIGH", "data-overflow")
+    assert "beyond bfloat16's range too" in add["reason"] and "runs float32" in add["reason"]
+    inside = _filled(tmp_path, -1e30)  # beyond float16, inside bfloat16: the fallback holds it
+    assert (inside["precision"], inside["rule"]) == ("FALLBACK", "data-overflow")
+    assert "runs bfloat16" in inside["reason"]
