@@ -49,7 +49,7 @@ from ampconv.writing.outputs import data_file_name
 # Hops of neighbourhood that make two nodes alike, and that the probe keeps around each class's node.
 RADIUS = 3
 # A probe holding more than this share of the model's nodes is no saving: the whole model is loaded
-# (when its weights fit one probe's budget).
+# (when all its weights fit one probe's budget).
 WHOLE_FRACTION = 0.5
 # Weight bytes one probe session may hold: onnxruntime folds each float16 weight's Cast into a
 # float32 copy, so a session holds about three times its float16 weights (the mapped file pages and
@@ -156,7 +156,7 @@ def users_probes(
     nodes = list(model.graph)
     batches = _batches(nodes, classes, predecessors, weight_budget)
     covered = set().union(*batches) if batches else set()
-    if len(covered) > WHOLE_FRACTION * len(nodes) and len(batches) == 1:
+    if len(covered) > WHOLE_FRACTION * len(nodes) and _weight_bytes(model) <= weight_budget:
         return None  # no saving, in nodes or in memory: the model itself is the probe
     members: Dict[int, List[str]] = {}
     for node, label in zip(nodes, classes.tolist()):
@@ -226,6 +226,12 @@ def probe_of(kept: Sequence[ir.Node], model: ir.Model) -> Optional[ir.Model]:
     has no type.
     """
     return _ProbeGraph(list(kept)).model(model)
+
+
+def _weight_bytes(model: ir.Model) -> int:
+    """The bytes of the main graph's weights (read from their metadata, not their data)."""
+    known: Dict[ir.Value, int] = {}
+    return sum(_bytes(v, known) for v in model.graph.initializers.values() if v.const_value is not None)
 
 
 def _big(value: ir.Value) -> bool:

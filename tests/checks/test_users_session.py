@@ -215,3 +215,18 @@ def test_a_crashed_session_is_told_from_a_refusal_and_from_no_verdict(tmp_path, 
     for how, kind in (("crash", CRASHED), ("refuse", REFUSED), ("kill", UNCHECKED)):
         monkeypatch.setattr(usersession, "runtime_refusal", _standin("any", how))
         assert session_verdict(path, "ORT_ENABLE_ALL").kind == kind
+
+
+def test_a_big_weight_is_fed_not_folded_and_keeps_a_small_model_on_probes(tmp_path, monkeypatch):
+    """Memory stays flat: a weight over BIG_WEIGHT_BYTES enters its probe as a graph input (shape and type kept),
+    and a model whose weights exceed one probe's budget is never loaded whole."""
+    from ampconv.reading.load import load_model
+
+    model = load_model(runtime_models.stacked_layers(tmp_path / "m.onnx", n=2, width=64), infer_types=True)
+    assert neighborhoods.users_probes(model) is None  # 32 KiB of weights: the whole model, as it is cheap
+    monkeypatch.setattr(neighborhoods, "BIG_WEIGHT_BYTES", 1024)  # a 64x64 float32 weight is 16 KiB
+    probes = neighborhoods.users_probes(model, weight_budget=8 * 1024)
+    assert probes is not None and sum(p.fed for p in probes) >= 2
+    fed = {v.name: v for p in probes for v in p.model.graph.inputs}
+    assert "W0" in fed and list(fed["W0"].shape) == [64, 64] and fed["W0"].dtype == onnx.TensorProto.FLOAT
+    assert all("W0" not in p.model.graph.initializers for p in probes)
