@@ -7,8 +7,9 @@ default, ORT_ENABLE_ALL, whose optimizers can refuse a model or crash on it
 the users' levels, a session of each users'-session probe
 (``ampconv.checks.neighborhoods``) or of the whole model, each in a forked
 child. A probe's failure is confirmed on the whole model before it stands
-(a probe only ever speeds up acceptance); the failure then names the nodes
-the repair may keep float32 (``ampconv.pipeline.users_repair``).
+(a probe only ever speeds up acceptance) when the model's weights are small
+enough to fold whole; the failure then names the nodes the repair may keep
+float32 (``ampconv.pipeline.users_repair``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 import onnx_ir as ir
 
 from ampconv.checks.neighborhoods import UsersProbe, save_users_probe, users_probes
+from ampconv.reading.load import weight_bytes
 from ampconv.runtime.usersession import LOADS, UNCHECKED, SessionVerdict, session_verdict
 
 
@@ -68,8 +70,18 @@ def check_users_session(
     return failure, notes
 
 
+# A probe's failure is confirmed on the whole model when its weights are at most this: folded at
+# ORT_ENABLE_ALL, a session holds about four times them. Past it, the probe's failure stands.
+CONFIRM_WEIGHT_BYTES = 256 * 1024**2
+
+
 def _first_failure(model, staged: Path, levels: Sequence[str], probes: List[Tuple[Path, UsersProbe]], timings):
-    """The first failing session, level by level; a probe's failure stands once the whole model fails too."""
+    """The first failing session, level by level.
+
+    A probe's failure stands once the whole model fails too; a whole model
+    over ``CONFIRM_WEIGHT_BYTES`` of weights is not loaded to confirm it (its
+    session would cost what the probes save): the probe's failure stands.
+    """
     notes: List[str] = []
     for level in levels:
         if not probes:
@@ -84,8 +96,9 @@ def _first_failure(model, staged: Path, levels: Sequence[str], probes: List[Tupl
             if not verdict.failed:
                 continue
             timings["users_probe_refusal"] = verdict.summary()
-            whole = session_verdict(staged, level)
-            timings["users_probe_confirmed"] = whole.kind != LOADS
+            confirm = weight_bytes(model) <= CONFIRM_WEIGHT_BYTES  # read only on a failure: it walks every node
+            whole = session_verdict(staged, level) if confirm else SessionVerdict(level, UNCHECKED, "too big to load")
+            timings["users_probe_confirmed"] = whole.kind != LOADS if confirm else None
             if whole.kind == LOADS:
                 break  # the probe's cut edges made it fail; the model users load does not
             if whole.failed:  # the whole model's own words (a crash stays a crash)
@@ -114,4 +127,4 @@ def _unchecked_note(verdict: SessionVerdict) -> List[str]:
     return [f"{verdict.summary()}: the model was checked at ORT_DISABLE_ALL only"]
 
 
-__all__ = ["UsersFailure", "check_users_session"]
+__all__ = ["CONFIRM_WEIGHT_BYTES", "UsersFailure", "check_users_session"]

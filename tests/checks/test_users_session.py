@@ -230,3 +230,24 @@ def test_a_big_weight_is_fed_not_folded_and_keeps_a_small_model_on_probes(tmp_pa
     fed = {v.name: v for p in probes for v in p.model.graph.inputs}
     assert "W0" in fed and list(fed["W0"].shape) == [64, 64] and fed["W0"].dtype == onnx.TensorProto.FLOAT
     assert all("W0" not in p.model.graph.initializers for p in probes)
+
+
+def test_a_probe_failure_the_whole_model_does_not_repeat_is_overruled_unless_too_big_to_load(tmp_path, monkeypatch):
+    from ampconv.checks import users
+
+    def probe_only(path, level=UNOPTIMIZED):  # fails on probes (and the bisection's regions), not the written model
+        if level == "ORT_ENABLE_ALL" and Path(path).name not in ("out.onnx", "big.onnx") \
+                and _float16_nodes(Path(path)) & {f"block{i}/relu" for i in range(40)}:
+            return "[ONNXRuntimeError] : 1 : FAIL : stand-in refuses the probe only"
+        return runtime_refusal(path, level)
+
+    monkeypatch.setattr(usersession, "runtime_refusal", probe_only)
+    src = runtime_models.stacked_layers(tmp_path / "m.onnx", n=40)
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config())
+    assert report.load_check["users_probe_confirmed"] is False
+    assert not [n for n in report.nodes if n["rule"] == "runtime-pin"]
+    monkeypatch.setattr(users, "CONFIRM_WEIGHT_BYTES", 0)  # the model too big to load whole: the probe stands
+    report = ampconv.convert(src, tmp_path / "big.onnx", ampconv.Config())
+    pinned = [n["name"] for n in report.nodes if n["rule"] == "runtime-pin"]
+    assert pinned and all(name.endswith("/relu") for name in pinned)  # repaired on the probe's word
+    assert any("bisection" in t for t in report.note_texts())
