@@ -3,6 +3,9 @@
 - ``genai_block``: onnxruntime-genai builder style: SimplifiedLayerNormalization in the default
   domain (onnxruntime registers it there; onnx.defs does not know it), SkipSimplifiedLayerNormalization
   in com.microsoft, an embedding Gather whose table the lm_head reads too (tied embeddings).
+- ``t5_decoder_step``: a T5 decoder step with the cross-attention cache, as optimum's ``decoder_with_past``
+  writes it: the encoder mask made additive as ``(1 - mask) * float32 lowest`` (-3.4028e38, beyond
+  bfloat16's range), RMS norms, tied lm_head; ``t5_decoder_feeds`` gives its first step's inputs.
 """
 
 from __future__ import annotations
@@ -258,8 +261,8 @@ class _T5Step:
 
 
 def t5_decoder_step(path: Path, hidden: int = 32, heads: int = 2, head_dim: int = 16, vocab: int = 64,
-                    layers: int = 2, ff_scale: float = 0.1, score_scale: float = 0.1, embed_scale: float = 1.0, opset: int = 18,
-                    seed: int = 0) -> Path:
+                    layers: int = 2, ff_scale: float = 0.1, score_scale: float = 0.1, embed_scale: float = 1.0,
+                    opset: int = 18, seed: int = 0) -> Path:
     """A T5 decoder step with the cross-attention cache, as optimum's ``decoder_with_past`` export writes it.
 
     Inputs: ``input_ids`` [1, 1], ``encoder_attention_mask`` [1, E] (int64, 0 = padding), per layer
@@ -269,7 +272,7 @@ def t5_decoder_step(path: Path, hidden: int = 32, heads: int = 2, head_dim: int 
     (-3.4028e38), added to a zero position bias and then to the cross-attention scores (unscaled, as
     in T5: ``score_scale`` sets the cross-attention query weights, and with them how far the scores
     go past float16's range); RMS norms (T5LayerNorm), ReLU feed-forward whose output grows with
-    ``ff_scale``, lm_head tied to the embedding and scaled by hidden^-0.5.
+    ``ff_scale``, lm_head tied to the embedding (its values' scale ``embed_scale``) and scaled by hidden^-0.5.
     """
     step = _T5Step(np.random.default_rng(seed), hidden, heads, head_dim, (ff_scale, score_scale))
     step.inits += [_const("one", np.array(1.0, np.float32)), _const("lowest", np.array(FLOAT32_LOWEST, np.float32)),

@@ -93,7 +93,8 @@ def neighbourhood_classes(model: ir.Model, signatures: Optional[Sequence[Optiona
     opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
     index = {node: i for i, node in enumerate(nodes)}
     # What the signature leaves out and optimizers read: weight shapes, and which values are the graph's own.
-    own: Dict[ir.Value, Hashable] = {v: tuple(v.shape) for v in model.graph.initializers.values() if v.shape is not None}
+    own: Dict[ir.Value, Hashable] = {
+        v: tuple(v.shape) for v in model.graph.initializers.values() if v.shape is not None}
     own.update({v: "in" for v in model.graph.inputs})
     own.update({v: "out" for v in model.graph.outputs})
     interned: Dict[Hashable, int] = {}
@@ -175,7 +176,7 @@ def users_probes(
 
 
 def _batches(nodes: List[ir.Node], classes: np.ndarray, predecessors: List[List[int]], budget: int) -> List[Set[int]]:
-    """The neighbourhoods (``RADIUS`` hops) of each class's first node, gathered into batches of at most ``budget`` weight bytes.
+    """The neighbourhoods (``RADIUS`` hops) of each class's first node, in batches of at most ``budget`` weight bytes.
 
     A neighbourhood inside the nodes already gathered adds nothing and is skipped.
     """
@@ -283,7 +284,7 @@ class _ProbeGraph:
         return copy
 
     def _input(self, value: ir.Value):
-        """The probe's value for an input ``value``: a copy made already, an initializer, or a graph input (False: untyped)."""
+        """The probe's value for ``value``: a copy made already, an initializer, or a graph input (False: untyped)."""
         if value in self.copies:
             return self.copies[value]
         if not value.name:
@@ -347,5 +348,7 @@ def external_entries(staged: Path) -> Dict[str, Dict[str, str]]:
     return _entries(staged, (stat.st_mtime_ns, stat.st_size))
 
 
-__all__ = ["PROBE_STEM", "RADIUS", "UsersProbe", "WHOLE_FRACTION", "neighbourhood_classes", "probe_of", "save_users_probe",
-           "users_probes", "WEIGHT_BUDGET", "BIG_WEIGHT_BYTES"]
+__all__ = [
+    "BIG_WEIGHT_BYTES", "PROBE_STEM", "RADIUS", "UsersProbe", "WEIGHT_BUDGET", "WHOLE_FRACTION", "external_entries",
+    "neighbourhood_classes", "probe_of", "save_users_probe", "users_probes",
+]

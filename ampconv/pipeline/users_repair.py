@@ -33,7 +33,7 @@ from ampconv.pipeline.stages import rewrite
 from ampconv.plan import Plan
 from ampconv.runtime.loadcheck import UNOPTIMIZED
 from ampconv.runtime.schema import normalize_domain
-from ampconv.runtime.usersession import session_verdict
+from ampconv.runtime.usersession import DEFAULT_LEVEL, session_verdict
 from ampconv.writing.outputs import staging_dir
 from ampconv.writing.writer import INLINE_TENSOR_MAX_BYTES, write_model
 
@@ -63,7 +63,7 @@ def users_pins(request, fresh: Callable[[], ir.Model], pins: Mapping[str, str], 
         return None
     level = failure.verdict.level
     reason = (f"{failure.verdict.summary()} with this node in {low_type(request.plan_options.dtype).name} "
-              f"(it loads at {UNOPTIMIZED}): kept float32 so that the default session loads")
+              f"(it loads at {UNOPTIMIZED}): kept float32 so that the session users build loads")
     dry = dataclasses.replace(request, dry_run=True)
     with staging_dir(request.dst) as folder:
 
@@ -137,7 +137,8 @@ def _note(failure: UsersFailure, found: Culprits, new: Mapping[str, str], candid
     how = f"found by bisection over {candidates} converted node(s) in {found.checks} session(s)"
     if not found.complete:
         how += f" (stopped at {MAX_SESSIONS}: the set is larger than needed)"
-    return (f"{failure.verdict.summary()}, the level users load at by default; it loads at {UNOPTIMIZED}. "
+    level = "onnxruntime's default" if failure.verdict.level == DEFAULT_LEVEL else "the --target's"
+    return (f"{failure.verdict.summary()} ({level} optimization level); it loads at {UNOPTIMIZED}. "
             f"Kept {len(names)} node(s) float32 (rule runtime-pin) so that it loads: {shown}; {how}")
 
 
