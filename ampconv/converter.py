@@ -36,6 +36,7 @@ from ampconv.runtime.target import choose_target
 from ampconv.report import Report
 from ampconv.pipeline.figures import moved_bytes
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
+from ampconv.pipeline.users_repair import users_pins
 from ampconv.core.graphs import fixed_graph_list
 
 MAX_RUNTIME_RETRIES = 8
@@ -178,10 +179,16 @@ def _pipeline(prepared: _Prepared) -> Report:
 def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFindings) -> Report:
     """Rewrite, write and check until the checks accept the model; the loop owns the runtime pins.
 
-    Each refusal that blames nodes not pinned yet pins them (the tool's words
-    as the reason) and plans again from a ``fresh()`` copy of the input.
+    The first plan is the release step's (``_released``: its float32 islands
+    tried back in LOW on the evidence), reused when it lowers nothing. Each
+    refusal that blames nodes not pinned yet pins them (the tool's words as
+    the reason) and plans again from a ``fresh()`` copy of the input: a
+    constant the rewrite would round past its type's range, a node the load
+    check refuses, a session users build that crashes or refuses
+    (``pipeline.users_repair``).
     """
     pins: Dict[str, str] = {}
+    repairs_said: List[str] = []
     done = None
     release_pending = _release_wanted(request, data)
     for _attempt in range(MAX_RUNTIME_RETRIES + 1):
@@ -196,21 +203,32 @@ def _attempts(request: Request, model: ir.Model, fresh, complaint, data: DataFin
                 done = rewrite(attempt, model, pins, data)
             data = _released(request, done.plan, fresh, data, complaint)
             if data.tune_pins.lowered:
-                model = fresh()
-                if complaint is not None:
-                    repair(model)
+                model = _repaired_copy(fresh(), complaint)
         # No stage adds or removes a node that holds a subgraph: the graph list is walked once.
         with fixed_graph_list(model):
             done = done if _planned(model, done) else rewrite(attempt, model, pins, data)
+            beyond = {name: why for name, why in done.beyond.items() if name not in pins}
+            if beyond:  # a constant rounded past its type's range: its readers run float32, planned again
+                pins = {**pins, **{name: f"the rewrite's value check: {why}" for name, why in beyond.items()}}
+                model = fresh()
+                continue
             report = report_of(attempt, done, pins, data)
             if attempt.dry_run:
                 return report
             outcome = write_checked(attempt, done, pins, report)
-        if not outcome.pins:
-            report.notes.extend(outcome.notes)
+        if outcome.users_failure is not None:
+            fixed = users_pins(attempt, lambda: _repaired_copy(fresh(), complaint), pins, data, done.plan,
+                               outcome.users_failure)
+            if fixed is None or set(fixed.pins) <= set(pins):
+                raise _unrepaired(request.src, outcome.users_failure)
+            repairs_said.append(fixed.note)
+            pins = {**pins, **fixed.pins}
+        elif not outcome.pins:
+            report.notes.extend(outcome.notes + repairs_said)
             report.output = str(attempt.dst)
             return report
-        pins = {**pins, **outcome.pins}
+        else:
+            pins = {**pins, **outcome.pins}
         model = fresh()
     raise ConversionError(f"{request.src}: the checks still reject the model after {MAX_RUNTIME_RETRIES} fixes")
 
@@ -238,10 +256,7 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
     dry = dataclasses.replace(request, dry_run=True)
 
     def fresh_repaired() -> ir.Model:
-        copy = fresh()
-        if complaint is not None:
-            repair(copy)
-        return copy
+        return _repaired_copy(fresh(), complaint)
 
     def build(search_pins) -> Rewritten:
         model = fresh_repaired()
@@ -256,6 +271,22 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
                              data.calibration, data.tune_pins)
     pins, result = release(setting, plan)
     return dataclasses.replace(data, tune_pins=pins, release=result)
+
+
+def _repaired_copy(model: ir.Model, complaint) -> ir.Model:
+    """``model`` as an attempt plans it: repaired first when the input failed onnx.checker (``complaint``)."""
+    if complaint is not None:
+        repair(model)
+    return model
+
+
+def _unrepaired(src: Path, failure) -> ConversionError:
+    """The error when a users' session fails and no float32 pin of the converted nodes makes it load."""
+    return ConversionError(
+        f"{src}: the converted model does not load the way users load it: {failure.verdict.summary()} "
+        "(it loads at ORT_DISABLE_ALL), and keeping the converted nodes float32 does not help",
+        failure.verdict.words, ConversionError.RUNTIME,
+    )
 
 
 def _convert_upgraded(request: Request, choice: _OpsetChoice) -> Report:

@@ -3,6 +3,9 @@
 - ``genai_block``: onnxruntime-genai builder style: SimplifiedLayerNormalization in the default
   domain (onnxruntime registers it there; onnx.defs does not know it), SkipSimplifiedLayerNormalization
   in com.microsoft, an embedding Gather whose table the lm_head reads too (tied embeddings).
+- ``t5_decoder_step``: a T5 decoder step with the cross-attention cache, as optimum's ``decoder_with_past``
+  writes it: the encoder mask made additive as ``(1 - mask) * float32 lowest`` (-3.4028e38, beyond
+  bfloat16's range), RMS norms, tied lm_head; ``t5_decoder_feeds`` gives its first step's inputs.
 """
 
 from __future__ import annotations
@@ -238,3 +241,140 @@ def dynamo_unnamed_decoder(path: Path, hidden: int = 32, heads: int = 2, head_di
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return path
+# float32's lowest value: what HF's T5 multiplies an inverted attention mask by (``torch.finfo(float32).min``).
+FLOAT32_LOWEST = float(np.finfo(np.float32).min)
+
+
+class _T5Step:
+    """Collects the nodes and weights of ``t5_decoder_step``, one exporter-style block at a time."""
+
+    def __init__(self, rng: np.random.Generator, hidden: int, heads: int, head_dim: int, scales: tuple) -> None:
+        self.rng, self.hidden, self.heads, self.head_dim = rng, hidden, heads, head_dim
+        self.ff_scale, self.score_scale = scales
+        self.nodes: list = []
+        self.inits = [_const("heads_shape", np.array([1, -1, heads, head_dim], np.int64)),
+                      _const("merge_shape", np.array([1, -1, heads * head_dim], np.int64)),
+                      _const("two", np.array(2.0, np.float32)), _const("eps", np.array(1e-6, np.float32)),
+                      _const("mean_axes", np.array([-1], np.int64))]
+
+    def node(self, op: str, inputs, name: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(op, list(inputs), [f"{name}_out"], name=name, **attrs))
+        return f"{name}_out"
+
+    def weight(self, name: str, shape, scale: float = 0.1) -> str:
+        self.inits.append(_const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32)))
+        return name
+
+    def rms_norm(self, x: str, prefix: str) -> str:
+        """T5LayerNorm as torch exports it: x * 1/sqrt(mean(x^2) + eps) * weight, no mean subtracted."""
+        var = self.node("ReduceMean", [self.node("Pow", [x, "two"], f"{prefix}/pow"), "mean_axes"], f"{prefix}/mean",
+                        keepdims=1)
+        inv = self.node("Reciprocal", [self.node("Sqrt", [self.node("Add", [var, "eps"], f"{prefix}/add_eps")],
+                                                 f"{prefix}/sqrt")], f"{prefix}/reciprocal")
+        scale = self.weight(f"{prefix}.weight", [self.hidden], 0.05)
+        self.inits[-1] = _const(scale, (1.0 + self.rng.standard_normal(self.hidden) * 0.05).astype(np.float32))
+        return self.node("Mul", [scale, self.node("Mul", [x, inv], f"{prefix}/mul")], f"{prefix}/mul_weight")
+
+    def heads_of(self, x: str, prefix: str) -> str:
+        return self.node("Transpose", [self.node("Reshape", [x, "heads_shape"], f"{prefix}/reshape")],
+                         f"{prefix}/transpose", perm=[0, 2, 1, 3])
+
+    def attend(self, q: str, key: str, value: str, prefix: str, bias: str = None) -> str:
+        """T5 attention (no 1/sqrt(d) scaling): softmax(q k^T + bias) v, heads merged, projected."""
+        scores = self.node("MatMul", [q, self.node("Transpose", [key], f"{prefix}/key_t", perm=[0, 1, 3, 2])],
+                           f"{prefix}/scores")
+        if bias is not None:
+            scores = self.node("Add", [scores, bias], f"{prefix}/add_mask")
+        probs = self.node("Softmax", [scores], f"{prefix}/softmax", axis=-1)
+        context = self.node("Transpose", [self.node("MatMul", [probs, value], f"{prefix}/context")],
+                            f"{prefix}/context_t", perm=[0, 2, 1, 3])
+        merged = self.node("Reshape", [context, "merge_shape"], f"{prefix}/merge")
+        return self.node("MatMul", [merged, self.weight(f"{prefix}.o", [self.heads * self.head_dim, self.hidden])],
+                         f"{prefix}/o_proj")
+
+    def layer(self, x: str, i: int, mask: str) -> str:
+        """Self-attention over the decoder cache, cross-attention over the encoder's cached keys, feed-forward."""
+        inner, p = self.heads * self.head_dim, f"decoder.block.{i}"
+        h = self.rms_norm(x, f"{p}.self.norm")
+        q, k, v = (self.heads_of(self.node("MatMul", [h, self.weight(f"{p}.self.{w}", [self.hidden, inner])],
+                                           f"{p}/self/{w}_proj"), f"{p}/self/{w}") for w in "qkv")
+        self.nodes.append(helper.make_node("Concat", [f"past_key_values.{i}.decoder.key", k],
+                                           [f"present.{i}.decoder.key"], name=f"{p}/self/key_cache", axis=2))
+        self.nodes.append(helper.make_node("Concat", [f"past_key_values.{i}.decoder.value", v],
+                                           [f"present.{i}.decoder.value"], name=f"{p}/self/value_cache", axis=2))
+        x = self.node("Add", [x, self.attend(q, f"present.{i}.decoder.key", f"present.{i}.decoder.value",
+                                             f"{p}/self")], f"{p}/self/residual")
+        h = self.rms_norm(x, f"{p}.cross.norm")
+        q = self.heads_of(self.node("MatMul", [h, self.weight(f"{p}.cross.q", [self.hidden, inner],
+                                                             self.score_scale)], f"{p}/cross/q_proj"), f"{p}/cross/q")
+        # HF's T5 adds the mask to a zero position bias (cross-attention has no relative bias) before the scores.
+        bias = self.node("Add", ["cross_position_bias", mask], f"{p}/cross/position_bias")
+        x = self.node("Add", [x, self.attend(q, f"past_key_values.{i}.encoder.key",
+                                             f"past_key_values.{i}.encoder.value", f"{p}/cross", bias)],
+                      f"{p}/cross/residual")
+        h = self.rms_norm(x, f"{p}.ff.norm")
+        up = self.node("Relu", [self.node("MatMul", [h, self.weight(f"{p}.wi", [self.hidden, 4 * self.hidden])],
+                                          f"{p}/ff/wi")], f"{p}/ff/relu")
+        down = self.node("MatMul", [up, self.weight(f"{p}.wo", [4 * self.hidden, self.hidden], self.ff_scale)],
+                         f"{p}/ff/wo")
+        return self.node("Add", [x, down], f"{p}/ff/residual")
+
+
+def t5_decoder_step(path: Path, hidden: int = 32, heads: int = 2, head_dim: int = 16, vocab: int = 64,
+                    layers: int = 2, ff_scale: float = 0.1, score_scale: float = 0.1, embed_scale: float = 1.0,
+                    opset: int = 18, seed: int = 0) -> Path:
+    """A T5 decoder step with the cross-attention cache, as optimum's ``decoder_with_past`` export writes it.
+
+    Inputs: ``input_ids`` [1, 1], ``encoder_attention_mask`` [1, E] (int64, 0 = padding), per layer
+    ``past_key_values.{i}.decoder.key/value`` [1, heads, P, head_dim] and ``past_key_values.{i}.encoder.key/value``
+    [1, heads, E, head_dim]. Outputs: ``logits`` [1, 1, vocab] and ``present.{i}.decoder.key/value``.
+    The encoder mask becomes additive the way HF's T5 builds it: ``(1 - mask) * float32 lowest``
+    (-3.4028e38), added to a zero position bias and then to the cross-attention scores (unscaled, as
+    in T5: ``score_scale`` sets the cross-attention query weights, and with them how far the scores
+    go past float16's range); RMS norms (T5LayerNorm), ReLU feed-forward whose output grows with
+    ``ff_scale``, lm_head tied to the embedding (its values' scale ``embed_scale``) and scaled by hidden^-0.5.
+    """
+    step = _T5Step(np.random.default_rng(seed), hidden, heads, head_dim, (ff_scale, score_scale))
+    step.inits += [_const("one", np.array(1.0, np.float32)), _const("lowest", np.array(FLOAT32_LOWEST, np.float32)),
+                   _const("mask_axes", np.array([1, 2], np.int64)),
+                   _const("lm_scale", np.array(hidden ** -0.5, np.float32)),
+                   _const("cross_position_bias", np.zeros((1, heads, 1, 1), np.float32))]
+    embed = step.weight("shared", [vocab, hidden], embed_scale)
+    x = step.node("Gather", [embed, "input_ids"], "decoder/embed_tokens")
+    mask = step.node("Cast", [step.node("Unsqueeze", ["encoder_attention_mask", "mask_axes"], "decoder/mask_unsqueeze")],
+                     "decoder/mask_cast", to=TensorProto.FLOAT)
+    mask = step.node("Mul", [step.node("Sub", ["one", mask], "decoder/mask_invert"), "lowest"], "decoder/mask_fill")
+    for i in range(layers):
+        x = step.layer(x, i, mask)
+    x = step.node("Mul", [step.rms_norm(x, "decoder.final_norm"), "lm_scale"], "decoder/lm_scale")
+    lm = step.node("Transpose", [embed], "lm_head/transpose", perm=[1, 0])
+    step.nodes.append(helper.make_node("MatMul", [x, lm], ["logits"], name="lm_head"))
+    cache = lambda name, length: helper.make_tensor_value_info(name, TensorProto.FLOAT,  # noqa: E731
+                                                               [1, heads, length, head_dim])
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 1]),
+              helper.make_tensor_value_info("encoder_attention_mask", TensorProto.INT64, [1, "encoder_sequence_length"])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1, vocab])]
+    for i in range(layers):
+        inputs += [cache(f"past_key_values.{i}.decoder.{kv}", "past_decoder_sequence_length") for kv in ("key", "value")]
+        inputs += [cache(f"past_key_values.{i}.encoder.{kv}", "encoder_sequence_length") for kv in ("key", "value")]
+        outputs += [cache(f"present.{i}.decoder.{kv}", "past_decoder_sequence_length + 1") for kv in ("key", "value")]
+    graph = helper.make_graph(step.nodes, "t5_decoder_with_past", inputs, outputs, step.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def t5_decoder_feeds(past: int = 2, encoder: int = 16, padding: int = 5, layers: int = 2, heads: int = 2,
+                     head_dim: int = 16, token: int = 0, seed: int = 1) -> dict:
+    """The first step's inputs of ``t5_decoder_step``: ``past`` cached tokens, ``encoder`` positions of which
+    the last ``padding`` are masked (so the mask fill matters)."""
+    rng = np.random.default_rng(seed)
+    feeds = {"input_ids": np.array([[token]], np.int64),
+             "encoder_attention_mask": np.array([[1] * (encoder - padding) + [0] * padding], np.int64)}
+    for i in range(layers):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.decoder.{kv}"] = rng.standard_normal((1, heads, past, head_dim)).astype(np.float32)
+            feeds[f"past_key_values.{i}.encoder.{kv}"] = rng.standard_normal((1, heads, encoder, head_dim)).astype(
+                np.float32)
+    return feeds

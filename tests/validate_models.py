@@ -470,3 +470,35 @@ def image_decoder(seed: int = 0, size: int = 8) -> onnx.ModelProto:
     ]
     return _model(nodes, [h.make_tensor_value_info("z", T.FLOAT, [1, 4, size, size])],
                   [h.make_tensor_value_info("image", T.FLOAT, [1, 3, 2 * size, 2 * size])], inits, name="decoder")
+
+
+def token_grid_reshape(folder, tokens: int = 577, width: int = 384, heads: int = 6) -> str:
+    """A ViT-S saliency head that packs its Reshape target in float: ``[b, n, 6, 64]`` from ``Shape`` cast to
+    float, ``Concat``-ed with float constants and cast back to int64 (exporters write it for ``n / k``).
+
+    bfloat16 holds integers exactly only up to 256: a floor that rounded the packed shape asked the
+    Reshape for 576 of the 577 tokens and failed. The converter keeps that computation float32.
+    """
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((width, width)) * 0.05).astype(np.float32), "w_q"),
+             numpy_helper.from_array(np.array(0, np.int64), "at0"), numpy_helper.from_array(np.array(1, np.int64), "at1"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes0"),
+             numpy_helper.from_array(np.array([heads, width // heads], np.float32), "head_dims"),
+             numpy_helper.from_array((rng.standard_normal((width // heads, 1)) * 0.05).astype(np.float32), "w_s")]
+    nodes = [
+        h.make_node("MatMul", ["tokens", "w_q"], ["q"], name="q_proj"),
+        h.make_node("Shape", ["q"], ["q_shape"], name="shape"),
+        h.make_node("Gather", ["q_shape", "at0"], ["batch"], name="batch_of"),
+        h.make_node("Gather", ["q_shape", "at1"], ["count"], name="count_of"),
+        h.make_node("Cast", ["batch"], ["batch_f"], name="batch_float", to=T.FLOAT),
+        h.make_node("Cast", ["count"], ["count_f"], name="count_float", to=T.FLOAT),
+        h.make_node("Unsqueeze", ["batch_f", "axes0"], ["batch_1"], name="batch_unsqueeze"),
+        h.make_node("Unsqueeze", ["count_f", "axes0"], ["count_1"], name="count_unsqueeze"),
+        h.make_node("Concat", ["batch_1", "count_1", "head_dims"], ["packed"], name="pack_shape", axis=0),
+        h.make_node("Cast", ["packed"], ["target"], name="shape_int", to=T.INT64),
+        h.make_node("Reshape", ["q", "target"], ["q_heads"], name="heads_reshape"),
+        h.make_node("MatMul", ["q_heads", "w_s"], ["saliency"], name="saliency"),
+    ]
+    model = _model(nodes, [h.make_tensor_value_info("tokens", T.FLOAT, [1, tokens, width])],
+                   [h.make_tensor_value_info("saliency", T.FLOAT, [1, tokens, heads, 1])], inits)
+    return _save(model, folder, "token_grid")

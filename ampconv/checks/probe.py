@@ -77,11 +77,14 @@ class Probe:
         return len(self.members)
 
 
-def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
+def signature(node: ir.Node, opsets: Dict[str, int], *, cones: bool = True) -> Optional[Hashable]:
     """What decides onnxruntime's kernel and type checks for ``node``; None when it cannot be probed alone.
 
     A node with a computed integer input has no shared signature: its cone is
-    part of what onnxruntime sees, so it is keyed by the node itself.
+    part of what onnxruntime sees, so it is keyed by the node itself. With
+    ``cones`` off, such an input is keyed by its type like any other (the
+    users'-session probe, ``ampconv.checks.neighborhoods``, sees the cone as
+    the node's neighbours).
     """
     attributes = _attributes_key(node) if node.attributes else ()
     if attributes is None:
@@ -99,7 +102,9 @@ def signature(node: ir.Node, opsets: Dict[str, int]) -> Optional[Hashable]:
             # A float input is never a computed integer, and only an empty float constant is kept.
             constant = _empty_constant(value)
         elif computed_integer(value):
-            return ("cone", id(node))
+            if cones:
+                return ("cone", id(node))
+            constant = None
         else:
             constant = small_constant(value)
         content = None if constant is None else (constant.dtype, tuple(constant.shape.numpy()), constant.tobytes())
@@ -148,19 +153,26 @@ def computed_integer(value: ir.Value) -> bool:
     return value.producer() is not None and constant_tensor(value) is None
 
 
-def build_probe(model: ir.Model, shapes: Optional[ShapeSource] = None) -> Optional[Probe]:
+def signatures_of(model: ir.Model) -> List[Optional[Hashable]]:
+    """``signature`` of every node of the main graph, in order (computed once, read by both probes)."""
+    opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
+    return [signature(node, opsets) for node in model.graph]
+
+
+def build_probe(
+    model: ir.Model, shapes: Optional[ShapeSource] = None, signatures: Optional[List[Optional[Hashable]]] = None
+) -> Optional[Probe]:
     """The probe of ``model``; None when the whole model must be loaded (see the module docstring).
 
     ``shapes`` gives the real shape of a value the IR holds none for (only
     asked for nodes probed with their cone); without it such values stay
-    shapeless.
+    shapeless. ``signatures``: ``signatures_of(model)`` when the caller has them.
     """
     if model.functions:
         return None
-    opsets = {normalize_domain(d): v for d, v in model.opset_imports.items()}
+    keys = signatures if signatures is not None else signatures_of(model)
     groups: Dict[Hashable, List[ir.Node]] = {}
-    for node in model.graph:
-        key = signature(node, opsets)
+    for node, key in zip(model.graph, keys):
         if key is None:
             return None
         groups.setdefault(key, []).append(node)
@@ -329,5 +341,6 @@ __all__ = [
     "computed_integer",
     "expand",
     "signature",
+    "signatures_of",
     "small_constant",
 ]

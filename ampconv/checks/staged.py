@@ -5,7 +5,11 @@ The converter writes every model into a private staging folder and calls
 
 1. the full onnx.checker on the written file (``loadcheck.check_with_checker``);
 2. onnxruntime on the load-check probe (``ampconv.checks.probe``) when one can be
-   built, else on the whole model.
+   built, else on the whole model;
+3. once both accept it, the sessions its users will build: onnxruntime at its
+   default optimization level, in forked children (``ampconv.checks.users``). A
+   failure there is returned (``CheckOutcome.users_failure``) for the
+   converter to repair (``ampconv.pipeline.users_repair``).
 
 The probe only ever speeds up acceptance. When it is refused, the refusal is
 confirmed on the whole model before it pins a node or fails the run: if the
@@ -24,14 +28,15 @@ import dataclasses
 import functools
 import shutil
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import onnx_ir as ir
 
 from ampconv.errors import ConversionError, ModelLoadError
 from ampconv.core.graphs import all_graphs
 from ampconv.runtime.loadcheck import check_with_checker, check_with_runtime, checker_error, first_line, runtime_available
-from ampconv.checks.probe import Probe, build_probe, expand
+from ampconv.checks.probe import Probe, build_probe, expand, signatures_of
+from ampconv.checks.users import UsersFailure, check_users_session
 from ampconv.reading.shapes import inferred_shapes
 from ampconv.reading.sidecar import Checker
 from ampconv.reading.repair import input_refusal
@@ -46,21 +51,29 @@ class CheckSettings:
     LOW type, to read a missing-kernel refusal; ``rankless``: main-graph
     inputs/outputs whose rank is not fixed (``repair.rankless_interface``);
     ``plan_again``: a refusal that blames nodes returns pins (conversion)
-    rather than failing (validation judges a model, it does not re-plan it).
+    rather than failing (validation judges a model, it does not re-plan it);
+    ``levels``: the optimization levels of the users' sessions to check once
+    the load check accepts (``usersession.users_levels``; empty: none).
     """
 
     runtime: bool
     dtype: str
     rankless: Sequence[str] = ()
     plan_again: bool = True
+    levels: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckOutcome:
-    """What the checks of a written model decided: notes to report, or nodes to pin and plan again."""
+    """What the checks of a written model decided: notes to report, nodes to pin and plan again, or a users' failure.
+
+    ``users_failure``: the load check accepts the model but a session its users
+    will build fails; nothing is published, and the converter repairs it.
+    """
 
     notes: Sequence[str] = ()
     pins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    users_failure: Optional[UsersFailure] = None
 
 
 def check_staged(
@@ -89,7 +102,8 @@ def check_staged(
     if checker is not None:
         checker.submit(staged, rankless)
         full_check = functools.partial(_checker_error, checker, staged, rankless)
-    probe = build_probe(model, inferred_shapes(model)) if runtime and runtime_available() else None
+    signatures = signatures_of(model) if runtime and runtime_available() and not model.functions else None
+    probe = build_probe(model, inferred_shapes(model), signatures) if signatures is not None else None
     timings.update(
         runtime=runtime,
         nodes=sum(len(g) for g in all_graphs(model)),
@@ -107,11 +121,12 @@ def check_staged(
             check_with_runtime(staged, timings=timings)
         else:
             _check_probe(probe, staged, timings)
-        return CheckOutcome(notes)
     except ConversionError as exc:
         error, verdict, pins = _judged(exc, model, probe, staged, dtype, timings)
+    else:
+        return _users_outcome(model, staged, src, settings, (timings, signatures, notes))
     if verdict is None:  # the whole model loads: the probe's refusal did not hold
-        return CheckOutcome(notes)
+        return _users_outcome(model, staged, src, settings, (timings, signatures, notes))
     if verdict.kind == ACCEPT:
         return CheckOutcome(notes + [verdict.note] if verdict.note else notes)
     if verdict.kind == PIN and settings.plan_again and not set(pins) <= set(known_pins):
@@ -120,6 +135,18 @@ def check_staged(
     if refusal is not None:
         raise ModelLoadError(f"{src}: the input model is invalid for onnxruntime: {refusal}") from None
     raise error  # nothing new to pin: planning again would give the same model
+
+
+def _users_outcome(model: ir.Model, staged: Path, src: Path, settings: CheckSettings, found: tuple) -> CheckOutcome:
+    """The outcome once the load check accepts: the users' sessions (``settings.levels``) decide.
+
+    ``found``: the check's timings, the model's node signatures and the notes so far.
+    """
+    timings, signatures, notes = found
+    if not settings.levels:
+        return CheckOutcome(notes)
+    failure, more = check_users_session(model, staged, settings.levels, timings, signatures, source=src)
+    return CheckOutcome(notes + more, users_failure=failure)
 
 
 def _checker_error(checker: Checker, staged: Path, rankless: Sequence[str]) -> Optional[Exception]:

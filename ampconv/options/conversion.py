@@ -236,9 +236,10 @@ _PLAN = (
            "process-wide).", "Optional[Any]", _runtime_facts),  # library-only: no flag
 )
 _WRITE = (
-    Option("check_runtime", True, "load the result in onnxruntime (when installed) before writing.", "bool", None,
-           Flag(("--runtime-check/--no-runtime-check",), "Load the output in onnxruntime before publishing it "
-                "(--no-runtime-check skips it).", TOGGLE)),
+    Option("check_runtime", True, "load the result in onnxruntime (when installed) before writing: the load check, "
+           "then the sessions users build at the default optimization level (``checks.users``).", "bool", None,
+           Flag(("--runtime-check/--no-runtime-check",), "Load the output in onnxruntime before publishing it: the "
+                "load check, then the sessions users build (--no-runtime-check skips both).", TOGGLE)),
     Option("overwrite", False, "allow replacing an existing output file (never the input).", "bool", None,
            Flag(("--overwrite",), "Replace an existing output file (never the input).", SWITCH)),
     Option("max_workers", 2, "threads used to convert/write external data.", "int", None),

@@ -40,7 +40,8 @@ from onnx_ir.passes import InPlacePass, PassResult
 from ampconv.core.domains import is_default
 from ampconv.tensors.chunks import CastTensor
 from ampconv.tensors.low_range import to_low
-from ampconv.passes.invariants import check_loop_state_types
+from ampconv.passes.invariants import Rounding, batch_peaks, check_loop_state_types, finite_peak, rounded
+from ampconv.core.lowtypes import range_limits
 from ampconv.plan import ANY, LOW_DTYPES, Plan, constant_array, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import DTYPE_ATTRIBUTE
@@ -105,6 +106,8 @@ class _Rewriter:
         self.tag_of = {LOW: plan.low, FALLBACK: self.key_of[FALLBACK], HIGH: "fp32"}
         self.clamp = clamp_tensors
         self.limits = plan.limits  # the limits clamped tensors are brought inside (max_finite, min_positive)
+        # The fallback type's own limits: a clamp or a mask fill stored in it is brought inside them.
+        self.fallback_limits = range_limits(self.key_of[FALLBACK]) if plan.fallback else None
         self.result = ApplyResult()
         graphs = all_graphs(model)
         self.names: Set[str] = set()
@@ -201,12 +204,12 @@ class _Rewriter:
                     if raw is not None:
                         batch.append((value, raw))
                     else:
-                        value.const_value = self._lazy_low(value.const_value, value.name)
+                        value.const_value = self._lazy_low(value.const_value, value.name, source=value)
                     value.dtype = self.low_dtype
                     self.actual[value] = LOW
                     fate, after = "LOW", before // 2
                 elif wanted == {FALLBACK}:  # rule 7: stored in the fallback type
-                    value.const_value = self._lazy_low(value.const_value, value.name, FALLBACK)
+                    value.const_value = self._lazy_low(value.const_value, value.name, FALLBACK, source=value)
                     value.dtype = self.dtype_of[FALLBACK]
                     self.actual[value] = FALLBACK
                     fate, after = "LOW", before // 2
@@ -235,30 +238,50 @@ class _Rewriter:
         """
         if not batch:
             return
-        low = to_low(np.frombuffer(b"".join(raw for _, raw in batch), dtype="<f4"), self.plan.low)
+        joined = np.frombuffer(b"".join(raw for _, raw in batch), dtype="<f4")
+        low = to_low(joined, self.plan.low)
         data = low.view(np.uint16).astype("<u2", copy=False).tobytes()  # both LOW types are 16 bits
+        peaks = batch_peaks(joined, [len(raw) // 4 for _, raw in batch])
         data_type, offset = self.low_dtype.value, 0
-        for value, raw in batch:
+        for (value, raw), peak in zip(batch, peaks):
             count = len(raw) // 4
             # A TensorProto-backed tensor, like the ones read from the file: half of
             # ir.Tensor's set-up, and the writer copies its proto instead of re-encoding it.
             proto = onnx.TensorProto(name=value.name, data_type=data_type, dims=tensorsize.dims(value.const_value),
                                      raw_data=data[2 * offset : 2 * (offset + count)])
-            value.const_value = ir.serde.TensorProtoTensor(proto)
+            value.const_value = rounded(ir.serde.TensorProtoTensor(proto), Rounding(self.plan.low, peak=peak))
             offset += count
 
-    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str], precision: str = LOW) -> ir.TensorProtocol:
-        """``tensor`` rounded to ``precision``'s type; the clamps (set against the LOW type's limits) are LOW's only."""
-        low, limits, dtype = self.key_of[precision], self.limits, self.dtype_of[precision]
-        clamp = self.clamp.get(name or "", False) if precision == LOW else False
+    def _clamp_of(self, name: Optional[str], precision: str):
+        """(the clamp of constant ``name`` stored in ``precision``'s type, the limits it brings values inside).
+
+        The planner sets clamps (``--clamp``, a mask fill) against the LOW
+        type's limits. Stored in the fallback type, the same clamp brings the
+        values inside that type's own limits: a mask fill of float32's lowest,
+        which bfloat16 rounds to -inf, becomes bfloat16's mask value (-1e30),
+        as it does under ``dtype="bf16"``.
+        """
+        clamp = self.clamp.get(name or "", False)
+        if not clamp or precision == LOW:
+            return clamp, self.limits
+        return clamp, self.fallback_limits
+
+    def _lazy_low(self, tensor: ir.TensorProtocol, name: Optional[str], precision: str = LOW,
+                  source: Optional[ir.Value] = None) -> ir.TensorProtocol:
+        """``tensor`` (the constant of ``source``) rounded to ``precision``'s type, clamped as ``_clamp_of`` says."""
+        low, dtype = self.key_of[precision], self.dtype_of[precision]
+        clamp, limits = self._clamp_of(name, precision)
         if tensorsize.size(tensor) <= EAGER_MAX_ELEMENTS and not isinstance(tensor, ir.ExternalTensor):
             # A small in-memory tensor (a bias, a scale) is converted now: the lazy
             # machinery costs more than the cast, thousands of times on big graphs.
             # Same bits: to_low is numpy's round-to-nearest-even, as the lazy cast is.
-            return ir.Tensor(to_low(tensor.numpy(), low, clamp, limits), dtype=dtype, name=name)
+            array = tensor.numpy()
+            return rounded(ir.Tensor(to_low(array, low, clamp, limits), dtype=dtype, name=name),
+                           Rounding(low, limits.low.key if clamp else None, peak=finite_peak(array)))
         # Elementwise, so the streamed write clamps chunk by chunk (chunks.CastTensor).
         convert = (lambda a: to_low(a, low, clamp, limits)) if clamp else None  # None: the plain RNE cast
-        return CastTensor(tensor, dtype, convert, name)
+        return rounded(CastTensor(tensor, dtype, convert, name),
+                       Rounding(low, limits.low.key if clamp else None, source=source))
 
     # ----------------------------------------------------------- conversions
     def _converted(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
@@ -320,7 +343,7 @@ class _Rewriter:
         graph = value.graph
         tensor = value.const_value
         if need in _LOWS:
-            converted = self._lazy_low(tensor, value.name, need)
+            converted = self._lazy_low(tensor, value.name, need, source=value)
             name = self.unique(f"{value.name}__{self.tag_of[need]}")
             dtype = self.dtype_of[need]
         else:  # a LOW initializer needed in float32 (only for pre-existing LOW data)
@@ -347,9 +370,10 @@ class _Rewriter:
         if need in _LOWS and array is None:
             return self._cast(value, need, producer.graph)
         if need in _LOWS:
-            clamp = self.clamp.get(value.name or "", False) if need == LOW else False
-            data = to_low(array, self.key_of[need], clamp, self.limits)
-            tensor = ir.Tensor(data, dtype=self.dtype_of[need])
+            clamp, limits = self._clamp_of(value.name, need)
+            data = to_low(array, self.key_of[need], clamp, limits)
+            tensor = rounded(ir.Tensor(data, dtype=self.dtype_of[need]),
+                             Rounding(self.key_of[need], limits.low.key if clamp else None, peak=finite_peak(array)))
             tag = self.tag_of[need]
         else:
             attr = producer.attributes.get("value")
@@ -385,17 +409,18 @@ class _Rewriter:
             array = constant_array(node.outputs[0])
             if array is None:
                 return
-            clamp = self.clamp.get(node.outputs[0].name or "", False) if precision == LOW else False
-            data = to_low(array, key, clamp, self.limits)
+            clamp, limits = self._clamp_of(node.outputs[0].name, precision)
+            data = to_low(array, key, clamp, limits)
             for name in ("value", "value_float", "value_floats"):
                 if name in node.attributes:
                     del node.attributes[name]
-            node.attributes["value"] = ir.AttrTensor("value", ir.Tensor(data, dtype=low))
+            node.attributes["value"] = ir.AttrTensor("value", rounded(
+                ir.Tensor(data, dtype=low), Rounding(key, limits.low.key if clamp else None, peak=finite_peak(array))))
         elif op == "ConstantOfShape":
             attr = node.attributes.get("value")
             array = attr.value.numpy() if attr is not None else np.zeros((1,), np.float32)
             node.attributes["value"] = ir.AttrTensor(
-                "value", ir.Tensor(to_low(array, key), dtype=low)
+                "value", rounded(ir.Tensor(to_low(array, key), dtype=low), Rounding(key, peak=finite_peak(array)))
             )
         elif op in DTYPE_ATTRIBUTE:
             name = DTYPE_ATTRIBUTE[op]

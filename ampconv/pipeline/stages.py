@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import onnx_ir as ir
 
@@ -45,6 +45,7 @@ from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
+from ampconv.passes.invariants import values_beyond
 from ampconv.passes.opset import EnsureDefaultOpsetPass
 from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
@@ -56,6 +57,7 @@ from ampconv.policy import Policy
 from ampconv.reading.prepare import InferTypesPass, NameNodesPass
 from ampconv.reading.repair import rankless_interface
 from ampconv.reading.sidecar import Checker, big_enough
+from ampconv.runtime.usersession import users_levels
 from ampconv.report import Report
 from ampconv.writing.writer import write_model
 
@@ -104,6 +106,8 @@ class Rewritten:
     weights_before: int
     external: bool
     notes: List[str] = dataclasses.field(default_factory=list)
+    # Nodes reading a constant rounded past its type's range (``invariants.values_beyond``): name -> why.
+    beyond: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: DataFindings) -> Rewritten:
@@ -112,7 +116,10 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     A dry run rewrites too (in memory; converted weights are lazy, so no weight
     is computed), so that its casts and weights predict the real run. The
     rewrite checks Loop/Scan state types after it (``ConversionError``);
-    cleanup repeats its sweep until nothing changes.
+    cleanup repeats its sweep until nothing changes. ``done.beyond`` names
+    the nodes reading a constant rounded past its type's range
+    (``invariants.values_beyond``): the converter keeps them float32 and
+    plans again.
     """
     run_passes(model, NameNodesPass(), InferTypesPass(request.target.runtime))
     weights, casts = weights_and_casts(model)
@@ -126,6 +133,8 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     apply, opset = ApplyPlanPass(done.plan), EnsureDefaultOpsetPass()
     run_passes(model, apply, cast_cleanup(CleanupPass()), opset, UntypeShapelessSubgraphIOPass())
     done.applied = apply.result
+    if done.plan.ranges is not None:
+        done.beyond = values_beyond(model, done.plan.ranges.source_peak)
     if request.write_options.annotate:
         run_passes(model, AnnotatePass(done.plan))
     done.notes.extend(opset.notes)
@@ -184,7 +193,8 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
 
     Returns the checks' outcome: its notes when the model was published, or
     the nodes to pin (nothing published) when a check blames nodes not in
-    ``pins``. The writer's note and the checks' timings go into ``report``.
+    ``pins``, or the users' session that fails (nothing published). The
+    writer's note and the checks' timings go into ``report``.
     """
     options = request.write_options
     # A big graph's full checker runs in a child started now, its start-up hidden behind the write.
@@ -199,10 +209,11 @@ def write_checked(request: Request, done: Rewritten, pins: Mapping[str, str], re
             if written_note:
                 report.notes.append(written_note)
             settings = CheckSettings(runtime=options.check_runtime, dtype=request.plan_options.dtype,
-                                     rankless=rankless_interface(done.model))
+                                     rankless=rankless_interface(done.model),
+                                     levels=users_levels(request.policy.target) if options.check_runtime else ())
             outcome = check_staged(done.model, staged, request.src, settings, known_pins=pins,
                                    timings=report.load_check, checker=checker)
-            if not outcome.pins:
+            if not outcome.pins and outcome.users_failure is None:
                 publish(stage, request.dst)
     finally:
         if checker is not None:
@@ -245,8 +256,14 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     final = {node.name: node_plan.decision.precision for node, node_plan in plan.nodes.items()}
     for note in plan.constants:
         record = constant_record(note, plan.low, consumer_low=final.get(note.consumer) == Precision.LOW)
-        if plan.fallback and note.action in ("pinned", "reported") and final.get(note.consumer) == Precision.FALLBACK:
-            record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+        if plan.fallback and final.get(note.consumer) == Precision.FALLBACK:
+            if note.action in ("pinned", "reported"):
+                record["action"] = f"consumer runs {plan.fallback}: stored in {plan.fallback}, whose range holds it"
+            elif note.action == "mask":
+                fallback = low_type(plan.fallback)
+                record["action"] = (f"attention-mask fill {note.stats.mask_fill:.4g} stored as {fallback.mask_fill:g}: "
+                                    f"its consumer runs {fallback.name}, whose range does not hold float32's lowest "
+                                    "(softmax still gives 0; finite, so no NaN rows)")
         report.constants.append(record)
 
 

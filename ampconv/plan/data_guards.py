@@ -68,16 +68,7 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     if calibration.synthetic and not _synthetic_speaks(ctx, node):
         return None
     limit = ctx.thresholds.max_abs
-    slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
-        ("output", j, node.outputs[j]) for j in facts.main_out
-    ]
-    # A constant's values are no data (every sample holds the same): the constant guard judged and reported
-    # them (``guards``), so the data guard never speaks for them a second time.
-    observed = [(stats, kind, index, value) for kind, index, value in slots
-                if value is not None and not is_constant(value)
-                and (stats := calibration.tensor(value.name)) is not None
-                and not _mask_fill_explains(ctx, value, stats.max_abs)
-                and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
+    observed = _observed(ctx, node, facts)
     if observed:
         # The worst slot is the evidence: a square's output says more than its input.
         stats, kind, index, value = max(observed, key=lambda entry: entry[0].max_abs)
@@ -121,6 +112,44 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
             f"{amplifier.op_type} {amplifier.name!r}, which amplifies their error",
         )
     return None
+
+
+def _observed(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> list:
+    """``(stats, kind, index, value)`` of each observed main slot of ``node`` whose magnitude is its own.
+
+    Left out: a slot whose largest values a mask fill accounts for (the fill
+    is stored as the type's mask value) and, on the synthetic run, one a
+    constant input accounts for.
+    """
+    calibration = ctx.calibration
+    slots = [("input", i, node.inputs[i]) for i in facts.main_in] + [
+        ("output", j, node.outputs[j]) for j in facts.main_out
+    ]
+    # A constant's values are no data (every sample holds the same): the constant guard judged and reported
+    # them (``guards``), so the data guard never speaks for them a second time.
+    return [(stats, kind, index, value) for kind, index, value in slots
+            if value is not None and not is_constant(value)
+            and (stats := calibration.tensor(value.name)) is not None
+            and not _mask_fill_explains(ctx, value, stats.max_abs)
+            and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
+
+
+def observed_input_peak(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[float]:
+    """The largest magnitude a float32 run saw in the main inputs ``node`` reads, as ``data-overflow`` reads
+    them; None: none seen.
+
+    Inputs only: what the node reads from a node of another type is cast to
+    its own, while what it computes (an Attention's own mask fill) is computed
+    in its type. A reduction's running sum counts too (``data-accumulation``):
+    a runtime that accumulates in the node's type holds it.
+    """
+    if ctx.calibration is None or not facts.main_in:
+        return None
+    peaks = [stats.max_abs for stats, kind, *_ in _observed(ctx, node, facts) if kind == "input"]
+    accumulated = ctx.calibration.accumulations.get(node.name or "")
+    if accumulated is not None and node.op_type in REDUCTIONS:
+        peaks.append(accumulated.max_sum)
+    return max(peaks) if peaks else None
 
 
 def _constant_explains(ctx: PlanContext, node: ir.Node, max_abs: float) -> bool:

@@ -99,6 +99,8 @@ class Plan:
     # Where the output will run, as the plan's context had it (the runtime's facts and the provider): the
     # notes on what the plan leaves to the runtime (``plan.coverage``) ask it.
     target: Target = dataclasses.field(default_factory=lambda: choose_target(None))
+    # The range scans of the constants (``plan.ranges.RangeReader``): the rewrite's value invariant reads them.
+    ranges: Optional[object] = None
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

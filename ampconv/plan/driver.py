@@ -77,6 +77,7 @@ class Planner:
             constants=ctx.constants,
             clamp_tensors=dict(ctx.clamp),
             limits=ctx.ranges.limits,
+            ranges=ctx.ranges,
             warnings=list(state.warnings),
             interface=tuple(state.interface),
             kv_cache=state.kv_cache,

@@ -12,7 +12,7 @@ rules read, each only for a gray op at O1/O2 in a preset with range guards
 
 - ``range-statistics``: a normalization decomposed into ops (a mean, a
   centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
-  division): its statistics stay float32, as the fused op keeps them, unless
+  division): its statistics need float32's range, as the fused op keeps them, unless
   a float32 run whose figures speak for them (calibration data; the synthetic
   run for values that do not scale with a float input, ``plan.provenance``)
   saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
@@ -120,8 +120,8 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
     return Decision(
         HIGH,
         "range-statistics",
-        "range: part of a normalization decomposed into ops; its statistics stay float32, as "
-        f"LayerNormalization's stash_type keeps them (a square of |x| > 256 overflows float16){seen}",
+        "range: part of a normalization decomposed into ops; its statistics need float32's range, which "
+        f"LayerNormalization's stash_type gives them (a square of |x| > 256 overflows float16){seen}",
     )
 
 
@@ -171,8 +171,8 @@ def _long_reduction(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
     return Decision(
         HIGH,
         "range-reduction",
-        f"range: a {node.op_type} over {extent} values overflows float16 once their {what}; kept float32 "
-        f"(over fewer than {limit} values it runs LOW)",
+        f"range: a {node.op_type} over {extent} values overflows float16 once their {what}; needs float32's "
+        f"range (over fewer than {limit} values it runs LOW)",
     )
 
 
@@ -202,7 +202,7 @@ def _scaled_overflow(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
         "range-reduction",
         f"range: {kind} {value.name} scales as {describe(scale)} (from the model's constants, extents and op "
         f"semantics) and passes {ctx.low_name}'s max {ctx.low_record.max:g} once activations exceed "
-        f"|x| = {limit:.3g}; kept float32 (activations past {ACTIVATION_LIMIT:g} are common){seen}",
+        f"|x| = {limit:.3g}; needs float32's range (activations past {ACTIVATION_LIMIT:g} are common){seen}",
     )
 
 

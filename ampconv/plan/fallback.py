@@ -28,10 +28,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
+import numpy as np
 import onnx_ir as ir
 
 from ampconv.errors import named
 from ampconv.plan.context import PlanContext
+from ampconv.plan.data_guards import observed_input_peak
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.values import is_constant
@@ -68,6 +70,9 @@ def widen(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision)
     if not admits(ctx, facts):
         return refused(ctx, node, decision)
     underflow = decision.rule == "data-underflow"
+    beyond = _data_beyond(ctx, node, facts, decision)
+    if beyond is not None:
+        return Decision(decision.precision, decision.rule, f"{decision.reason}; {beyond}", follows=decision.follows)
     if decision.rule == "hard-constant":
         fit = _constants_fit(ctx, node, facts)
         if fit is None:
@@ -147,6 +152,36 @@ def because(ctx: PlanContext, underflow: bool = False) -> str:
     return f"runs {record.name} ({ctx.low_name} {fails}; {record.name} has float32's range)"
 
 
+# The data rules whose figure is a magnitude: it must fit the fallback type too.
+_MAGNITUDE_RULES = frozenset({"data-overflow", "data-accumulation"})
+
+
+def _data_beyond(ctx: PlanContext, node: ir.Node, facts: NodeFacts, decision: Decision) -> Optional[str]:
+    """Why ``node`` stays float32 though the fallback type admits it: a float32 run saw it read values beyond that
+    type too.
+
+    bfloat16's largest value (3.39e38) is below float32's (3.40e38): a value
+    between them (float32's lowest, written as a mask fill and carried
+    through arithmetic a mask fill cannot be told apart in) read from a
+    float32 node is cast to inf. None when what the run saw fits, or the rule
+    is not about a magnitude.
+    """
+    if decision.rule not in _MAGNITUDE_RULES:
+        return None
+    peak = observed_input_peak(ctx, node, facts)
+    record = ctx.fallback
+    if peak is None or fits(peak, record):
+        return None
+    return (f"a float32 run saw it read |x| = {peak:.4g}, beyond {record.name}'s range too (max {record.max:.4g}): "
+            "runs float32")
+
+
+def fits(magnitude: float, record) -> bool:
+    """Whether a float32 magnitude rounds to a finite value of the LOW type ``record`` (below its overflow bits)."""
+    bits = int(np.array(abs(magnitude), dtype=np.float32).view(np.uint32))
+    return bits < record.overflow_bits
+
+
 def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[str]:
     """Whether every constant input of ``node``'s main type, and the fill it reads, fits the fallback type.
 
@@ -154,14 +189,14 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     max); else what float16 did to them: ``overflow`` when one overflows it,
     ``underflow`` when they only flush to 0 there.
     """
-    top = ctx.fallback.max
+    record = ctx.fallback
     kind = "underflow"
     for i in facts.main_in:
         value = node.inputs[i]
         if value is None or not is_constant(value):
             continue
         stats = ctx.ranges.stats(value)
-        if stats is None or not stats.max_abs <= top:
+        if stats is None or not fits(stats.max_abs, record):
             return None
         kind = "overflow" if stats.overflow else kind
     for source in [node] + [v.producer() for v in node.inputs if v is not None]:
@@ -170,10 +205,11 @@ def _constants_fit(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
             if attribute is not None and attribute.value is not None:
                 array = attribute.value.numpy()
                 peak = float(abs(array.astype("float64")).max()) if array.size else 0.0
-                if not peak <= top:
+                if not fits(peak, record):
                     return None
                 kind = "overflow" if peak > ctx.low_record.max else kind
     return kind
 
 
-__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "refused", "refused_warning", "seen_within_low", "widen"]
+__all__ = ["FALLBACK", "RANGE_RULES", "active", "admits", "because", "fits", "refused", "refused_warning", "seen_within_low",
+           "widen"]

@@ -56,6 +56,27 @@ class RangeReader:
             release_mapped(tensor)
         return self._stats[value]
 
+    def known(self, value: ir.Value) -> Optional[RangeStats]:
+        """The range facts of ``value`` if they were read already (None: not read, or unreadable); reads nothing."""
+        known = self._stats.get(value)
+        return known if isinstance(known, RangeStats) else None
+
+    def source_peak(self, value: Optional[ir.Value], tensor: ir.TensorProtocol) -> Optional[float]:
+        """The largest finite magnitude of the float32 constant ``tensor`` was rounded from (``value``'s).
+
+        The planner's scan of ``value`` when there was one; else the rounded
+        lazy ``tensor``'s float32 source, read now, chunk by chunk. None when
+        neither can be read.
+        """
+        stats = self.known(value) if value is not None else None
+        if stats is not None:
+            return stats.max_abs
+        source = getattr(tensor, "source", None)  # a lazily rounded weight (``chunks.CastTensor``)
+        if source is None or source.dtype != ir.DataType.FLOAT:
+            return None
+        found = self._streamed(source)
+        return found.max_abs if found is not None else None
+
     def prefetch(self, values: Iterable[ir.Value]) -> None:
         """Scan the small float32 initializers among ``values`` in one vectorized pass, ahead of ``stats``.
 

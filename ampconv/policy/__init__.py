@@ -60,6 +60,9 @@ class Policy:
     # found on the model: the default preset's; MindSpore's lists are reproduced exactly.
     range_guards: bool = False
     requested_level: str = ""  # the level asked for (``auto`` resolves to ``level``)
+    # The deployment target (cpu or cuda; detected when not given): which onnxruntime
+    # sessions the written model is checked in (``ampconv.runtime.usersession.users_levels``).
+    target: str = "cpu"
 
     def class_of(self, domain: str, op_type: str) -> str:
         """The list class of an op (``domain`` empty for the default domain)."""
@@ -121,7 +124,7 @@ def load_policy(
     """
     if preset not in PRESETS:
         raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(sorted(PRESETS))}")
-    resolved, note, _ = resolve_level(level, target)
+    resolved, note, target = resolve_level(level, target)
     # Every file is read and validated before any is applied.
     bases: List[OpInfoFile] = [read_op_info(os.fspath(op_info))] if op_info is not None else []
     files: List[MixList] = []
@@ -167,6 +170,7 @@ def load_policy(
         unmatched=unmatched,
         range_guards=preset in RANGE_GUARDED_PRESETS,
         requested_level=level,
+        target=target,
     )
 
 

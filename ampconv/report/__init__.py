@@ -43,7 +43,9 @@ class Report:
     notes: List[str] = dataclasses.field(default_factory=list)
     runtime_pins: List[Dict[str, str]] = dataclasses.field(default_factory=list)
     # The checks of the written model: whether onnxruntime ran, the node count, the probe's node count
-    # (distinct signatures; None: the whole model was loaded), and checker_seconds / runtime_seconds.
+    # (distinct signatures; None: the whole model was loaded), and checker_seconds / runtime_seconds;
+    # then the users' sessions (``checks.users``): users_levels, users_probes (0: the whole model),
+    # users_probe_nodes and users_seconds.
     load_check: Dict[str, Any] = dataclasses.field(default_factory=dict)
     validation: Optional[Dict[str, Any]] = None
     # With calibration data: what the float32 pass saw; with --tune: what the accuracy search did.

@@ -30,7 +30,31 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 class IsolatedFailure(RuntimeError):
-    """The isolated step's child died (a signal), hung past its timeout, or sent back nothing readable."""
+    """The isolated step's child died (a signal), hung past its timeout, or sent back nothing readable.
+
+    ``signal_number`` is the signal that killed the child (None otherwise);
+    ``timed_out`` says it was killed here for its timeout.
+    """
+
+    def __init__(self, message: str, signal_number: Optional[int] = None, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number
+        self.timed_out = timed_out
+
+    def __reduce__(self):
+        return (IsolatedFailure, (str(self), self.signal_number, self.timed_out))
+
+    @property
+    def crashed(self) -> bool:
+        """Whether the child died of its own fault (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), not killed from outside."""
+        return self.signal_number in CRASH_SIGNALS
+
+
+# Signals a process raises on itself when its native code fails. SIGKILL is not
+# one: the kernel's out-of-memory killer and this module's timeout send it.
+CRASH_SIGNALS = frozenset(
+    getattr(signal, name) for name in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT") if hasattr(signal, name)
+)
 
 
 def run_isolated(step: Callable[..., Any], *args: Any, timeout: Optional[float] = DEFAULT_TIMEOUT_S) -> Any:
@@ -66,9 +90,10 @@ def run_isolated(step: Callable[..., Any], *args: Any, timeout: Optional[float] 
         os.kill(pid, signal.SIGKILL)
     _pid, status = os.waitpid(pid, 0)
     if timed_out:
-        raise IsolatedFailure(f"did not finish in {timeout:g} s")
+        raise IsolatedFailure(f"did not finish in {timeout:g} s", timed_out=True)
     if os.WIFSIGNALED(status):
-        raise IsolatedFailure(f"the run died of {_signal_name(os.WTERMSIG(status))}")
+        number = os.WTERMSIG(status)
+        raise IsolatedFailure(f"the run died of {signal_name(number)}", signal_number=number)
     try:
         ok, value = pickle.loads(data)
     except Exception as exc:  # noqa: BLE001 - an unreadable answer is a failure of the step, said as such
@@ -96,7 +121,8 @@ def _read_all(fd: int, timeout: Optional[float]):
             chunks.append(chunk)
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """The name of signal ``number`` (SIGSEGV), or ``signal N`` for one Python does not name."""
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -112,4 +138,4 @@ def _picklable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "IsolatedFailure", "run_isolated"]
+__all__ = ["CRASH_SIGNALS", "DEFAULT_TIMEOUT_S", "IsolatedFailure", "run_isolated", "signal_name"]

@@ -122,19 +122,27 @@ def runtime_available() -> bool:
     return True
 
 
-def runtime_refusal(path: Path) -> Optional[str]:
+# The optimization level of the load check's own sessions (the users' level: ``ampconv.runtime.usersession``).
+UNOPTIMIZED = "ORT_DISABLE_ALL"
+
+
+def runtime_refusal(path: Path, level: str = UNOPTIMIZED) -> Optional[str]:
     """onnxruntime's whole message when a CPU session cannot load ``path``; None when it loads.
 
     A model at an IR version the runtime cannot read gets ampconv's one line
     instead (``installed.runtime_words``: which runtime reads which IR).
 
     Also None when onnxruntime is not installed (see ``runtime_available``).
-    The session is created with graph optimizations and weight pre-packing
-    disabled: onnxruntime memory-maps external data and, so configured, does not
-    touch it, so the check costs about 60 MB whatever the model size (measured
-    on a 1.35 GB float32 model: 58 MB and 0.3 s; with pre-packing on, MatMul
-    copies every float32 weight: 1.25 GB and 4.6 s). The model path in the
-    message is dropped: it may be a private staging path.
+    The session is created at the graph optimization ``level`` (a
+    ``GraphOptimizationLevel`` name), with weight pre-packing disabled. At
+    ORT_DISABLE_ALL, onnxruntime memory-maps external data and, so configured,
+    does not touch it, so the check costs about 60 MB whatever the model size
+    (measured on a 1.35 GB float32 model: 58 MB and 0.3 s; with pre-packing
+    on, MatMul copies every float32 weight: 1.25 GB and 4.6 s). Any other
+    level folds constants (the CPU provider's Casts of float16 weights become
+    float32 copies): the users'-session check (``ampconv.checks.users``) loads
+    probes of bounded weight there. The model path in the message is dropped:
+    it may be a private staging path.
     """
     try:
         import onnxruntime as ort
@@ -144,7 +152,7 @@ def runtime_refusal(path: Path) -> Optional[str]:
     # Fatal only: onnxruntime's error lines would repeat, on stderr, the
     # failure that ampconv reports as one line.
     options.log_severity_level = 4
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.add_session_config_entry("session.disable_prepacking", "1")
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -270,4 +278,5 @@ __all__ = [
     "first_line",
     "runtime_available",
     "runtime_refusal",
+    "UNOPTIMIZED",
 ]

@@ -79,10 +79,7 @@ def _validate_files(reference: str, converted: str, options: ValidateOptions) ->
             def progress(done, total=run.samples.count):
                 options.progress(done, total)
         try:
-            compared = comparison.compare(
-                run.samples, ref_runner.run, lambda sample: conv_runner.run(sample, out_names), out_names, rules,
-                progress, run_floor=floor_runner.run if floor_runner is not None else None,
-            )
+            compared = _compared(run, (ref_runner, conv_runner, floor_runner), out_names, rules, progress)
         except MetricError:
             raise  # the user's code, not the model: the words name the metric alone
         except AmpconvError as exc:
@@ -242,22 +239,56 @@ def _with_unset_dims_hint(exc: AmpconvError, run: "_Run", options: ValidateOptio
                         f"which it may not accept: {hint})")
 
 
+class _FloorFailed(Exception):
+    """The floor model failed on a sample: the comparison starts again without it."""
+
+
+def _compared(run: "_Run", runners_: tuple, out_names: list, rules, progress) -> comparison.Compared:
+    """``comparison.compare`` of the reference, the converted model and the floor (``runners_``).
+
+    The floor is an aid to judgement, never a condition of it: when the
+    floor model fails on a sample, every sample is judged again on the
+    default criteria alone, and a note says why.
+    """
+    ref_runner, conv_runner, floor_runner = runners_
+
+    def floor_of(sample):
+        try:
+            return floor_runner.run(sample)
+        except AmpconvError as exc:
+            raise _FloorFailed(str(exc)) from None
+
+    def converted(sample):
+        return conv_runner.run(sample, out_names)
+
+    try:
+        return comparison.compare(run.samples, ref_runner.run, converted, out_names, rules, progress,
+                                  run_floor=floor_of if floor_runner is not None else None)
+    except _FloorFailed as failed:
+        run.notes.append(floor_note(str(failed)))
+        return comparison.compare(run.samples, ref_runner.run, converted, out_names, rules, progress)
+
+
+def floor_note(why: str) -> str:
+    """The note of a validation whose floor could not be measured (``why``): the criteria alone judge."""
+    return f"the unavoidable error could not be measured ({why}): outputs are judged on the default criteria alone"
+
+
 def _floor_session(run: _Run, setup: "_Setup"):
     """The floor model's session (``validate.floor``: the reference on its inputs and weights rounded to the
-    LOW type; CPU, no graph optimization), or None with a note when onnxruntime cannot run it."""
-    run.ref.with_types()  # the floor rounds float32 results: their types must be known
-    model = run.ref.copy()
-    floor.floor_model(model, low_type(run.dtype))
-    before = [v.name for v in run.ref.model.graph.outputs]
-    emulation.widen_bfloat16_io(model)
-    aliases = _output_aliases(before, model)
+    LOW type; CPU, no graph optimization), or None with a note when it cannot be built or loaded."""
     try:
+        run.ref.with_types()  # the floor rounds float32 results: their types must be known
+        model = run.ref.copy()
+        floor.floor_model(model, low_type(run.dtype))
+        before = [v.name for v in run.ref.model.graph.outputs]
+        emulation.widen_bfloat16_io(model)
+        aliases = _output_aliases(before, model)
         path = modelio.save_derived(model, setup.tmp, "floor", run.ref.external)
         return runners.make_session(path, "floor model", runners.CPU, optimize=False, aliases=aliases,
                                     source=run.ref.path)
-    except AmpconvError as exc:
-        run.notes.append(f"the unavoidable error could not be measured ({exc}): outputs are judged on the "
-                         "default criteria alone")
+    except Exception as exc:  # noqa: BLE001 - the floor is an aid: whatever stops it, the verdict comes without it
+        run.notes.append(floor_note(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__))
         return None
 
 

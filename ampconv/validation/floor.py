@@ -19,8 +19,9 @@ detector's cosine of 0.9994 or a classifier's p99 of 0.034 that three
 converters share is the model's, not the conversion's (issue 30).
 
 What is not rounded, because a converter keeps it float32 (``plan/guards.py``):
-a weight that rounding would overflow to inf, and a weight whose non-zero
-values would all flush to zero (an epsilon). Integer and bool tensors stay
+a weight that rounding would overflow to inf, a weight whose non-zero
+values would all flush to zero (an epsilon), and a float32 value that
+counts sizes (``sizes_counted``: a shape cast to float and packed again). Integer and bool tensors stay
 as they are; so do inputs of other types.
 
 Rounding is lazy for initializers (a big weight is rounded while the copy is
@@ -92,9 +93,10 @@ def floor_model(model: ir.Model, low: LowType) -> FloorStats:
             if tensor is not None and tensor.dtype == FLOAT:
                 value.const_value = _rounded_lazily(tensor, low)
                 stats.weights += 1
+        counted = sizes_counted(graph)
         for node in list(graph):
             stats.constants += _round_attributes(node, low)
-            if _rounded_op(node):
+            if _rounded_op(node) and not all(v in counted for v in node.outputs if v.dtype == FLOAT):
                 stats.products += _round_results(node, low, names)
     graph = model.graph
     for value in list(graph.inputs):
@@ -128,6 +130,39 @@ def _rounded_op(node: ir.Node) -> bool:
     if node.op_type in ("Add", "Sub"):
         return not any(_is_constant(v) for v in node.inputs)
     return True
+
+
+# Ops whose integer results are sizes when every non-constant input is one.
+_SIZE_SOURCES = frozenset({"Shape", "Size"})
+
+
+def sizes_counted(graph: ir.Graph) -> set:
+    """The float32 values of ``graph`` that count sizes: a shape cast to float, scaled, packed with constants.
+
+    A size is an integer that ``Shape`` or ``Size`` gives, or that is
+    computed from such sizes and constants alone; a float32 value counts sizes
+    when it is a Cast of a size, or computed from such values and constants
+    alone (an exporter that computes ``n / 2`` or packs a new shape in float
+    writes them). A converter keeps them float32 (their nodes sit between
+    integers), and the floor does not round them: bfloat16 holds integers
+    exactly only up to 256, and a shape of 577 tokens rounded to 576 is a
+    Reshape that fails, not an error of the model's. Integers that come from
+    the graph's inputs (token ids, an image's bytes) are data: what they
+    become in float32 is rounded as ever.
+    """
+    sizes: set = set()
+    counted: set = set()
+    for node in graph:
+        inputs = [v for v in node.inputs if v is not None]
+        computed = [v for v in inputs if not _is_constant(v)]
+        if node.op_type in _SIZE_SOURCES and is_default(node):
+            sizes.update(node.outputs)
+        elif node.op_type == "Cast" and computed and computed[0] in sizes:
+            (counted if node.outputs[0].dtype == FLOAT else sizes).update(node.outputs)
+        elif computed and all(v in sizes or v in counted for v in computed):
+            for value in node.outputs:
+                (counted if value.dtype == FLOAT else sizes).add(value)
+    return counted
 
 
 def _is_constant(value: ir.Value | None) -> bool:
@@ -274,4 +309,4 @@ def _round_attributes(node: ir.Node, low: LowType) -> int:
     return count
 
 
-__all__ = ["FLOOR_WORDS", "ROUNDED_OPS", "FloorStats", "floor_model", "rounded"]
+__all__ = ["FLOOR_WORDS", "ROUNDED_OPS", "FloorStats", "floor_model", "rounded", "sizes_counted"]
