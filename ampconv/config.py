@@ -28,6 +28,7 @@ from ampconv.options.groups import (  # noqa: F401 - the groups and their words,
     FALLBACK_DTYPES,
     KV_CACHE,
     LEVELS,
+    SYNTHETIC_BUDGET_S,
     TARGETS,
     DataOptions,
     PlanOptions,
@@ -111,16 +112,30 @@ class Config:
             ``{"batch": 2}`` too).
         input_ranges: ``(name, (low, high))`` pairs or a dict ``{"audio":
             (-32768, 32767)}``: the value range of random calibration inputs
-            (``ValidateOptions.input_ranges``); needs ``calibration_data=("random",)``.
+            (``ValidateOptions.input_ranges``) and of the synthetic run's; the
+            nodes whose values the run extrapolates past the LOW range at the
+            range's largest magnitude run in the fallback type (rule
+            ``data-envelope``). Needs ``calibration_data=("random",)`` or the
+            synthetic run (no ``calibration_data``).
         data_max: the data guard keeps a node float32 when a value exceeds
             this (None: half the LOW type's largest value).
         underflow_fraction: the share of non-zero values below the LOW normal
             range above which a tensor feeding an error amplifier stays float32
             (None: 0.5).
-        synthetic_run: without ``calibration_data``, run a small model (a few
-            seconds on the CPU) once in float32 on one seeded random sample and
-            keep float32 the nodes whose values overflow the LOW type there
-            (``ampconv.calibration.synthetic``); False: the magnitude analysis alone.
+        synthetic_run: without ``calibration_data``, run the model once in
+            float32 on one seeded random sample and keep float32 the nodes
+            whose values overflow the LOW type there; the run also states how
+            far each float input may grow (the report's ``envelope``)
+            (``ampconv.calibration.synthetic``). None (the default): when its
+            estimated cost fits ``synthetic_budget``, or a slice of it does
+            (symbolic dimensions at 1); True: whenever its estimated peak
+            memory fits the memory available; False: the magnitude analysis alone.
+        synthetic_budget: CPU seconds the synthetic run may cost by its
+            estimate (FLOPs, activation and weight bytes and nodes, at this
+            machine's measured rates; ``ampconv.calibration.cost``). None (the
+            default): 5 s, and a run estimated over half a second must spend
+            at least as long computing as onnxruntime spends setting its
+            nodes up; a number: that budget alone.
         tune: after the data guards, validate on the calibration samples and
             keep float32 the fewest nodes that make the check pass.
         rtol, atol: the strict elementwise tolerance for ``tune`` (None: the
@@ -168,7 +183,8 @@ class Config:
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
-    synthetic_run: bool = True
+    synthetic_run: Optional[bool] = None
+    synthetic_budget: Optional[float] = None  # None: SYNTHETIC_BUDGET_S, with the set-up rule
     opset: Optional[int] = None
     keep_opset: bool = False
     annotate: bool = False

@@ -105,9 +105,9 @@ def _pipeline(src: Path, dst: Path, config: Config, policy: Policy, model: ir.Mo
     if config.calibration_data:
         data = _data_findings(request, model, complaint)
     elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
-        calibration, data_notes = synthetic.synthetic_run(str(src), model, request.data_options,
-                                                          low_type(config.dtype))
-        data = DataFindings(calibration=calibration)
+        calibration, data_notes, skipped = synthetic.synthetic_run(str(src), model, request.data_options,
+                                                                   low_type(config.dtype), fresh=not infer_at_load)
+        data = DataFindings(calibration=calibration, synthetic_skipped=skipped)
 
     def fresh() -> ir.Model:
         # A pin was added: plan again from the original.
@@ -221,6 +221,7 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     samples = calibration_samples(model, options)
     calibration = collect(str(src), samples, low_type(request.plan_options.dtype), random=samples.random)
     calibration.notes = tuple(samples.notes) + tuple(calibration.notes)
+    calibration.reach = {name: max(abs(lo), abs(hi)) for name, (lo, hi) in options.input_ranges}
     findings = DataFindings(calibration=calibration)
     if not options.tune:
         return findings

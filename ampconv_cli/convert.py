@@ -121,7 +121,9 @@ def command(**params):
     fields: dict = {}
     for group in CONFIG_GROUPS:
         fields.update(group.config_fields(params, given))
-    tune, random_data = fields["tune"], fields["calibration_data"] == ("random",)
+    tune = fields["tune"]
+    # Random inputs a conversion draws: --calibration-data random's, or the synthetic run's (no data given).
+    random_data = fields["calibration_data"] in (("random",), ())
     fields.update(
         check_runtime=not params["no_runtime_check"], overwrite=params["overwrite"], shapes=tuple(validation["shapes"]),
         input_ranges=tuple(validation["input_ranges"]) if random_data else (),
@@ -210,11 +212,12 @@ def _validation_only(validation: dict) -> dict:
 def _check_random_input_flags(given, validation, calibration_data, do_validate) -> None:
     """--shape and --input-range shape random inputs: usage errors where no random input is drawn.
 
-    Random inputs are drawn by --validate without --inputs and by
-    --calibration-data random.
+    Random inputs are drawn by --validate without --inputs, by
+    --calibration-data random and by the synthetic run (no --calibration-data;
+    ``DataOptions`` refuses a range with --no-synthetic-run).
     """
     random_validation = do_validate and not validation["inputs"]
-    if random_validation or tuple(calibration_data) == ("random",):
+    if random_validation or tuple(calibration_data) in (("random",), ()):
         return
     # --shape also sets the shapes the summary's GPU figures are counted at: never idle.
     for name, flag in (("input_ranges", "--input-range"),):
@@ -223,7 +226,8 @@ def _check_random_input_flags(given, validation, calibration_data, do_validate) 
         if do_validate:
             raise click.UsageError(f"{flag} sets random inputs; with --inputs (and no --calibration-data random) "
                                    "it does nothing")
-        raise click.UsageError(f"{flag} needs --validate or --calibration-data random")
+        raise click.UsageError(f"{flag} sets random inputs: the synthetic run's (no --calibration-data), "
+                               "--calibration-data random's or --validate's; with sample files it does nothing")
 
 
 def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:

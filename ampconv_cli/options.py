@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Tuple
 
 import click
 
-from ampconv.config import DTYPES, KV_CACHE, LEVELS, TARGETS
+from ampconv.config import DTYPES, KV_CACHE, LEVELS, SYNTHETIC_BUDGET_S, TARGETS
 from ampconv.policy.lists import PRESETS
 
 
@@ -134,7 +134,7 @@ def _data_fields(params: Mapping[str, Any], given: frozenset) -> Dict[str, Any]:
                 raise click.UsageError(f"--{name.replace('_', '-')} needs --calibration-data")
     return {"calibration_data": calibration_data,
             **_fields("calibration_samples", "calibration_seed", "data_max", "underflow_fraction", "tune",
-                      "synthetic_run")(params, given)}
+                      "synthetic_run", "synthetic_budget")(params, given)}
 
 
 policy_options = OptionGroup(
@@ -252,9 +252,17 @@ data_options = OptionGroup(
                      metavar="F",
                      help="Share of non-zero values below the low type's normal range above which a tensor "
                      "feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5)."),
-        click.option("--synthetic-run/--no-synthetic-run", "synthetic_run", default=True, show_default=True,
-                     help="Without --calibration-data, run a small model once in float32 on one seeded random "
-                     "sample and keep float32 the nodes whose values overflow the low type there."),
+        click.option("--synthetic-run/--no-synthetic-run", "synthetic_run", default=None,
+                     help="Without --calibration-data, the model runs once in float32 on one seeded random sample "
+                     "(inputs in their --input-range) when its estimated cost fits --synthetic-budget: nodes whose "
+                     "values overflow the low type there stay float32, and the summary says how far each input "
+                     "may grow. --synthetic-run: run whatever the estimate, when memory allows; "
+                     "--no-synthetic-run: never."),
+        click.option("--synthetic-budget", "synthetic_budget", type=click.FloatRange(min=0, min_open=True),
+                     default=None, metavar="SECONDS",
+                     help=f"CPU seconds the synthetic run may cost by its estimate (FLOPs, bytes and nodes at this "
+                     f"machine's measured rates). Default {SYNTHETIC_BUDGET_S:g}, and a run over half a second must "
+                     "compute at least as long as onnxruntime sets its nodes up."),
         click.option("--tune", is_flag=True,
                      help="With --calibration-data: validate on the samples and keep float32 the fewest "
                      "nodes that make it pass (tolerance: --rtol/--atol, else the default criteria)."),

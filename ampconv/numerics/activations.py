@@ -41,18 +41,22 @@ class TensorStats:
     overflow: int = 0
     below_normal: int = 0
     max_sample: int = -1  # the sample where max_abs was seen
+    # The largest signed value: how far an exponent reaches (exp overflows at ln(max), whatever the negatives do).
+    max_value: float = -math.inf
 
     def update(self, array: np.ndarray, low: LowType, sample: int) -> None:
         """Fold one sample's values of this tensor in."""
-        values = np.abs(np.asarray(array, dtype=np.float32)).ravel()
+        signed = np.asarray(array, dtype=np.float32).ravel()
+        values = np.abs(signed)
         self.samples += 1
         self.elements += values.size
         finite = np.isfinite(values)
         if not finite.all():
             self.nonfinite += int(values.size - np.count_nonzero(finite))
-            values = values[finite]
+            values, signed = values[finite], signed[finite]
         if not values.size:
             return
+        self.max_value = max(self.max_value, float(signed.max()))
         peak = float(values.max())
         if peak > self.max_abs:
             self.max_abs, self.max_sample = peak, sample
@@ -72,6 +76,7 @@ class TensorStats:
         """JSON-ready figures (an unseen minimum is None)."""
         data = dataclasses.asdict(self)
         data["min_nonzero_abs"] = None if math.isinf(self.min_nonzero_abs) else self.min_nonzero_abs
+        data["max_value"] = None if math.isinf(self.max_value) else self.max_value
         data["below_normal_fraction"] = round(self.below_normal_fraction, 6)
         return data
 
@@ -134,6 +139,9 @@ class Calibration:
     notes: tuple = ()
     # The default synthetic run (``calibration.synthetic``), not data the user gave: only overflow is read from it.
     synthetic: bool = False
+    # How far each float input may reach, where the user said so (``--input-range``: the largest |bound|), beyond
+    # the samples' own magnitude: the envelope rule extrapolates the run's figures there (``plan.envelope``).
+    reach: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def tensor(self, name: Optional[str]) -> Optional[TensorStats]:
         """The statistics of tensor ``name``, None when it was not observed."""

@@ -27,6 +27,8 @@ FALLBACK_DTYPES = ("float32", "bf16")
 FALLBACK_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "bf16": "bf16", "bfloat16": "bf16"}
 KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
 TARGETS = ("cuda", "cpu")
+# "A few seconds on the CPU": the default budget of the synthetic run's estimated cost (``calibration.cost``).
+SYNTHETIC_BUDGET_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,14 +125,26 @@ class DataOptions:
     tune: bool = False
     rtol: Optional[float] = None
     atol: Optional[float] = None
-    synthetic_run: bool = True
+    synthetic_run: Optional[bool] = None  # None: within ``synthetic_budget``; True: whenever memory allows
+    synthetic_budget: Optional[float] = None  # None: SYNTHETIC_BUDGET_S, with the set-up rule
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shapes", shape_pairs(self.shapes))
         object.__setattr__(self, "input_ranges", range_pairs(self.input_ranges))
-        if self.input_ranges and tuple(self.calibration_data) != ("random",):
-            raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
-                             f"it needs {named('calibration_data', 'random')}")
+        if self.input_ranges and self.calibration_data and tuple(self.calibration_data) != ("random",):
+            raise UsageError(f"{named('input_ranges')} sets the range of random inputs ({named('calibration_data', 'random')} "
+                             "or the synthetic run); with sample files it does nothing")
+        if self.input_ranges and not self.calibration_data and self.synthetic_run is False:
+            raise UsageError(f"{named('input_ranges')} sets the range of the synthetic run's inputs, which "
+                             f"{named('synthetic_run', False)} turns off; drop one, or give "
+                             f"{named('calibration_data', 'random')}")
+        if self.synthetic_run not in (None, True, False):
+            raise UsageError(f"{named('synthetic_run')} must be None (within the budget), True or False, "
+                             f"got {self.synthetic_run!r}")
+        if self.synthetic_budget is not None and (
+                isinstance(self.synthetic_budget, bool) or not isinstance(self.synthetic_budget, (int, float))
+                or not self.synthetic_budget > 0):
+            raise UsageError(f"{named('synthetic_budget')} must be a number of seconds > 0, got {self.synthetic_budget!r}")
         if self.tune and not self.calibration_data:
             raise UsageError(f"{named('tune')} needs {named('calibration_data')}")
         if not self.tune and (self.rtol is not None or self.atol is not None):

@@ -34,6 +34,7 @@ from ampconv.pipeline.figures import conversion_figures
 from ampconv.plan.kvcache import cache_summary
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
+from ampconv.calibration.synthetic import Skipped, skipped_note
 from ampconv.calibration.tune import TuneResult
 from ampconv.core.graphs import all_graphs
 from ampconv.reading.load import external_data_files, weights_and_casts
@@ -49,6 +50,7 @@ from ampconv.passes.pipeline import run_passes
 from ampconv.plan import Plan, Planner
 from ampconv.runtime.schema import normalize_domain
 from ampconv.plan.coverage import bf16_kernel_notes, coverage_notes, heavy_warning
+from ampconv.plan.evidence import wanting_numbers
 from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy
 from ampconv.reading.prepare import InferTypesPass, NameNodesPass
@@ -79,6 +81,8 @@ class DataFindings:
     calibration: Optional[Calibration] = None
     tune_pins: SearchPins = dataclasses.field(default_factory=SearchPins)
     tune: Optional[TuneResult] = None
+    # Why the synthetic run was not made (over its budget or memory); the report says what that cost.
+    synthetic_skipped: Optional[Skipped] = None
 
 
 @dataclasses.dataclass
@@ -151,6 +155,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
     _fill_counts(report, done, request.data_options.shapes)
     if data.calibration is not None:
         report.calibration = data.calibration.summary()
+    if data.synthetic_skipped is not None and done.plan is not None:
+        report.notes.append(skipped_note(data.synthetic_skipped, *wanting_numbers(done.plan)))
     if data.tune is not None:
         report.tune = data.tune.summary()
     return report
@@ -217,6 +223,8 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     report.warnings.extend(plan.warnings)
     plan_warnings(report, plan, model, report.dtype)
     report.interface = [decision.record() for decision in plan.interface]
+    if plan.envelope is not None:
+        report.envelope = [entry.record() for entry in plan.envelope]
     graph_names = {}
     for graph in all_graphs(model):
         graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")

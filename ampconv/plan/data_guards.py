@@ -73,7 +73,7 @@ def activation_range(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optio
     ]
     observed = [(stats, kind, index, value) for kind, index, value in slots
                 if (stats := calibration.tensor(value.name if value is not None else None)) is not None
-                and not _mask_fill_explains(ctx, value, stats.max_abs)
+                and not mask_fill_explains(ctx, value, stats.max_abs)
                 and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
     if observed:
         # The worst slot is the evidence: a square's output says more than its input.
@@ -143,7 +143,7 @@ def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
     return not any(value is not None and value.name in ctx.clamp for value in node.inputs)
 
 
-def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
+def mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
     """Whether an attention-mask fill reaching ``value`` accounts for its largest magnitude ``max_abs``.
 
     Looks upstream through at most ``depth`` mask-path ops (``guards.MASK_PATH``)

@@ -95,6 +95,9 @@ class Plan:
     # Nodes whose values do not fit ``low`` but whose schema refuses the fallback type at the model's opset:
     # (op type, first opset that admits it, count) (``plan.fallback``; the default upgrade reads it).
     fallback_refused: Tuple[Tuple[str, int, int], ...] = ()
+    # How far each float input may grow before a LOW node overflows (``plan.envelope.EnvelopeEntry``); None
+    # without a float32 run to read it from.
+    envelope: Optional[tuple] = None
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

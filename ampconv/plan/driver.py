@@ -33,6 +33,7 @@ from ampconv.plan import attributes
 from ampconv.plan.attributes import attribute_decisions
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import ANY, FREE, NONE, UNKNOWN, Decision, NodePlan, Plan
+from ampconv.plan.envelope import input_envelope
 from ampconv.plan.fallback import FALLBACK, refused_warning as fallback_refused
 from ampconv.plan.facts import NodeFacts, node_facts
 from ampconv.plan.ranges import misfit
@@ -121,6 +122,8 @@ class Planner:
             made_of[v].precision if v in made_of else None for v in graph.outputs
         )
         self._finalize()
+        decided_nodes = {node: node_plan.decision for node, node_plan in self.nodes.items()}
+        limits = input_envelope(self.ctx, decided_nodes, self.facts)
         refused = fallback_refused(self.ctx)  # nodes a later opset would run in the fallback type
         if refused:
             self.warnings.append(refused)
@@ -139,6 +142,7 @@ class Planner:
             warnings=list(self.warnings),
             interface=tuple(decided),
             kv_cache=cache,
+            envelope=limits,
         )
 
     @staticmethod

@@ -43,7 +43,6 @@ from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH
 from ampconv.plan.magnitude import MagnitudeAnalysis, describe, threshold
-from ampconv.plan.provenance import scaled_by_user_data
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.rules import RANGE, Rule, builtin
 from ampconv.plan.values import constant_array, is_constant
@@ -103,14 +102,11 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
     peaks = [stats.max_abs for value in evidence
              if ctx.calibration is not None and (stats := ctx.calibration.tensor(value.name)) is not None]
     run = f"the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run" if ctx.calibration is not None else ""
-    scaled = ctx.calibration is not None and ctx.calibration.synthetic \
-        and any(value in scaled_by_user_data(ctx) for value in evidence)
-    if peaks and not scaled and all(_observed_room(ctx, value, 2.0) for value in evidence):
-        return None  # the run saw every square fit with room: the numbers overrule the spelling
-    if peaks and scaled:
-        seen = (f"; {run} saw its squares reach {max(peaks):.3g}, but they scale with a float input whose "
-                "real range a random sample does not know (--calibration-data shows whether they fit)")
-    elif peaks:
+    if peaks and all(_observed_room(ctx, value, 2.0) for value in evidence):
+        # The run saw every square fit with room: the numbers overrule the spelling. Squares that grow with a
+        # float input hold as far as the envelope says (plan.envelope: the summary names the limit).
+        return None
+    if peaks:
         seen = (f"; {run} saw its squares reach {max(peaks):.3g}, within {OBSERVED_HEADROOM:g}x in |x| of "
                 f"{ctx.low_name}'s max")
     elif run:
@@ -292,6 +288,42 @@ RULES = tuple(builtin(rule) for rule in (
     Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row", decide=mask,
          applies=_mask_applies),
 ))
+
+
+# Rules a float32 run's numbers can overrule: without a run, their nodes stay float32 for want of numbers.
+WANTING_NUMBERS = frozenset({"range-statistics", "range-reduction"})
+
+
+def wanting_numbers(plan) -> Tuple[int, int, int]:
+    """``(nodes, normalizations, sums)`` a plan made without a float32 run keeps float32 for want of numbers.
+
+    Nodes: those of ``WANTING_NUMBERS`` rules, the gray nodes that follow them
+    and the gray nodes promoted for reading them; normalizations: the distinct
+    decomposed normalizations among them; sums: the ``range-reduction`` nodes.
+    """
+    decisions = {node: node_plan.decision for node, node_plan in plan.nodes.items()}
+    by_name = {node.name: node for node in decisions if node.name}
+    wanting = set()
+    for node, decision in decisions.items():
+        if decision.precision != HIGH:
+            continue
+        root, seen = node, set()
+        while decisions[root].rule == "gray-follow" and decisions[root].follows in by_name and root not in seen:
+            seen.add(root)
+            root = by_name[decisions[root].follows]
+        if decisions[root].rule in WANTING_NUMBERS:
+            wanting.add(node)
+    for node, decision in decisions.items():
+        if decision.rule == "gray-promote" and decision.precision == HIGH and any(
+                v is not None and v.producer() in wanting for v in node.inputs):
+            wanting.add(node)
+    statistics = [node for node in wanting if decisions[node].rule == "range-statistics"]
+    norms = set()
+    for graph in {node.graph for node in statistics}:
+        found = decomposed_normalizations(graph)
+        norms |= {found[node] for node in statistics if node in found}
+    sums = sum(1 for node in wanting if decisions[node].rule == "range-reduction")
+    return len(wanting), len(norms), sums
 
 
 # ------------------------------------------------------------------ evidence

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data_guards as data, evidence, fallback, gray, guards, hard, levels, phase, user
+from ampconv.plan import data_guards as data, envelope, evidence, fallback, gray, guards, hard, levels, phase, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -31,6 +31,7 @@ RULE_TABLE: Tuple[Rule, ...] = (
     guards.CONSTANT_RANGE,
     data.ACCURACY_PIN,
     data.ACTIVATION_RANGE,
+    envelope.ENVELOPE,
     user.FORCE_LOW,
     *evidence.RULES,
     phase.PHASE,

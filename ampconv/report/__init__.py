@@ -58,6 +58,9 @@ class Report:
     # The fallback LOW type (``bf16``) of nodes whose values do not fit ``dtype`` (precision FALLBACK);
     # None: such nodes run float32, and the report reads as it always did (two classes).
     fallback_dtype: Optional[str] = None
+    # How far each float input may grow before a LOW node overflows (``ampconv.plan.envelope``): one entry
+    # per input a LOW node limits (input, holds_to, limited_by, ...); None without a float32 run.
+    envelope: Optional[List[Dict[str, Any]]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format)."""
@@ -254,6 +257,7 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
         verbose,
     ))
     lines.extend(_data_lines(report, verbose))
+    lines.extend(spell_parameters(line, spell) for line in envelope_lines(report))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
@@ -280,6 +284,7 @@ _FLOAT32_WORDS = {
     "data-tune": "kept by the accuracy search", "data-overflow": "overflowing on calibration data",
     "data-accumulation": "whose sums overflow on calibration data",
     "data-underflow": "underflowing on calibration data", "range-statistics": "normalization statistics",
+    "data-envelope": "past the envelope within a given input range",
     "range-reduction": "long fp16 sums", "range-mask": "masked softmax", "black": "on the black list",
     "unlisted": "on no list (O1)", "gray-promote": "with disagreeing inputs (gray)",
     "gray-free": "without float inputs or outputs (gray)", "free-high": "needed float32 by a consumer",
@@ -399,6 +404,30 @@ def _kv_cache_line(report: Report) -> str:
 def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> str:
     """Only the warnings, one ``ampconv: warning:`` line each: what ``-q`` still prints ("" when none)."""
     return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
+
+
+def envelope_lines(report: Report) -> List[str]:
+    """One line per input the envelope limits: how far it may grow, the node that limits it, and the fix."""
+    if not report.envelope:
+        return []
+    calibration = report.calibration or {}
+    seen = "the synthetic run's sample" if calibration.get("synthetic") else \
+        "the random samples" if calibration.get("random") else "the calibration samples"
+    fallback = report.fallback_dtype or "float32"
+    lines = []
+    for entry in report.envelope:
+        name = entry["input"]
+        line = (f"  envelope: {report.dtype} holds while |{name}| <= {entry['holds_to']:.3g} ({entry['op_type']} "
+                f"{entry['limited_by']!r} overflows beyond); {seen} reached {entry['sample_max']:.3g}")
+        if entry.get("reach") is None:
+            line += (f"; if {name} reaches further, give its range with {named('input_ranges')} or samples "
+                     f"with {named('calibration_data')}")
+        else:
+            line += f"; {named('input_ranges')} says it reaches {entry['reach']:g}"
+            if entry.get("acted"):
+                line += f": {entry['acted']} node(s) past that run {fallback} (data-envelope)"
+        lines.append(line)
+    return lines
 
 
 def _data_lines(report: Report, verbose: bool = False) -> List[str]:
