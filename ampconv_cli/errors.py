@@ -26,7 +26,9 @@ FLAG_NAMES = {"shapes": "--shape", "input_ranges": "--input-range", "mixlists": 
 def flag_of(parameter: Parameter) -> str:
     """The command-line spelling of a library parameter an error names: ``overwrite=True`` -> ``--overwrite``."""
     text = FLAG_NAMES.get(parameter.name, "--" + parameter.name.replace("_", "-"))
-    if parameter.value is not None and parameter.value is not True:
+    if parameter.value is False:  # a --x/--no-x flag pair turned off
+        text = "--no-" + text[2:]
+    elif parameter.value is not None and parameter.value is not True:
         text = f"{text} {parameter.value}"
     return text if parameter.entry is None else f"{text} {parameter.entry}"
 

@@ -297,25 +297,21 @@ WANTING_NUMBERS = frozenset({"range-statistics", "range-reduction"})
 def wanting_numbers(plan) -> Tuple[int, int, int]:
     """``(nodes, normalizations, sums)`` a plan made without a float32 run keeps float32 for want of numbers.
 
-    Nodes: those of ``WANTING_NUMBERS`` rules, the gray nodes that follow them
-    and the gray nodes promoted for reading them; normalizations: the distinct
-    decomposed normalizations among them; sums: the ``range-reduction`` nodes.
+    Nodes: those of ``WANTING_NUMBERS`` rules, and the gray nodes float32
+    because of them (following one, or promoted for reading one), in plan
+    order; normalizations: the distinct decomposed normalizations among them;
+    sums: the ``range-reduction`` nodes.
     """
     decisions = {node: node_plan.decision for node, node_plan in plan.nodes.items()}
     by_name = {node.name: node for node in decisions if node.name}
-    wanting = set()
-    for node, decision in decisions.items():
+    wanting: Set[ir.Node] = set()
+    for node, decision in decisions.items():  # plan order: what a node follows or reads is settled before it
         if decision.precision != HIGH:
             continue
-        root, seen = node, set()
-        while decisions[root].rule == "gray-follow" and decisions[root].follows in by_name and root not in seen:
-            seen.add(root)
-            root = by_name[decisions[root].follows]
-        if decisions[root].rule in WANTING_NUMBERS:
-            wanting.add(node)
-    for node, decision in decisions.items():
-        if decision.rule == "gray-promote" and decision.precision == HIGH and any(
-                v is not None and v.producer() in wanting for v in node.inputs):
+        if decision.rule in WANTING_NUMBERS \
+                or (decision.rule == "gray-follow" and by_name.get(decision.follows) in wanting) \
+                or (decision.rule == "gray-promote" and any(v is not None and v.producer() in wanting
+                                                            for v in node.inputs)):
             wanting.add(node)
     statistics = [node for node in wanting if decisions[node].rule == "range-statistics"]
     norms = set()
