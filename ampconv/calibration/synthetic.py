@@ -171,8 +171,10 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,
         return None, [_failed(exc)], None
     if choice is None:
         return None, [], skipped
+    # A slice names every input's shape (a scalar input has none to name); a full pass draws as the options say.
+    shapes = tuple((name, dims) for name, dims in choice.shapes.items() if dims) if choice.slice else options.shapes
     draw = dataclasses.replace(options, calibration_data=("random",), calibration_samples=1,
-                               calibration_seed=SEED, tune=False, shapes=tuple(choice.shapes.items()))
+                               calibration_seed=SEED, tune=False, shapes=shapes)
     timeout = max(DEFAULT_TIMEOUT_S, 20 * choice.cost.seconds)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
         try:
