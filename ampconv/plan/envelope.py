@@ -5,10 +5,13 @@ synthetic run's seeded sample, or calibration data) and the degree analysis
 (``plan.degrees``) know where the converted model stops holding. The run saw
 input ``u`` at ``|u| = a`` and a value ``v`` at ``|v| = m``; ``v`` grows as
 ``|u| ** d``, so it passes the LOW maximum at ``|u| = a * (max / m) ** (1/d)``.
-A value that grows exponentially (``exp`` of a value of degree ``d`` whose
-largest signed value the run saw at ``t``) passes it once ``t * s ** d``
-exceeds ``ln(max)`` less what the value adds to the exponential (a sum of
-``exp`` passes sooner than one ``exp``). A value the run saw at 0 never does.
+A value that grows exponentially (``exp`` of a value ``t`` of degree ``d``)
+passes it once ``t``'s largest magnitude, grown by ``s ** d``, exceeds
+``ln(max)`` less what the value adds to the exponential (a sum of ``exp``
+passes sooner than one ``exp``): logits straight into ``Exp`` hold to
+``|logits| <= ln(65504) = 11.09`` in float16. An exponent the run saw at or
+below 0 everywhere (a softmax's ``x - max``) never passes it; a value the run
+saw at 0 never grows.
 
 ``input_envelope`` reads the finished plan: for each float input (not a
 KV-cache past: the model's own numbers), the smallest such magnitude over the
@@ -108,7 +111,8 @@ def _exponential_limit(ctx: PlanContext, growth: Growth, seen: float, sample: fl
     if top <= 0:
         return math.inf  # exp of values that stay <= 0 (a softmax's x - max): at most 1 for any input
     room = math.log(limit) - (math.log(seen) - top if seen > 0 else 0.0)
-    return sample * (max(room, 0.0) / top) ** (1.0 / growth.exponent_degree)
+    # Another input of the same magnitude may turn the exponent's largest magnitude positive: grown from there.
+    return sample * (max(room, 0.0) / exponent.max_abs) ** (1.0 / growth.exponent_degree)
 
 
 def node_limit(ctx: PlanContext, node: ir.Node, facts: NodeFacts, name: str) -> Optional[Tuple[float, ir.Value]]:

@@ -257,7 +257,8 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
         verbose,
     ))
     lines.extend(_data_lines(report, verbose))
-    lines.extend(spell_parameters(line, spell) for line in envelope_lines(report))
+    lines.extend(f"  envelope: {spell_parameters(text, spell)}" for text in
+                 envelope_texts(report.envelope, report.dtype, report.calibration, report.fallback_dtype))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
@@ -406,28 +407,32 @@ def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> s
     return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
 
 
-def envelope_lines(report: Report) -> List[str]:
-    """One line per input the envelope limits: how far it may grow, the node that limits it, and the fix."""
-    if not report.envelope:
+def envelope_texts(envelope: Optional[List[Dict[str, Any]]], dtype: str, calibration: Optional[Dict[str, Any]],
+                   fallback_dtype: Optional[str] = None) -> List[str]:
+    """One sentence per envelope entry: how far the input may grow, the node that limits it, and the fix.
+
+    The parameters it names are ``named()`` markers (``spell_parameters`` spells them); the summary and the
+    page both read these.
+    """
+    if not envelope:
         return []
-    calibration = report.calibration or {}
+    calibration = calibration or {}
     seen = "the synthetic run's sample" if calibration.get("synthetic") else \
         "the random samples" if calibration.get("random") else "the calibration samples"
-    fallback = report.fallback_dtype or "float32"
-    lines = []
-    for entry in report.envelope:
+    texts = []
+    for entry in envelope:
         name = entry["input"]
-        line = (f"  envelope: {report.dtype} holds while |{name}| <= {entry['holds_to']:.3g} ({entry['op_type']} "
+        text = (f"{dtype} holds while |{name}| <= {entry['holds_to']:.3g} ({entry['op_type']} "
                 f"{entry['limited_by']!r} overflows beyond); {seen} reached {entry['sample_max']:.3g}")
         if entry.get("reach") is None:
-            line += (f"; if {name} reaches further, give its range with {named('input_ranges')} or samples "
+            text += (f"; if {name} reaches further, give its range with {named('input_ranges')} or samples "
                      f"with {named('calibration_data')}")
         else:
-            line += f"; {named('input_ranges')} says it reaches {entry['reach']:g}"
+            text += f"; {named('input_ranges')} says it reaches {entry['reach']:g}"
             if entry.get("acted"):
-                line += f": {entry['acted']} node(s) past that run {fallback} (data-envelope)"
-        lines.append(line)
-    return lines
+                text += f": {entry['acted']} node(s) past that run {fallback_dtype or 'float32'} (data-envelope)"
+        texts.append(text)
+    return texts
 
 
 def _data_lines(report: Report, verbose: bool = False) -> List[str]:

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional
 
 from ampconv.core.heavy_ops import HEAVY_OPS
 from ampconv.core.lowtypes import LOW_TYPES
-from ampconv.report import float32_causes, unchanged_reason
+from ampconv.errors import spell_parameters
+from ampconv.report import envelope_texts, float32_causes, unchanged_reason
 
 PRECISIONS = ("LOW", "HIGH", "NONE", "FALLBACK")  # FALLBACK: the fallback type (bf16 where fp16 overflows)
 
@@ -222,6 +223,8 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "warnings": report.get("warnings") or [],
         "notes": report.get("notes") or [],
         "calibration": _pick(calibration, ("samples", "random", "tensors", "notes")),
+        "envelope": [spell_parameters(text) for text in envelope_texts(
+            report.get("envelope"), report.get("dtype"), calibration, report.get("fallback_dtype"))],
         "tune": _pick(tune, ("passed", "evaluations", "budget", "low_nodes", "kept", "notes")),
         "validation": _validation(validation),
     }
