@@ -45,27 +45,41 @@ class TensorStats:
     max_value: float = -math.inf
 
     def update(self, array: np.ndarray, low: LowType, sample: int) -> None:
-        """Fold one sample's values of this tensor in."""
+        """Fold one sample's values of this tensor in.
+
+        A handful of passes over the values (the synthetic run folds every
+        activation of a model): non-finite values are looked for only when the
+        largest magnitude is not finite, overflow only when it passes the LOW
+        maximum, and the smallest non-zero magnitude is read after the zeros
+        of this private copy are set to infinity.
+        """
         signed = np.asarray(array, dtype=np.float32).ravel()
-        values = np.abs(signed)
+        values = np.abs(signed)  # a copy of our own: edited below
         self.samples += 1
         self.elements += values.size
-        finite = np.isfinite(values)
-        if not finite.all():
-            self.nonfinite += int(values.size - np.count_nonzero(finite))
-            values, signed = values[finite], signed[finite]
         if not values.size:
             return
-        self.max_value = max(self.max_value, float(signed.max()))
         peak = float(values.max())
+        if not math.isfinite(peak):  # NaN or inf, already in float32: not the LOW type's doing
+            finite = np.isfinite(values)
+            self.nonfinite += int(values.size - np.count_nonzero(finite))
+            values, signed = values[finite], signed[finite]
+            if not values.size:
+                return
+            peak = float(values.max())
+        self.max_value = max(self.max_value, float(signed.max()))
         if peak > self.max_abs:
             self.max_abs, self.max_sample = peak, sample
-        nonzero = values[values > 0]
-        self.nonzero += nonzero.size
-        if nonzero.size:
-            self.min_nonzero_abs = min(self.min_nonzero_abs, float(nonzero.min()))
-            self.below_normal += int(np.count_nonzero(nonzero < low.smallest_normal))
-        self.overflow += int(np.count_nonzero(values > low.max))
+        if peak > low.max:
+            self.overflow += int(np.count_nonzero(values > low.max))
+        nonzero = int(np.count_nonzero(values))
+        self.nonzero += nonzero
+        if not nonzero:
+            return
+        self.below_normal += int(np.count_nonzero(values < low.smallest_normal)) - (values.size - nonzero)
+        if nonzero < values.size:
+            np.putmask(values, values == 0, np.inf)
+        self.min_nonzero_abs = min(self.min_nonzero_abs, float(values.min()))
 
     @property
     def below_normal_fraction(self) -> float:

@@ -37,13 +37,23 @@ import onnx_ir as ir
 from ampconv.plan.context import PlanContext
 from ampconv.plan.data_guards import mask_fill_explains
 from ampconv.plan.decision import Decision
-from ampconv.plan.degrees import EXPONENTIAL, Growth, InputDegrees
+from ampconv.plan.degrees import EXPONENTIAL, Growth, InputDegrees, Structure
+from ampconv.plan.evidence import reduced_extent
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.rules import DATA, Rule, builtin
-from ampconv.plan.values import is_float
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import bounded_uses
+from ampconv.plan.values import constant_array, is_constant, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import BLACK
 from ampconv.runtime.schema import normalize_domain
+
+
+# Ops that turn a 0 into an infinity (input slots; Pow only with a negative exponent), and the data movement
+# between a vanishing value and them.
+_ZERO_AMPLIFIERS = {"Log": (0,), "Div": (1,), "Reciprocal": (0,), "Pow": (0,)}
+_MOVING = frozenset({"Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Slice",
+                     "Gather", "Concat"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +87,8 @@ def degrees(ctx: PlanContext) -> InputDegrees:
     if found is None:
         cache = {pair.past for pair in ctx.cache_pairs()}
         sources = [v for v in ctx.model.graph.inputs if is_float(v) and v.name not in cache]
-        found = ctx.memo["input_degrees"] = InputDegrees(ctx.model.graph, sources)
+        structure = Structure(lambda node: reduced_extent(ctx, node), ctx.shapes)
+        found = ctx.memo["input_degrees"] = InputDegrees(ctx.model.graph, sources, structure)
     return found
 
 
@@ -97,9 +108,12 @@ def holds_to(ctx: PlanContext, name: str, value: Optional[ir.Value]) -> Optional
     if mask_fill_explains(ctx, value, stats.max_abs):
         return None
     limit = ctx.low_record.max
-    if growth.degree != EXPONENTIAL:
-        return math.inf if stats.max_abs == 0 else source.max_abs * (limit / stats.max_abs) ** (1.0 / growth.degree)
-    return _exponential_limit(ctx, growth, stats.max_abs, source.max_abs, limit)
+    if growth.degree == EXPONENTIAL:
+        return _exponential_limit(ctx, growth, stats.max_abs, source.max_abs, limit)
+    seen = math.inf if stats.max_abs == 0 else source.max_abs * (limit / stats.max_abs) ** (1.0 / growth.degree)
+    # A value the input reaches through structure alone is bounded for every input, not only the sample's kind.
+    bound = (limit / growth.gain) ** (1.0 / growth.degree) if growth.gain is not None else math.inf
+    return min(seen, bound)
 
 
 def _exponential_limit(ctx: PlanContext, growth: Growth, seen: float, sample: float, limit: float) -> float:
@@ -115,15 +129,59 @@ def _exponential_limit(ctx: PlanContext, growth: Growth, seen: float, sample: fl
     return sample * (max(room, 0.0) / exponent.max_abs) ** (1.0 / growth.exponent_degree)
 
 
+def vanishes_at(ctx: PlanContext, name: str, value: ir.Value) -> Optional[float]:
+    """The ``|input name|`` past which ``value``'s smallest entries flush to 0 in LOW before an op that turns a 0
+    into an infinity (``Log``, a divisor); None when it does not vanish so, or the run cannot say.
+
+    The run saw its smallest non-zero entry at ``p < 1``; it shrinks like ``p ** (s ** d)`` as the input
+    grows by ``s`` (a softmax's ``exp(-spread)``), and flushes below the LOW type's smallest subnormal.
+    """
+    calibration = ctx.calibration
+    found = degrees(ctx).vanishing.get(name, {}).get(value)
+    if found is None or calibration is None or _zero_amplifier(value) is None:
+        return None
+    stats, source = calibration.tensor(value.name), calibration.tensor(name)
+    if stats is None or source is None or source.max_abs <= 0 or not 0 < stats.min_nonzero_abs < 1:
+        return None
+    tiny = ctx.low_record.smallest_subnormal
+    return source.max_abs * (math.log(tiny) / math.log(stats.min_nonzero_abs)) ** (1.0 / found[1])
+
+
+def _zero_amplifier(value: ir.Value) -> Optional[ir.Node]:
+    """The op that turns a 0 of ``value`` into an infinity, reached through data movement only (an ``Add`` of an
+    epsilon or a ``Max`` guards it); None when there is none."""
+    for use in bounded_uses([value], lambda through: is_default(through) and through.op_type in _MOVING, 4):
+        if use.node.inputs[use.idx] in _amplified(use.node):
+            return use.node
+    return None
+
+
+def _amplified(node: ir.Node) -> Tuple[ir.Value, ...]:
+    """The inputs of ``node`` it turns into an infinity where they are 0 (``Pow`` only with a negative exponent)."""
+    slots = _ZERO_AMPLIFIERS.get(node.op_type, ()) if is_default(node) else ()
+    if node.op_type == "Pow" and slots:
+        exponent = node.inputs[1] if len(node.inputs) > 1 else None
+        array = constant_array(exponent) if exponent is not None and is_constant(exponent) else None
+        if array is None or not (array < 0).any():
+            return ()
+    return tuple(node.inputs[i] for i in slots if i < len(node.inputs) and node.inputs[i] is not None)
+
+
 def node_limit(ctx: PlanContext, node: ir.Node, facts: NodeFacts, name: str) -> Optional[Tuple[float, ir.Value]]:
-    """The smallest ``holds_to`` over ``node``'s main values for input ``name``, and the value; None if none."""
+    """The smallest ``holds_to`` (or ``vanishes_at``, for what it makes) over ``node``'s main values for input
+    ``name``, and the value; None if none limits."""
     if any(v is not None and v.name in ctx.clamp for v in node.inputs):
         return None  # the run saw the constant unclamped; the converted model never holds it
     worst = None
+    # A vanishing value flushes where it is made in LOW, or where an amplifier reads it cast down to LOW.
+    flushed = set(node.outputs[j] for j in facts.main_out) | set(_amplified(node))
     for value in [node.inputs[i] for i in facts.main_in] + [node.outputs[j] for j in facts.main_out]:
-        limit = holds_to(ctx, name, value) if value is not None else None
-        if limit is not None and (worst is None or limit < worst[0]):
-            worst = (limit, value)
+        limits = [holds_to(ctx, name, value)] if value is not None else []
+        if value is not None and value in flushed:
+            limits.append(vanishes_at(ctx, name, value))
+        for limit in limits:
+            if limit is not None and (worst is None or limit < worst[0]):
+                worst = (limit, value)
     return worst
 
 

@@ -158,7 +158,7 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
 def _long_reduction(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
     """The accumulation check: a gray fp16 Reduce op over ``SUM_EXTENT`` (``SQUARE_EXTENT`` for squares) values."""
     squares = node.op_type in _SQUARES
-    extent = _reduced_extent(ctx, node)
+    extent = reduced_extent(ctx, node)
     limit = SQUARE_EXTENT if squares else SUM_EXTENT
     if extent is None or extent < limit:
         return None
@@ -239,7 +239,7 @@ def magnitudes(ctx: PlanContext) -> MagnitudeAnalysis:
     analysis = ctx.memo.get("magnitudes")
     if analysis is None:
         analysis = ctx.memo["magnitudes"] = MagnitudeAnalysis(ctx.model.graph, ctx.ranges,
-                                                              lambda node: _reduced_extent(ctx, node))
+                                                              lambda node: reduced_extent(ctx, node))
     return analysis
 
 
@@ -397,7 +397,7 @@ def _normalizing_tail(mean: ir.Node, sources: Set[ir.Value], depth: int = 4) -> 
     return set()
 
 
-def _reduced_extent(ctx: PlanContext, node: ir.Node) -> Optional[int]:
+def reduced_extent(ctx: PlanContext, node: ir.Node) -> Optional[int]:
     """How many values one output of the reduction sums (None when a reduced dim is not static)."""
     data = node.inputs[0] if node.inputs else None
     shape = ctx.shapes(data) if data is not None else None

@@ -200,7 +200,7 @@ class MagnitudeAnalysis:
             return None
         weight = constant[0]
         data = scales[1 - weight]
-        terms = _uniform_terms(inputs[weight], node, weight)
+        terms = uniform_terms(inputs[weight], node, weight)
         if terms is None or data.degree <= 0:
             return None  # weights of many magnitudes: the output is a new activation
         return Scale(data.degree, data.factor * terms)
@@ -253,7 +253,7 @@ def _small_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
     return None if array is None or array.dtype.kind not in "fiu" else array
 
 
-def _uniform_terms(value: ir.Value, node: ir.Node, slot: int) -> Optional[float]:
+def uniform_terms(value: ir.Value, node: ir.Node, slot: int) -> Optional[float]:
     """``K * |w|`` when constant ``value`` holds one magnitude ``|w|`` throughout (a sum or a mean spelled as a
     product over ``K`` terms); None for weights of many magnitudes."""
     tensor = value.const_value
