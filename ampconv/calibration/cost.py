@@ -119,10 +119,14 @@ def floor_cost(model: ir.Model) -> RunCost:
 def estimate(model: ir.Model, input_shapes: Mapping[str, Sequence[int]]) -> RunCost:
     """The cost of one pass of ``model`` on inputs of ``input_shapes`` (graph input name -> concrete shape).
 
-    Sizes come from onnx inference at those shapes; a body's nodes count their
-    node cost only (their iterations are not known before the run).
+    Sizes come from onnx inference at those shapes (a dimension it leaves
+    symbolic counts as the largest size given to a symbolic input dimension);
+    a body's nodes count their node cost only (their iterations are not known
+    before the run).
     """
     shape_of = inferred_shapes(model, input_shapes)
+    unknown = _symbolic_size(model, input_shapes)
+    shape_of = _known_dims(shape_of, unknown)
     flops, unsized = 0.0, 0
     # Each float input is drawn at random (a normal draw costs about as much as two reads), then folded.
     activations = 3 * sum(4 * math.prod(dims) for v in model.graph.inputs
@@ -173,6 +177,30 @@ def _contraction_macs(node: ir.Node, shape_of, produced: int) -> Optional[float]
     if op == "Einsum":
         return float(max(_elements_of(a), _elements_of(w), produced)) * max(a[-1], 1)
     return float(produced) * a[-1]  # MatMul and its fused forms: the shared axis is A's last
+
+
+def _symbolic_size(model: ir.Model, input_shapes: Mapping[str, Sequence[int]]) -> int:
+    """The largest size given to a symbolic dimension of an input (1 when none is symbolic): what a dimension
+    inference leaves unknown (``unk__0``, a Range's length from a Shape) counts as, mostly a sequence's length."""
+    sizes = [1]
+    for value in model.graph.inputs:
+        given = input_shapes.get(value.name)
+        if value.shape is None or given is None:
+            continue
+        sizes.extend(size for dim, size in zip(value.shape.dims, given) if not isinstance(dim, int))
+    return max(sizes)
+
+
+def _known_dims(shape_of, unknown: int):
+    """``shape_of`` with every dimension inference left symbolic counted as ``unknown``."""
+
+    def known(value: ir.Value) -> Optional[ir.Shape]:
+        shape = shape_of(value)
+        if shape is None or all(isinstance(d, int) for d in shape.dims):
+            return shape
+        return ir.Shape([d if isinstance(d, int) else unknown for d in shape.dims])
+
+    return known
 
 
 def _dims(shape: Optional[ir.Shape]) -> Optional[tuple]:

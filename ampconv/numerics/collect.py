@@ -161,12 +161,18 @@ def _is_float32_tensor(value: ir.Value) -> bool:
 def run_copy(model: ir.Model, source: str, stem: str, external: bool, samples: Iterable, names, fold) -> None:
     """Save ``model`` (a float32 copy of ``source``) to a temporary folder and run it on each sample.
 
+    Weights ``source`` keeps as external data are not written again: the copy
+    links the files (``modelio.link_external_data``) where it can.
+
     Calls ``fold(index, label, sample, {name: array})`` with the outputs
     ``names``, one sample at a time (CPU provider, optimizations off, so every
     exposed tensor exists); a sample's arrays are dropped before the next run.
     """
     with tempfile.TemporaryDirectory(prefix=f"ampconv-{stem}-") as tmp:
-        path = modelio.save_derived(model, tmp, stem, external)
+        if external and modelio.has_external_data(model) and modelio.link_external_data(model, tmp):
+            path = modelio.save_derived(model, tmp, stem, external=False)  # references to the linked files
+        else:
+            path = modelio.save_derived(model, tmp, stem, external)
         runner = runners.make_session(path, f"float32 model ({stem} copy)", runners.CPU, optimize=False,
                                       source=source)
         for index, (label, sample) in enumerate(samples):
