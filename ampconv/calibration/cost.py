@@ -15,7 +15,7 @@ from the random-input rules):
   (other ops count one FLOP per output element); activations, every float32
   tensor the main graph computes, which leaves the session as an output and
   is read once by the statistics, and every float input, drawn at random and
-  read once, counted three times (``ACTIVATION_BYTES_PER_SECOND``); weights,
+  read once, counted four times (``ACTIVATION_BYTES_PER_SECOND``); weights,
   the copy the run saves as external data and onnxruntime reads back
   (``WEIGHT_BYTES_PER_SECOND``).
 
@@ -128,8 +128,8 @@ def estimate(model: ir.Model, input_shapes: Mapping[str, Sequence[int]]) -> RunC
     unknown = _symbolic_size(model, input_shapes)
     shape_of = _known_dims(shape_of, unknown)
     flops, unsized = 0.0, 0
-    # Each float input is drawn at random (a normal draw costs about as much as two reads), then folded.
-    activations = 3 * sum(4 * math.prod(dims) for v in model.graph.inputs
+    # Each float input is drawn at random (a normal draw costs about as much as three reads), then folded.
+    activations = 4 * sum(4 * math.prod(dims) for v in model.graph.inputs
                           if v.dtype == _FLOAT32 and (dims := input_shapes.get(v.name)) is not None)
     for node in model.graph:
         named = [v for v in node.outputs if v.name]

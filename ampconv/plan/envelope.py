@@ -40,6 +40,7 @@ from ampconv.plan.decision import Decision
 from ampconv.plan.degrees import EXPONENTIAL, Growth, InputDegrees, Structure
 from ampconv.plan.evidence import reduced_extent
 from ampconv.plan.facts import NodeFacts
+from ampconv.plan.provenance import user_inputs
 from ampconv.plan.rules import DATA, Rule, builtin
 from ampconv.core.domains import is_default
 from ampconv.core.graphs import bounded_uses
@@ -85,8 +86,7 @@ def degrees(ctx: PlanContext) -> InputDegrees:
     """The degree analysis of the main graph in each float input the user feeds (not a KV-cache past); once."""
     found = ctx.memo.get("input_degrees")
     if found is None:
-        cache = {pair.past for pair in ctx.cache_pairs()}
-        sources = [v for v in ctx.model.graph.inputs if is_float(v) and v.name not in cache]
+        sources = [v for v in user_inputs(ctx) if is_float(v)]  # float32 inputs: the ones the plan converts
         structure = Structure(lambda node: reduced_extent(ctx, node), ctx.shapes)
         found = ctx.memo["input_degrees"] = InputDegrees(ctx.model.graph, sources, structure)
     return found

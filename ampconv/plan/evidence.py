@@ -13,9 +13,9 @@ rules read, each only for a gray op at O1/O2 in a preset with range guards
 - ``range-statistics``: a normalization decomposed into ops (a mean, a
   centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
   division): its statistics stay float32, as the fused op keeps them, unless
-  a float32 run whose figures speak for them (calibration data; the synthetic
-  run for values that do not scale with a float input, ``plan.provenance``)
-  saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
+  a float32 run (calibration data, or the synthetic run: for squares that
+  grow with a float input, up to the input envelope it reports,
+  ``plan.envelope``) saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
   |x| > 256 overflows fp16, and residual streams reach that. bfloat16 has
   float32's range, so under ``--dtype bf16`` the statistics follow the gray rule.
 - ``range-reduction``: an fp16 sum over a static extent so long that a modest
