@@ -48,7 +48,7 @@ def test_the_estimate_counts_flops_activations_weights_and_nodes(tmp_path):
     model = load_model(_model(tmp_path, DENSE), infer_types=True)
     run = cost.estimate(model, {"x": (8, 64)})
     assert run.flops == 2 * 8 * 64 * 32 + 8 * 32  # the product's multiply-adds, one FLOP per element of the Add
-    assert run.activation_bytes == 2 * 4 * 8 * 32  # h and y, float32
+    assert run.activation_bytes == 2 * 4 * 8 * 32 + 4 * (4 * 8 * 64)  # h and y; x drawn and read: four times
     assert run.weight_bytes == 4 * (64 * 32 + 32) and run.nodes == 2 and run.unsized == 0
     assert run.seconds == pytest.approx(run.overhead + run.work)
     assert run.peak_bytes == 2 * run.weight_bytes + 2 * run.activation_bytes
