@@ -217,6 +217,8 @@ def input_envelope(ctx: PlanContext, decisions: Mapping[ir.Node, Decision],
 
 def beyond_reach(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """``data-envelope``: a value of ``node`` the run extrapolates past the LOW maximum within an input's reach."""
+    if ctx.calibration is None or not ctx.calibration.reach:
+        return None  # the rule's ``applies``, restated: no run, or no reach the user gave
     if ctx.policy.class_of(normalize_domain(node.domain), node.op_type) == BLACK:
         return None  # the level table keeps it float32 anyway
     for name, reach in sorted(ctx.calibration.reach.items()):
