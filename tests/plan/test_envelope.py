@@ -16,7 +16,6 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-import ampconv
 from ampconv.config import Config
 from ampconv.core.lowtypes import low_type
 from ampconv.numerics.activations import Calibration, TensorStats
