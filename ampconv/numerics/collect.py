@@ -111,7 +111,8 @@ def observe(model: ir.Model, source: str, samples: Iterable, low: LowType, how: 
         or modelio.estimated_float32_bytes(model) > modelio.CALIBRATION_EXTERNAL_MIN_BYTES
     observed = exposable_tensors(model)
     inner = bodies.body_values(model, _is_float32_tensor) if how.with_bodies else {}
-    graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT}
+    # Inputs the samples feed: an initializer an old exporter also lists as a graph input is a weight, not fed.
+    graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT and not v.is_initializer()}
     tensors = {name: TensorStats(name) for name in list(graph_inputs) + list(observed) + list(inner)}
     accumulations = {
         node.name: Accumulation(node.name, node.op_type)

@@ -31,9 +31,11 @@ _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT1
 
 
 def user_inputs(ctx: PlanContext) -> List[ir.Value]:
-    """The float graph inputs of ``ctx``'s model that carry the user's data: all but a KV cache's pasts."""
+    """The float graph inputs of ``ctx``'s model that carry the user's data: all but a KV cache's pasts (and the
+    initializers an old exporter also lists as graph inputs: weights)."""
     cache = {pair.past for pair in ctx.cache_pairs()}
-    return [v for v in ctx.model.graph.inputs if v.dtype in _FLOATS and v.name not in cache]
+    return [v for v in ctx.model.graph.inputs
+            if v.dtype in _FLOATS and v.name not in cache and not v.is_initializer()]
 
 
 def data_reach(graph: ir.Graph, sources: Iterable[ir.Value]) -> Set[ir.Value]:

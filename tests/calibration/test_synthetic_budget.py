@@ -164,3 +164,15 @@ def test_a_vit_with_decomposed_layernorms_gets_the_run_and_casts_like_onnxruntim
     assert ours <= max(1.25 * theirs, theirs + 2), (ours, theirs)
     (entry,) = report.envelope
     assert entry["input"] == "pixel_values" and entry["holds_to"] > 4 * entry["sample_max"]
+
+
+def test_an_initializer_listed_as_a_graph_input_is_a_weight_not_a_fed_input(tmp_path):
+    """Old exporters (the ONNX backend test's 'light' models) list every initializer among the graph inputs: the
+    run feeds the real inputs only, and the envelope is about them."""
+    proto = model_from_text(DENSE)
+    proto.graph.input.extend([helper.make_tensor_value_info("w", TensorProto.FLOAT, [64, 32]),
+                              helper.make_tensor_value_info("b", TensorProto.FLOAT, [32])])
+    src = save(proto, tmp_path / "old.onnx")
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    assert report.calibration is not None and report.calibration["synthetic"] is True, report.notes
+    assert [entry["input"] for entry in report.envelope] == ["x"]
