@@ -26,7 +26,7 @@ Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
 
 The default synthetic run (``calibration.synthetic``: one seeded random sample through
-a small model when no data is given) feeds rule 2 only (with the same guard),
+the model when no data is given, within its budget) feeds rule 2 only (with the same guard),
 never for a black op or for a magnitude a constant input of the node accounts
 for: random inputs show when values overflow, not how real data underflows.
 """
