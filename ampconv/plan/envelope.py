@@ -11,7 +11,11 @@ passes it once ``t``'s largest magnitude, grown by ``s ** d``, exceeds
 passes sooner than one ``exp``): logits straight into ``Exp`` hold to
 ``|logits| <= ln(65504) = 11.09`` in float16. An exponent the run saw at or
 below 0 everywhere (a softmax's ``x - max``) never passes it; a value the run
-saw at 0 never grows.
+saw at 0 never grows. Where the degree analysis bounds a value for every
+input (its ``gain``: a sum over pixels), that bound counts too. A value that
+vanishes instead (a softmax of a growing input) limits the envelope where an
+op that turns a 0 into an infinity reads it (``Log``, a divisor) and its
+smallest entry flushes below the LOW type's smallest subnormal (``vanishes_at``).
 
 ``input_envelope`` reads the finished plan: for each float input (not a
 KV-cache past: the model's own numbers), the smallest such magnitude over the
@@ -34,6 +38,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import onnx_ir as ir
 
+from ampconv.core.domains import is_default
+from ampconv.core.graphs import bounded_uses
 from ampconv.plan.context import PlanContext
 from ampconv.plan.data_guards import mask_fill_explains
 from ampconv.plan.decision import Decision
@@ -42,8 +48,6 @@ from ampconv.plan.evidence import reduced_extent
 from ampconv.plan.facts import NodeFacts
 from ampconv.plan.provenance import user_inputs
 from ampconv.plan.rules import DATA, Rule, builtin
-from ampconv.core.domains import is_default
-from ampconv.core.graphs import bounded_uses
 from ampconv.plan.values import constant_array, is_constant, is_float
 from ampconv.policy import HIGH, LOW
 from ampconv.policy.lists import BLACK
