@@ -155,9 +155,10 @@ class _Prepared:
         if request.data_options.calibration_data:
             data = _data_findings(request, model, complaint)
         elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
-            calibration, data_notes = synthetic.synthetic_run(str(src), model, request.data_options,
-                                                              low_type(request.plan_options.dtype))
-            data = DataFindings(calibration=calibration)
+            calibration, data_notes, skipped = synthetic.synthetic_run(
+                str(src), model, request.data_options, low_type(request.plan_options.dtype),
+                fresh=complaint is not None)
+            data = DataFindings(calibration=calibration, synthetic_skipped=skipped)
         return cls(request, model, complaint, data, list(data_notes))
 
     def fresh(self) -> ir.Model:
@@ -354,6 +355,7 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     calibration = collect(str(src), samples, low_type(request.plan_options.dtype), random=samples.random)
     # Plain text in the calibration section (its notes name the command line's --shape).
     calibration.notes = tuple(spell_parameters(n, command_line_text) for n in samples.notes) + tuple(calibration.notes)
+    calibration.reach = {name: max(abs(lo), abs(hi)) for name, (lo, hi) in options.input_ranges}
     findings = DataFindings(calibration=calibration)
     if not options.tune:
         return findings

@@ -121,7 +121,10 @@ def command(**params):
     fields: dict = {}
     for group in CONFIG_GROUPS + (output_options,):
         fields.update(group.config_fields(params, given))
-    tune, random_data = fields["tune"], fields["calibration_data"] == ("random",)
+    tune = fields["tune"]
+    # Random inputs a conversion draws: --calibration-data random's, or the synthetic run's (no data given).
+    random_data = fields["calibration_data"] == ("random",) or (
+        fields["calibration_data"] == () and fields["synthetic_run"] is not False)
     fields.update(
         shapes=tuple(validation["shapes"]),
         input_ranges=tuple(validation["input_ranges"]) if random_data else (),
@@ -218,20 +221,26 @@ def _validation_only(validation: dict) -> dict:
 def _check_random_input_flags(given, validation, calibration_data, do_validate) -> None:
     """--shape and --input-range shape random inputs: usage errors where no random input is drawn.
 
-    Random inputs are drawn by --validate without --inputs and by
-    --calibration-data random.
+    Random inputs are drawn by --validate without --inputs, by
+    --calibration-data random and by the synthetic run (no --calibration-data,
+    not --no-synthetic-run).
     """
     random_validation = do_validate and not validation["inputs"]
-    if random_validation or tuple(calibration_data) == ("random",):
+    synthetic = not calibration_data and validation["synthetic_run"] is not False
+    if random_validation or tuple(calibration_data) == ("random",) or synthetic:
         return
     # --shape also sets the shapes the summary's GPU figures are counted at: never idle.
     for name, flag in (("input_ranges", "--input-range"),):
         if name not in given:
             continue
         if do_validate:
-            raise click.UsageError(f"{flag} sets random inputs; with --inputs (and no --calibration-data random) "
-                                   "it does nothing")
-        raise click.UsageError(f"{flag} needs --validate or --calibration-data random")
+            raise click.UsageError(f"{flag} sets random inputs; with --inputs (and neither the synthetic run nor "
+                                   "--calibration-data random) it does nothing")
+        if not calibration_data:
+            raise click.UsageError(f"{flag} sets the range of the synthetic run's inputs, which --no-synthetic-run "
+                                   "turns off; drop one, or give --validate or --calibration-data random")
+        raise click.UsageError(f"{flag} sets random inputs: the synthetic run's (no --calibration-data), "
+                               "--calibration-data random's or --validate's; with sample files it does nothing")
 
 
 def check_outputs(model, output, dtype, report_path, overwrite, dry_run, samples=()) -> None:

@@ -265,7 +265,7 @@ model_options = OptionGroup(
 data_options = OptionGroup(
     "--calibration-data and what it enables: the data guards' thresholds and --tune.",
     _of("calibration_data", "calibration_samples", "calibration_seed", "data_max", "underflow_fraction",
-        "synthetic_run", "release", "tune"),
+        "synthetic_run", "synthetic_budget", "release", "tune"),
     check=_check_data_flags,
     title="Calibration and tune",
 )

@@ -9,7 +9,9 @@ one run:
 1. the floor: ``onnx.load`` + ``onnx.save(save_as_external_data=True)``, no conversion;
 2. onnxconverter-common ``convert_float_to_float16(keep_io_types=True)`` + save;
 3. ``ampconv convert --level O2`` (the CLI; the library API when the CLI has
-   no ``convert`` command yet), its default onnxruntime load check included;
+   no ``convert`` command yet), its default onnxruntime load check included
+   (the synthetic float32 run's estimate is over its budget: it is skipped);
+   and once with ``--synthetic-run``: what the run adds (``synthetic_run``);
 4. for reference, the I/O path alone (``ampconv.reading.load``, ``chunks``, ``writer``
    through ``bench/_io_standin.py``: every weight to float16 with a Cast back,
    no planning).
@@ -296,6 +298,10 @@ def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repe
         if baseline:
             rows["onnxconverter-common fp16 (keep_io_types) + save"] = base = median_of(
                 lambda: _py(BASELINE_SCRIPT, src, dst), dst, 1)
+        if cli:
+            rows["ampconv convert --level O2 --synthetic-run"] = asked = median_of(
+                lambda: _converter(src, dst, cli) + ["--synthetic-run"], dst, 1)
+            metrics["synthetic_run"] = synthetic_figures(src, amp, asked)
         metrics["runs"] = rows
         for name, row in rows.items():
             if row.get("rc") != 0:
@@ -355,6 +361,24 @@ def main(out_dir, layers: int = 24, hidden: int = 1024, vocab: int = 32000, repe
     return result
 
 
+def synthetic_figures(src: pathlib.Path, default: Dict[str, object], asked: Dict[str, object]) -> Dict[str, object]:
+    """What the synthetic float32 run costs on this model: the default's decision (its budget, from the estimate),
+    and the seconds and memory an explicit ``--synthetic-run`` adds to the conversion."""
+    from ampconv.calibration import synthetic
+    from ampconv.options.groups import DataOptions
+    from ampconv.reading.load import load_model
+
+    choice, skipped = synthetic.choose(load_model(src), DataOptions())
+    figures: Dict[str, object] = {
+        "default": f"skipped: {skipped.reason}" if skipped is not None else
+        f"made ({choice.slice or 'full pass'}; estimated {choice.cost.seconds:.1f} s)",
+    }
+    if asked.get("rc") == 0 and default.get("rc") == 0:
+        figures.update(explicit_wall_s=asked["wall_s"], added_s=round(asked["wall_s"] - default["wall_s"], 2),
+                       explicit_peak_mb=asked.get("max_peak_mb"))
+    return figures
+
+
 def flat_layer_counts(spec: gpt.GptSpec) -> List[int]:
     """Layer counts giving about 1/4, 1/2 and all of ``spec``'s weight bytes (1x, 2x, 4x)."""
     full = gpt.weight_bytes(spec)
@@ -412,6 +436,10 @@ def render_markdown(result: dict) -> str:
     for name, row in (m.get("runs") or {}).items():
         lines.append(f"| {name} | {row.get('wall_s')} | {row.get('runs_wall_s')} | {row.get('max_peak_mb')} "
                      f"| {row.get('output_mb', '-')} | {row.get('rc')} |")
+    if m.get("synthetic_run"):
+        run = m["synthetic_run"]
+        lines += ["", f"Synthetic float32 run: by default {run.get('default')}; an explicit --synthetic-run adds "
+                      f"{run.get('added_s')} s (peak RSS {run.get('explicit_peak_mb')} MB)."]
     if m.get("flatness"):
         lines += ["", "Memory flatness (same converter, more layers, same largest tensor):", "",
                   "| model | weights MB | peak RSS MB | wall s |", "|---|---|---|---|"]

@@ -14,7 +14,8 @@ tokens gives the past cache.
 
 Conversions of every graph (float32 in):
 
-- ``ampconv``: ``ampconv convert SRC -o DST`` (the CLI, defaults);
+- ``ampconv``: ``ampconv convert SRC -o DST`` (the CLI, defaults; what its summary says of the synthetic
+  float32 run, its seconds or why it was skipped, is kept per conversion and listed in ``llm.md``);
 - ``ampconv kv-low``: the same with ``--kv-cache low`` when ``ampconv convert --help`` offers it;
 - ``ORT tool``: ``onnxruntime.transformers.float16.convert_float_to_float16(model, keep_io_types=True)``;
 - ``onnxconverter-common``: its ``convert_float_to_float16(model, keep_io_types=True)``;
@@ -50,6 +51,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -156,7 +158,21 @@ def run_ampconv(src: pathlib.Path, dst: pathlib.Path, extra: Sequence[str] = ())
         error = next((ln for ln in reversed(lines) if "rror" in ln), lines[-1] if lines else "")
         return {"status": "failed", "seconds": seconds, "exit": proc.returncode, "error": error[:600],
                 "command": " ".join(cmd[1:]), "peak_rss_mib": rss}
-    return {"status": "ok", "seconds": seconds, "peak_rss_mib": rss, "summary_tail": err.strip()[-1500:]}
+    return {"status": "ok", "seconds": seconds, "peak_rss_mib": rss, "summary_tail": err.strip()[-1500:],
+            "synthetic_run": synthetic_words(err)}
+
+
+def synthetic_words(summary: str) -> str:
+    """What a conversion's summary says of the synthetic float32 run (issue 37): the seconds it took and its
+    estimate, or why it was skipped."""
+    for line in summary.splitlines():
+        ran = re.search(r"synthetic float32 run: .*? in ([0-9.]+) s \(estimated ([0-9.]+) s", line)
+        if ran:
+            return f"ran: {ran.group(1)} s (estimated {ran.group(2)} s)"
+        skipped = re.search(r"synthetic float32 run skipped: ([^;]*)", line)
+        if skipped:
+            return f"skipped: {skipped.group(1)}"
+    return "not made"
 
 
 def _peak_rss_of_last_child():
@@ -563,6 +579,11 @@ def render_markdown(result: dict[str, object]) -> str:
     if failed:
         lines += ["| failed check | value | target | note |", "|---|---|---|---|"]
         lines += [f"| {c['id']} | {c['value']} | {c['target']} | {str(c['note'])[:160]} |" for c in failed]
+    runs = [(key, variant, v["conversion"].get("synthetic_run")) for key, entry in result["metrics"]["graphs"].items()
+            for variant, v in entry["variants"].items() if v.get("conversion", {}).get("synthetic_run")]
+    if runs:
+        lines += ["", "The synthetic float32 run (issue 37) per ampconv conversion:", ""]
+        lines += [f"- {key} {variant}: {words}" for key, variant, words in runs]
     wide = result["metrics"].get("wide")
     if wide:
         lines += ["", f"Wide model: {json.dumps(wide, default=str)[:800]}"]

@@ -41,27 +41,45 @@ class TensorStats:
     overflow: int = 0
     below_normal: int = 0
     max_sample: int = -1  # the sample where max_abs was seen
+    # The largest signed value: how far an exponent reaches (exp overflows at ln(max), whatever the negatives do).
+    max_value: float = -math.inf
 
     def update(self, array: np.ndarray, low: LowType, sample: int) -> None:
-        """Fold one sample's values of this tensor in."""
-        values = np.abs(np.asarray(array, dtype=np.float32)).ravel()
+        """Fold one sample's values of this tensor in.
+
+        A handful of passes over the values (the synthetic run folds every
+        activation of a model): non-finite values are looked for only when the
+        largest magnitude is not finite, overflow only when it passes the LOW
+        maximum, and the smallest non-zero magnitude is read after the zeros
+        of this private copy are set to infinity.
+        """
+        signed = np.asarray(array, dtype=np.float32).ravel()
+        values = np.abs(signed)  # a copy of our own: edited below
         self.samples += 1
         self.elements += values.size
-        finite = np.isfinite(values)
-        if not finite.all():
-            self.nonfinite += int(values.size - np.count_nonzero(finite))
-            values = values[finite]
         if not values.size:
             return
         peak = float(values.max())
+        if not math.isfinite(peak):  # NaN or inf, already in float32: not the LOW type's doing
+            finite = np.isfinite(values)
+            self.nonfinite += int(values.size - np.count_nonzero(finite))
+            values, signed = values[finite], signed[finite]
+            if not values.size:
+                return
+            peak = float(values.max())
+        self.max_value = max(self.max_value, float(signed.max()))
         if peak > self.max_abs:
             self.max_abs, self.max_sample = peak, sample
-        nonzero = values[values > 0]
-        self.nonzero += nonzero.size
-        if nonzero.size:
-            self.min_nonzero_abs = min(self.min_nonzero_abs, float(nonzero.min()))
-            self.below_normal += int(np.count_nonzero(nonzero < low.smallest_normal))
-        self.overflow += int(np.count_nonzero(values > low.max))
+        if peak > low.max:
+            self.overflow += int(np.count_nonzero(values > low.max))
+        nonzero = int(np.count_nonzero(values))
+        self.nonzero += nonzero
+        if not nonzero:
+            return
+        self.below_normal += int(np.count_nonzero(values < low.smallest_normal)) - (values.size - nonzero)
+        if nonzero < values.size:
+            np.putmask(values, values == 0, np.inf)
+        self.min_nonzero_abs = min(self.min_nonzero_abs, float(values.min()))
 
     @property
     def below_normal_fraction(self) -> float:
@@ -72,6 +90,7 @@ class TensorStats:
         """JSON-ready figures (an unseen minimum is None)."""
         data = dataclasses.asdict(self)
         data["min_nonzero_abs"] = None if math.isinf(self.min_nonzero_abs) else self.min_nonzero_abs
+        data["max_value"] = None if math.isinf(self.max_value) else self.max_value
         data["below_normal_fraction"] = round(self.below_normal_fraction, 6)
         return data
 
@@ -134,6 +153,9 @@ class Calibration:
     notes: tuple = ()
     # The default synthetic run (``calibration.synthetic``), not data the user gave: only overflow is read from it.
     synthetic: bool = False
+    # How far each float input may reach, where the user said so (``--input-range``: the largest |bound|), beyond
+    # the samples' own magnitude: the envelope rule extrapolates the run's figures there (``plan.envelope``).
+    reach: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     def tensor(self, name: Optional[str]) -> Optional[TensorStats]:
         """The statistics of tensor ``name``, None when it was not observed."""

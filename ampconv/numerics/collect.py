@@ -61,31 +61,67 @@ def collect(source: str, samples: Iterable, low: LowType, *, random: bool = Fals
         return _collect(source, samples, low, random, with_bodies=True)
     except AmpconvError as exc:
         calibration = _collect(source, samples, low, random, with_bodies=False)
-        if not calibration.notes:  # no body to blame: the model itself failed, and the retry passed
-            raise
-        note = f"{calibration.notes[0]}: onnxruntime refused the copy that routes them out ({first_line(exc)})"
-        return dataclasses.replace(calibration, notes=(note,) + calibration.notes[1:])
+        return bodies_refused(calibration, exc)
+
+
+def bodies_refused(calibration: Calibration, exc: AmpconvError) -> Calibration:
+    """``calibration`` of a main-graph-only pass made after the pass with bodies failed with ``exc``.
+
+    Raises ``exc`` again when there was no body to blame (the model itself
+    failed, and the retry passed); else the note on the bodies says why.
+    """
+    if not calibration.notes:
+        raise exc
+    note = f"{calibration.notes[0]}: onnxruntime refused the copy that routes them out ({first_line(exc)})"
+    return dataclasses.replace(calibration, notes=(note,) + calibration.notes[1:])
 
 
 def _collect(source: str, samples: Iterable, low: LowType, random: bool, with_bodies: bool) -> Calibration:
-    """One float32 pass (see ``collect``); ``with_bodies``: route body values out too."""
+    """One float32 pass over a fresh copy of ``source`` (see ``collect``); ``with_bodies``: route body values out."""
     start = time.perf_counter()
     model = modelio.load(source)
-    NameNodesPass()(model)  # the converter's names: accumulations are keyed by node name
     modelio.ensure_types(model)
-    external = modelio.wants_external(model, source)
+    return observe(model, source, samples, low, Pass(random, with_bodies), start)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pass:
+    """How one float32 pass observes: ``random`` data, body values ``with_bodies``, reductions' sums (``accumulate``).
+
+    The synthetic run reads overflow only: it skips the accumulations, whose
+    products repeated in numpy cost more than the run itself.
+    """
+
+    random: bool = False
+    with_bodies: bool = True
+    accumulate: bool = True
+
+
+def observe(model: ir.Model, source: str, samples: Iterable, low: LowType, how: Pass = Pass(),
+            start: Optional[float] = None) -> Calibration:
+    """One float32 pass over ``model`` (typed, read from ``source``; edited in place: give a copy or a fork's).
+
+    The statistics of every float32 tensor of the main graph (and, ``with_bodies``,
+    of the bodies) over ``samples``; ``start``: when the pass began (its
+    ``seconds`` count from there; None: now).
+    """
+    start = time.perf_counter() if start is None else start
+    NameNodesPass()(model)  # the converter's names: accumulations are keyed by node name
+    external = modelio.wants_external(model, source) \
+        or modelio.estimated_float32_bytes(model) > modelio.CALIBRATION_EXTERNAL_MIN_BYTES
     observed = exposable_tensors(model)
-    inner = bodies.body_values(model, _is_float32_tensor) if with_bodies else {}
-    graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT}
+    inner = bodies.body_values(model, _is_float32_tensor) if how.with_bodies else {}
+    # Inputs the samples feed: an initializer an old exporter also lists as a graph input is a weight, not fed.
+    graph_inputs = {v.name: v for v in model.graph.inputs if v.dtype == ir.DataType.FLOAT and not v.is_initializer()}
     tensors = {name: TensorStats(name) for name in list(graph_inputs) + list(observed) + list(inner)}
     accumulations = {
         node.name: Accumulation(node.name, node.op_type)
         for node in model.graph
-        if is_default(node) and node.op_type in REDUCTIONS | PRODUCTS
+        if how.accumulate and is_default(node) and node.op_type in REDUCTIONS | PRODUCTS
     }
     constants = _ConstantArrays(model)
     watched = [node for node in model.graph if node.name in accumulations]
-    hidden = 0 if with_bodies else sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
+    hidden = 0 if how.with_bodies else sum(1 for graph in all_graphs(model) if graph is not model.graph for _ in graph)
     names = list(observed)
     modelio.expose(model, names)
     routed = bodies.expose_body_values(model, list(inner))
@@ -110,7 +146,7 @@ def _collect(source: str, samples: Iterable, low: LowType, random: bool, with_bo
     return Calibration(
         low=low,
         samples=len(sources),
-        random=random,
+        random=how.random,
         sources=tuple(sources),
         tensors={name: stats for name, stats in tensors.items() if name not in inner or stats.samples},
         accumulations={k: a for k, a in accumulations.items() if a.terms},
@@ -126,12 +162,18 @@ def _is_float32_tensor(value: ir.Value) -> bool:
 def run_copy(model: ir.Model, source: str, stem: str, external: bool, samples: Iterable, names, fold) -> None:
     """Save ``model`` (a float32 copy of ``source``) to a temporary folder and run it on each sample.
 
+    Weights ``source`` keeps as external data are not written again: the copy
+    links the files (``modelio.link_external_data``) where it can.
+
     Calls ``fold(index, label, sample, {name: array})`` with the outputs
     ``names``, one sample at a time (CPU provider, optimizations off, so every
     exposed tensor exists); a sample's arrays are dropped before the next run.
     """
     with tempfile.TemporaryDirectory(prefix=f"ampconv-{stem}-") as tmp:
-        path = modelio.save_derived(model, tmp, stem, external)
+        if external and modelio.has_external_data(model) and modelio.link_external_data(model, tmp):
+            path = modelio.save_derived(model, tmp, stem, external=False)  # references to the linked files
+        else:
+            path = modelio.save_derived(model, tmp, stem, external)
         runner = runners.make_session(path, f"float32 model ({stem} copy)", runners.CPU, optimize=False,
                                       source=source)
         for index, (label, sample) in enumerate(samples):

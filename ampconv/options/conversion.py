@@ -29,6 +29,8 @@ FALLBACK_DTYPES = ("float32", "bf16")
 FALLBACK_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32", "bf16": "bf16", "bfloat16": "bf16"}
 KV_CACHE = ("keep", "low")  # what kv_cache may say: leave the cache to keep_io_types, or make it LOW
 TARGETS = ("cuda", "cpu")
+# "A few seconds on the CPU": the default budget of the synthetic run's estimated cost (``calibration.cost``).
+SYNTHETIC_BUDGET_S = 5.0
 # The built-in op lists' names (``ampconv.policy.lists`` holds the lists; a test keeps the two in step).
 PRESET_NAMES = ("default", "mindspore")
 
@@ -85,6 +87,24 @@ def _positive(name: str) -> Callable[[Any], Any]:
     def check(value):
         if value is not None and not value > 0:
             raise UsageError(f"{named(name)} must be a number > 0, got {value}")
+        return value
+
+    return check
+
+
+def _tri_state(name: str) -> Callable[[Any], Any]:
+    def check(value):
+        if value not in (None, True, False):
+            raise UsageError(f"{named(name)} must be None (within the budget), True or False, got {value!r}")
+        return value
+
+    return check
+
+
+def _seconds(name: str) -> Callable[[Any], Any]:
+    def check(value):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise UsageError(f"{named(name)} must be a number of seconds > 0, got {value!r}")
         return value
 
     return check
@@ -284,12 +304,26 @@ _DATA = (
            Flag(("--underflow-fraction",), "Share of non-zero values below the low type's normal range above "
                 "which a tensor feeding Log/Div/Pow/Sqrt/a normalization stays float32 (default 0.5).",
                 number=("float", 0, 1, True), metavar="F")),
-    Option("synthetic_run", True, "without ``calibration_data``, run a small model (a few seconds on the CPU) once "
-           "in float32 on one seeded random sample and keep float32 the nodes whose values overflow the LOW type "
-           "there (``ampconv.calibration.synthetic``); False: the magnitude analysis alone.", "bool", None,
-           Flag(("--synthetic-run/--no-synthetic-run",), "Without --calibration-data, run a small model once in "
-                "float32 on one seeded random sample and keep float32 the nodes whose values overflow the low type "
-                "there.", TOGGLE, show_default=True)),
+    Option("synthetic_run", None, "without ``calibration_data``, run the model once in float32 on one seeded random "
+           "sample and keep float32 the nodes whose values overflow the LOW type there; the run also states how far "
+           "each float input may grow (the report's ``envelope``) (``ampconv.calibration.synthetic``). None (the "
+           "default): when its estimated cost fits ``synthetic_budget``, or a slice of it does (symbolic dimensions "
+           "at 1); True: whenever its estimated peak memory fits the memory available; False: the magnitude "
+           "analysis alone.", "Optional[bool]", _tri_state("synthetic_run"),
+           Flag(("--synthetic-run/--no-synthetic-run",), "Without --calibration-data, the model runs once in float32 "
+                "on one seeded random sample (inputs in their --input-range) when its estimated cost fits "
+                "--synthetic-budget: nodes whose values overflow the low type there stay float32, and the summary "
+                "says how far each input may grow. --synthetic-run: run whatever the estimate, when memory allows; "
+                "--no-synthetic-run: never.", TOGGLE)),
+    Option("synthetic_budget", None, "CPU seconds the synthetic run may cost by its estimate (FLOPs, activation and "
+           "weight bytes and nodes, at this machine's measured rates; ``ampconv.calibration.cost``). None (the "
+           "default): 5 s, and a run estimated over half a second must spend at least as long computing as "
+           "onnxruntime spends setting its nodes up; a number: that budget alone.", "Optional[float]",
+           _seconds("synthetic_budget"),
+           Flag(("--synthetic-budget",), f"CPU seconds the synthetic run may cost by its estimate (FLOPs, bytes and "
+                f"nodes at this machine's measured rates). Default {SYNTHETIC_BUDGET_S:g}, and a run over half a "
+                "second must compute at least as long as onnxruntime sets its nodes up.",
+                number=("float", 0, None, True), metavar="SECONDS")),
     Option("release", True, "with evidence (``calibration_data`` or the synthetic run), try each float32 island "
            "back in LOW under emulation on that evidence and keep LOW whatever does not move the outputs beyond the "
            "floor (``ampconv.calibration.release``; a bounded number of evaluations). False: the plan as the guards "
@@ -324,7 +358,9 @@ SHARED_WITH_VALIDATION = (
                 "left unset (-1, unnamed '?', or a symbol not given) are 1, with a note. Repeatable.", REPEATED,
                 metavar="NAME:DIMS", parse=parse_shape)),
     Option("input_ranges", (), "``(name, (low, high))`` pairs or a dict ``{\"audio\": (-32768, 32767)}``: the value "
-           "range of a random input (floats uniform in [low, high), integers in [low, high]).",
+           "range of a random input (floats uniform in [low, high), integers in [low, high]). In a conversion: of "
+           "``calibration_data=(\"random\",)`` or of the synthetic run, whose nodes extrapolated past the LOW range "
+           "at the range's largest magnitude run in the fallback type (rule ``data-envelope``).",
            "Tuple[Tuple[str, Tuple[float, float]], ...]", range_pairs,
            Flag(("--input-range",), "Value range of a random input (audio:-32768,32767, image:0,255): floats "
                 "uniform in [LOW, HIGH), integers in [LOW, HIGH]; equal ends hold it constant (sr:16000,16000). "

@@ -27,6 +27,7 @@ from ampconv.options.conversion import (  # noqa: F401 - the words of the option
     KV_CACHE,
     LEVELS,
     OPTIONS,
+    SYNTHETIC_BUDGET_S,
     TARGETS,
     check_tolerances,
 )
@@ -37,7 +38,7 @@ PLAN_FIELDS = ("dtype", "keep_io_types", "keep_fp32", "keep_bf16", "force_low", 
                "clamp_small", "data_max", "underflow_fraction", "kv_cache", "rules", "fallback_dtype", "runtime")
 WRITE_FIELDS = ("check_runtime", "overwrite", "max_workers", "opset", "keep_opset", "annotate", "progress")
 DATA_FIELDS = ("calibration_data", "calibration_samples", "calibration_seed", "shapes", "input_ranges", "tune", "rtol",
-               "atol", "synthetic_run", "release", "metric", "limits", "extra_criteria", "natures")
+               "atol", "synthetic_run", "synthetic_budget", "release", "metric", "limits", "extra_criteria", "natures")
 
 
 @option_record(pick(OPTIONS, *POLICY_FIELDS))
@@ -90,9 +91,13 @@ class DataOptions:
     (``Config``'s fields)."""
 
     def __post_init__(self) -> None:
-        if self.input_ranges and tuple(self.calibration_data) != ("random",):
-            raise UsageError(f"{named('input_ranges')} sets the range of random calibration inputs; "
-                             f"it needs {named('calibration_data', 'random')}")
+        if self.input_ranges and self.calibration_data and tuple(self.calibration_data) != ("random",):
+            raise UsageError(f"{named('input_ranges')} sets the range of random inputs ({named('calibration_data', 'random')} "
+                             "or the synthetic run); with sample files it does nothing")
+        if self.input_ranges and not self.calibration_data and self.synthetic_run is False:
+            raise UsageError(f"{named('input_ranges')} sets the range of the synthetic run's inputs, which "
+                             f"{named('synthetic_run', False)} turns off; drop one, or give "
+                             f"{named('calibration_data', 'random')}")
         if self.tune and not self.calibration_data:
             raise UsageError(f"{named('tune')} needs {named('calibration_data')}")
         if not self.tune and (self.rtol is not None or self.atol is not None):

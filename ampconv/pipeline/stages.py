@@ -35,6 +35,7 @@ from ampconv.plan.kvcache import cache_summary
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
 from ampconv.calibration.release import ReleaseResult
+from ampconv.calibration.synthetic import Skipped, skipped_note
 from ampconv.calibration.tune import TuneResult
 from ampconv.core.graphs import all_graphs
 from ampconv.reading.load import external_data_files, weights_and_casts
@@ -52,6 +53,7 @@ from ampconv.plan import Plan, Planner
 from ampconv.runtime.schema import normalize_domain
 from ampconv.runtime.target import Target, choose_target
 from ampconv.plan.coverage import bf16_kernel_notes, coverage_notes, heavy_warning
+from ampconv.plan.evidence import wanting_numbers
 from ampconv.plan.ranges import constant_record
 from ampconv.policy import Policy
 from ampconv.reading.prepare import InferTypesPass, NameNodesPass
@@ -87,6 +89,8 @@ class DataFindings:
     tune_pins: SearchPins = dataclasses.field(default_factory=SearchPins)
     tune: Optional[TuneResult] = None
     release: Optional[ReleaseResult] = None  # what the release step tried (None: it had nothing to try)
+    # Why the synthetic run was not made (over its budget or memory); the report says what that cost.
+    synthetic_skipped: Optional[Skipped] = None
 
 
 @dataclasses.dataclass
@@ -166,6 +170,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
     _fill_counts(report, done, request.data_options.shapes)
     if data.calibration is not None:
         report.calibration = data.calibration.summary()
+    if data.synthetic_skipped is not None and done.plan is not None:
+        report.notes.append(skipped_note(data.synthetic_skipped, *wanting_numbers(done.plan)))
     if data.tune is not None:
         report.tune = data.tune.summary()
     if data.release is not None:
@@ -236,6 +242,8 @@ def _fill_plan(report: Report, plan: Plan, model: ir.Model) -> None:
     report.warnings.extend(plan.warnings)
     plan_warnings(report, plan, model, report.dtype)
     report.interface = [decision.record() for decision in plan.interface]
+    if plan.envelope is not None:
+        report.envelope = [entry.record() for entry in plan.envelope]
     graph_names = {}
     for graph in all_graphs(model):
         graph_names[graph] = "main" if graph is model.graph else (graph.name or "subgraph")

@@ -26,7 +26,7 @@ Every reason quotes the evidence: the figure, the tensor, the sample count and
 the LOW type's limit. Decisions based on random calibration data say so.
 
 The default synthetic run (``calibration.synthetic``: one seeded random sample through
-a small model when no data is given) feeds rule 2 only (with the same guard),
+the model when no data is given, within its budget) feeds rule 2 only (with the same guard),
 never for a black op or for a magnitude a constant input of the node accounts
 for: random inputs show when values overflow, not how real data underflows.
 """
@@ -130,7 +130,7 @@ def _observed(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> list:
     return [(stats, kind, index, value) for kind, index, value in slots
             if value is not None and not is_constant(value)
             and (stats := calibration.tensor(value.name)) is not None
-            and not _mask_fill_explains(ctx, value, stats.max_abs)
+            and not mask_fill_explains(ctx, value, stats.max_abs)
             and not (calibration.synthetic and _constant_explains(ctx, node, stats.max_abs))]
 
 
@@ -175,7 +175,7 @@ def _synthetic_speaks(ctx: PlanContext, node: ir.Node) -> bool:
     return not any(value is not None and value.name in ctx.clamp for value in node.inputs)
 
 
-def _mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
+def mask_fill_explains(ctx: PlanContext, value: ir.Value, max_abs: float, depth: int = 4) -> bool:
     """Whether an attention-mask fill reaching ``value`` accounts for its largest magnitude ``max_abs``.
 
     Looks upstream through at most ``depth`` mask-path ops (``guards.MASK_PATH``)

@@ -101,6 +101,9 @@ class Plan:
     target: Target = dataclasses.field(default_factory=lambda: choose_target(None))
     # The range scans of the constants (``plan.ranges.RangeReader``): the rewrite's value invariant reads them.
     ranges: Optional[object] = None
+    # How far each float input may grow before a LOW node overflows (``plan.envelope.EnvelopeEntry``); None
+    # without a float32 run to read it from.
+    envelope: Optional[tuple] = None
 
     def count(self, precision: str) -> int:
         """Number of nodes with this precision."""

@@ -21,6 +21,7 @@ from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Plan
 from ampconv.plan.phases import Phase, run_phases
 from ampconv.plan.phases import structural, weights
+from ampconv.plan.phases.envelope import InputEnvelope
 from ampconv.plan.phases.finalize import FinalizeSlots
 from ampconv.plan.phases.graphs import DecideGraphs
 from ampconv.plan.phases.inputs import DecideInputs
@@ -34,7 +35,7 @@ from ampconv.runtime.target import Target
 
 PHASES: Tuple[Phase, ...] = (
     DecideInputs(), DecideGraphs(), weights.ShareWeights(), NamePatterns(), DecideOutputs(),
-    FinalizeSlots(), FallbackRefused(),
+    FinalizeSlots(), InputEnvelope(), FallbackRefused(),
 )
 # Every rule id in the order the planner tries them: the table's for one node, then the phases around it.
 RULE_ORDER: Tuple[str, ...] = tuple(
@@ -81,5 +82,6 @@ class Planner:
             warnings=list(state.warnings),
             interface=tuple(state.interface),
             kv_cache=state.kv_cache,
+            envelope=state.envelope,
             target=ctx.target,
         )

@@ -12,10 +12,10 @@ rules read, each only for a gray op at O1/O2 in a preset with range guards
 
 - ``range-statistics``: a normalization decomposed into ops (a mean, a
   centring Sub, a square, a mean of squares, eps, Sqrt or Reciprocal, the
-  division): its statistics need float32's range, as the fused op keeps them, unless
-  a float32 run whose figures speak for them (calibration data; the synthetic
-  run for values that do not scale with a float input, ``plan.provenance``)
-  saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
+  division): its statistics stay float32, as the fused op keeps them, unless
+  a float32 run (calibration data, or the synthetic run: for squares that
+  grow with a float input, up to the input envelope it reports,
+  ``plan.envelope``) saw the squares fit with ``OBSERVED_HEADROOM`` to spare. A square of
   |x| > 256 overflows fp16, and residual streams reach that. bfloat16 has
   float32's range, so under ``--dtype bf16`` the statistics follow the gray rule.
 - ``range-reduction``: an fp16 sum over a static extent so long that a modest
@@ -43,7 +43,6 @@ from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
 from ampconv.plan.guards import MASK_PATH
 from ampconv.plan.magnitude import MagnitudeAnalysis, describe, threshold
-from ampconv.plan.provenance import scaled_by_user_data
 from ampconv.plan.ranges import RangeReader
 from ampconv.plan.rules import RANGE, Rule, builtin
 from ampconv.plan.values import constant_array, is_constant
@@ -103,14 +102,11 @@ def statistics(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[De
     peaks = [stats.max_abs for value in evidence
              if ctx.calibration is not None and (stats := ctx.calibration.tensor(value.name)) is not None]
     run = f"the {'synthetic ' if ctx.calibration.synthetic else ''}float32 run" if ctx.calibration is not None else ""
-    scaled = ctx.calibration is not None and ctx.calibration.synthetic \
-        and any(value in scaled_by_user_data(ctx) for value in evidence)
-    if peaks and not scaled and all(_observed_room(ctx, value, 2.0) for value in evidence):
-        return None  # the run saw every square fit with room: the numbers overrule the spelling
-    if peaks and scaled:
-        seen = (f"; {run} saw its squares reach {max(peaks):.3g}, but they scale with a float input whose "
-                "real range a random sample does not know (--calibration-data shows whether they fit)")
-    elif peaks:
+    if peaks and all(_observed_room(ctx, value, 2.0) for value in evidence):
+        # The run saw every square fit with room: the numbers overrule the spelling. Squares that grow with a
+        # float input hold as far as the envelope says (plan.envelope: the summary names the limit).
+        return None
+    if peaks:
         seen = (f"; {run} saw its squares reach {max(peaks):.3g}, within {OBSERVED_HEADROOM:g}x in |x| of "
                 f"{ctx.low_name}'s max")
     elif run:
@@ -162,7 +158,7 @@ def reduction(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Dec
 def _long_reduction(ctx: PlanContext, node: ir.Node) -> Optional[Decision]:
     """The accumulation check: a gray fp16 Reduce op over ``SUM_EXTENT`` (``SQUARE_EXTENT`` for squares) values."""
     squares = node.op_type in _SQUARES
-    extent = _reduced_extent(ctx, node)
+    extent = reduced_extent(ctx, node)
     limit = SQUARE_EXTENT if squares else SUM_EXTENT
     if extent is None or extent < limit:
         return None
@@ -243,7 +239,7 @@ def magnitudes(ctx: PlanContext) -> MagnitudeAnalysis:
     analysis = ctx.memo.get("magnitudes")
     if analysis is None:
         analysis = ctx.memo["magnitudes"] = MagnitudeAnalysis(ctx.model.graph, ctx.ranges,
-                                                              lambda node: _reduced_extent(ctx, node))
+                                                              lambda node: reduced_extent(ctx, node))
     return analysis
 
 
@@ -292,6 +288,38 @@ RULES = tuple(builtin(rule) for rule in (
     Rule("range-mask", RANGE, "softmax over a constant mask with a fully masked row", decide=mask,
          applies=_mask_applies),
 ))
+
+
+# Rules a float32 run's numbers can overrule: without a run, their nodes stay float32 for want of numbers.
+WANTING_NUMBERS = frozenset({"range-statistics", "range-reduction"})
+
+
+def wanting_numbers(plan) -> Tuple[int, int, int]:
+    """``(nodes, normalizations, sums)`` a plan made without a float32 run keeps float32 for want of numbers.
+
+    Nodes: those of ``WANTING_NUMBERS`` rules, and the gray nodes float32
+    because of them (following one, or promoted for reading one), in plan
+    order; normalizations: the distinct decomposed normalizations among them;
+    sums: the ``range-reduction`` nodes.
+    """
+    decisions = {node: node_plan.decision for node, node_plan in plan.nodes.items()}
+    by_name = {node.name: node for node in decisions if node.name}
+    wanting: Set[ir.Node] = set()
+    for node, decision in decisions.items():  # plan order: what a node follows or reads is settled before it
+        if decision.precision != HIGH:
+            continue
+        if decision.rule in WANTING_NUMBERS \
+                or (decision.rule == "gray-follow" and by_name.get(decision.follows) in wanting) \
+                or (decision.rule == "gray-promote" and any(v is not None and v.producer() in wanting
+                                                            for v in node.inputs)):
+            wanting.add(node)
+    statistics = [node for node in wanting if decisions[node].rule == "range-statistics"]
+    norms = set()
+    for graph in {node.graph for node in statistics}:
+        found = decomposed_normalizations(graph)
+        norms |= {found[node] for node in statistics if node in found}
+    sums = sum(1 for node in wanting if decisions[node].rule == "range-reduction")
+    return len(wanting), len(norms), sums
 
 
 # ------------------------------------------------------------------ evidence
@@ -369,7 +397,7 @@ def _normalizing_tail(mean: ir.Node, sources: Set[ir.Value], depth: int = 4) -> 
     return set()
 
 
-def _reduced_extent(ctx: PlanContext, node: ir.Node) -> Optional[int]:
+def reduced_extent(ctx: PlanContext, node: ir.Node) -> Optional[int]:
     """How many values one output of the reduction sums (None when a reduced dim is not static)."""
     data = node.inputs[0] if node.inputs else None
     shape = ctx.shapes(data) if data is not None else None

@@ -13,7 +13,8 @@ The range rules (docs/precision.md, "The fallback type"):
   normalization, sums and magnitudes that overflow float16;
 - ``data-overflow``, ``data-accumulation``, ``data-underflow``: what a float32
   run (calibration data or the default synthetic run) saw beyond float16's
-  range, or below its normal range.
+  range, or below its normal range; ``data-envelope``: what it extrapolates
+  beyond float16's range within an input range the user gave.
 
 Rules about precision (``range-phase``, ``data-tune``), the level table, the
 user's overrides and the runtime's pins stay float32: bfloat16 has fewer bits
@@ -47,6 +48,7 @@ CAST_BF16_OPSET = 13
 # The rules whose float32 decision means "the values do not fit float16's range".
 RANGE_RULES = frozenset({
     "hard-constant", "range-statistics", "range-reduction", "data-overflow", "data-accumulation", "data-underflow",
+    "data-envelope",
 })
 
 

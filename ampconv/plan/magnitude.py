@@ -66,7 +66,7 @@ ACTIVATION = Scale(1.0, 1.0)
 BOUNDED = Scale(0.0, 1.0)
 
 # Ops whose output keeps the scale of their first input (data movement, sign, pooling, max/min).
-_KEEP = frozenset(
+KEEP_OPS = frozenset(
     {"Identity", "Cast", "CastLike", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Slice",
      "Gather", "GatherElements", "GatherND", "Tile", "Pad", "Relu", "LeakyRelu", "PRelu", "Abs", "Neg",
      "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool", "Resize", "Upsample", "DepthToSpace",
@@ -75,8 +75,8 @@ _KEEP = frozenset(
      "Compress", "ScatterND", "ScatterElements"}
 )
 # Ops that choose among or join their inputs: the larger scale of their float inputs.
-_LARGEST = frozenset({"Max", "Min", "Mean", "Concat", "Where", "Sum", "Add", "Sub", "ConcatFromSequence"})
-_BOUNDED = frozenset({"Sigmoid", "Tanh", "Softmax", "Erf", "Sin", "Cos", "HardSigmoid", "Softsign", "Hardmax"})
+LARGEST_OPS = frozenset({"Max", "Min", "Mean", "Concat", "Where", "Sum", "Add", "Sub", "ConcatFromSequence"})
+BOUNDED_OPS = frozenset({"Sigmoid", "Tanh", "Softmax", "Erf", "Sin", "Cos", "HardSigmoid", "Softsign", "Hardmax"})
 # Weighted layers: a new activation unless their constant operand makes them a plain sum.
 _WEIGHTED = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 # Sums over the reduced extent N: (degree multiplier, factor as a function of the input factor and N).
@@ -135,11 +135,11 @@ class MagnitudeAnalysis:
         """The scale of ``node``'s float outputs from its inputs' scales and its op's semantics."""
         op, inputs = node.op_type, node.inputs
         first = self.scale(inputs[0]) if inputs else None
-        if op in _BOUNDED:
+        if op in BOUNDED_OPS:
             return BOUNDED
-        if op in _KEEP:
+        if op in KEEP_OPS:
             return first or ACTIVATION
-        if op in _LARGEST:
+        if op in LARGEST_OPS:
             return _largest([self.scale(v) for v in inputs]) or ACTIVATION
         if op == "Mul":
             return _product([self.scale(v) for v in inputs[:2]]) or ACTIVATION
@@ -200,7 +200,7 @@ class MagnitudeAnalysis:
             return None
         weight = constant[0]
         data = scales[1 - weight]
-        terms = _uniform_terms(inputs[weight], node, weight)
+        terms = uniform_terms(inputs[weight], node, weight)
         if terms is None or data.degree <= 0:
             return None  # weights of many magnitudes: the output is a new activation
         return Scale(data.degree, data.factor * terms)
@@ -253,7 +253,7 @@ def _small_array(value: Optional[ir.Value]) -> Optional[np.ndarray]:
     return None if array is None or array.dtype.kind not in "fiu" else array
 
 
-def _uniform_terms(value: ir.Value, node: ir.Node, slot: int) -> Optional[float]:
+def uniform_terms(value: ir.Value, node: ir.Node, slot: int) -> Optional[float]:
     """``K * |w|`` when constant ``value`` holds one magnitude ``|w|`` throughout (a sum or a mean spelled as a
     product over ``K`` terms); None for weights of many magnitudes."""
     tensor = value.const_value

@@ -1,23 +1,25 @@
-"""Which values the scale of the user's float data sets: what a synthetic run's numbers cannot speak for.
+"""Which values the scale of the user's float data sets.
 
 The default synthetic run (``calibration.synthetic``) feeds random float inputs of
 modest magnitude. Where a value depends on such an input, the run measured the
 value at the random input's scale, not at the scale of the data the model
-will see (raw pixels, audio samples, unnormalized features): its figures say
-nothing about how large the value gets. Where a value depends only on the
-model's own constants, on integer inputs (token ids index a weight table), on
-ops whose output is bounded whatever their input (``plan.bounds``), or on the
-model's own KV cache (a past key or value is what an earlier step of the same
-model wrote), the run saw the model's numbers.
+will see (raw pixels, audio samples, unnormalized features): how far its
+figures speak is the input envelope's question (``plan.degrees`` says how
+fast each value grows, ``plan.envelope`` where it stops holding). Where a
+value depends only on the model's own constants, on integer inputs (token ids
+index a weight table), on ops whose output is bounded whatever their input
+(``plan.bounds``), or on the model's own KV cache (a past key or value is
+what an earlier step of the same model wrote), the run saw the model's numbers.
 
-``scaled_by_user_data`` is that set, computed by one forward walk over the
-main graph and every subgraph (a branch reads outer values directly).
+``user_inputs`` are the float graph inputs that carry the user's data (not a
+KV-cache past); ``data_reach`` the values they reach, by one forward walk over
+the main graph and every subgraph (a branch reads outer values directly).
 Calibration data is real data: its figures speak for every value.
 """
 
 from __future__ import annotations
 
-from typing import FrozenSet, Iterable, Set
+from typing import Iterable, List, Set
 
 import onnx_ir as ir
 
@@ -28,15 +30,12 @@ from ampconv.plan.context import PlanContext
 _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
 
-def scaled_by_user_data(ctx: PlanContext) -> FrozenSet[ir.Value]:
-    """The float values of ``ctx``'s model whose magnitude follows a float graph input's (not a KV-cache past); once."""
-    found = ctx.memo.get("scaled_by_user_data")
-    if found is None:
-        graph = ctx.model.graph
-        cache = {pair.past for pair in ctx.cache_pairs()}
-        sources = [v for v in graph.inputs if v.dtype in _FLOATS and v.name not in cache]
-        found = ctx.memo["scaled_by_user_data"] = frozenset(data_reach(graph, sources))
-    return found
+def user_inputs(ctx: PlanContext) -> List[ir.Value]:
+    """The float graph inputs of ``ctx``'s model that carry the user's data: all but a KV cache's pasts (and the
+    initializers an old exporter also lists as graph inputs: weights)."""
+    cache = {pair.past for pair in ctx.cache_pairs()}
+    return [v for v in ctx.model.graph.inputs
+            if v.dtype in _FLOATS and v.name not in cache and not v.is_initializer()]
 
 
 def data_reach(graph: ir.Graph, sources: Iterable[ir.Value]) -> Set[ir.Value]:
@@ -71,4 +70,4 @@ def _walk(graph: ir.Graph, reached: Set[ir.Value]) -> None:
             reached.add(out)
 
 
-__all__ = ["scaled_by_user_data", "data_reach"]
+__all__ = ["data_reach", "user_inputs"]

@@ -44,6 +44,7 @@ class PlanState:
     kv_cache: tuple = ()  # the decoder's past/present pairs (``ampconv.plan.kvcache``)
     low_cache: Mapping[str, object] = dataclasses.field(default_factory=dict)  # cache names made LOW
     kept: FrozenSet[str] = frozenset()  # main-graph input/output names kept float32
+    envelope: Optional[tuple] = None  # the input envelope (``plan.envelope``), None without a float32 run
 
     @property
     def values(self) -> Dict[ir.Value, str]:

@@ -14,7 +14,7 @@ from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
-from ampconv.plan import data_guards as data, evidence, fallback, gray, guards, hard, levels, phase, release, user
+from ampconv.plan import data_guards as data, envelope, evidence, fallback, gray, guards, hard, levels, phase, release, user
 from ampconv.plan.context import PlanContext
 from ampconv.plan.decision import Decision
 from ampconv.plan.facts import NodeFacts, OpFacts
@@ -32,6 +32,7 @@ RULE_TABLE: Tuple[Rule, ...] = (
     data.ACCURACY_PIN,
     release.RELEASE_LOW,
     data.ACTIVATION_RANGE,
+    envelope.ENVELOPE,
     user.FORCE_LOW,
     *evidence.RULES,
     phase.PHASE,

@@ -62,6 +62,9 @@ class Report:
     # The fallback LOW type (``bf16``) of nodes whose values do not fit ``dtype`` (precision FALLBACK);
     # None: such nodes run float32, and the report reads as it always did (two classes).
     fallback_dtype: Optional[str] = None
+    # How far each float input may grow before a LOW node overflows (``ampconv.plan.envelope``): one entry
+    # per input a LOW node limits (input, holds_to, limited_by, ...); None without a float32 run.
+    envelope: Optional[List[Dict[str, Any]]] = None
 
     def to_dict(self, spell: Speller = Parameter.python_text) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format); ``spell``: how the parameters its warnings and notes
@@ -255,6 +258,8 @@ def render_text(report: Report, verbose: bool = False, spell: Speller = Paramete
         verbose,
     ))
     lines.extend(_data_lines(report, verbose))
+    lines.extend(f"  envelope: {spell_parameters(text, spell)}" for text in
+                 envelope_texts(report.envelope, report.dtype, report.calibration, report.fallback_dtype))
     if verbose:
         for n in report.nodes:
             if n["precision"] in ("LOW", "HIGH", "FALLBACK"):
@@ -281,6 +286,7 @@ _FLOAT32_WORDS = {
     "data-tune": "kept by the accuracy search", "data-overflow": "overflowing on calibration data",
     "data-accumulation": "whose sums overflow on calibration data",
     "data-underflow": "underflowing on calibration data", "range-statistics": "normalization statistics",
+    "data-envelope": "past the envelope within a given input range",
     "range-reduction": "long fp16 sums", "range-mask": "masked softmax", "black": "on the black list",
     "unlisted": "on no list (O1)", "gray-promote": "with disagreeing inputs (gray)",
     "gray-free": "without float inputs or outputs (gray)", "free-high": "needed float32 by a consumer",
@@ -437,6 +443,34 @@ def _low_type_name(dtype: str) -> str:
 def render_warnings(report: Report, spell: Speller = Parameter.python_text) -> str:
     """Only the warnings, one ``ampconv: warning:`` line each: what ``-q`` still prints ("" when none)."""
     return "\n".join(f"ampconv: warning: {warning}" for warning in report.warning_texts(spell))
+
+
+def envelope_texts(envelope: Optional[List[Dict[str, Any]]], dtype: str, calibration: Optional[Dict[str, Any]],
+                   fallback_dtype: Optional[str] = None) -> List[str]:
+    """One sentence per envelope entry: how far the input may grow, the node that limits it, and the fix.
+
+    The parameters it names are ``named()`` markers (``spell_parameters`` spells them); the summary and the
+    page both read these.
+    """
+    if not envelope:
+        return []
+    calibration = calibration or {}
+    seen = "the synthetic run's sample" if calibration.get("synthetic") else \
+        "the random samples" if calibration.get("random") else "the calibration samples"
+    texts = []
+    for entry in envelope:
+        name = entry["input"]
+        text = (f"{dtype} holds while |{name}| <= {entry['holds_to']:.3g} ({entry['op_type']} "
+                f"{entry['limited_by']!r} overflows beyond); {seen} reached {entry['sample_max']:.3g}")
+        if entry.get("reach") is None:
+            text += (f"; if {name} reaches further, give its range with {named('input_ranges')} or samples "
+                     f"with {named('calibration_data')}")
+        else:
+            text += f"; {named('input_ranges')} says it reaches {entry['reach']:g}"
+            if entry.get("acted"):
+                text += f": {entry['acted']} node(s) past that run {fallback_dtype or 'float32'} (data-envelope)"
+        texts.append(text)
+    return texts
 
 
 def _data_lines(report: Report, verbose: bool = False) -> List[str]:

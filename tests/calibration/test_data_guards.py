@@ -207,7 +207,9 @@ def test_bad_calibration_data_is_a_usage_error_and_writes_nothing(tmp_path):
         (["--calibration-data", "random", "--rtol", "0.1"], "--rtol needs --validate"),
         (["--calibration-data", "x.npz", "--calibration-samples", "3"], "needs --calibration-data random"),
         (["--calibration-data", "x.npz", "--input-range", "x:0,1"],
-         "--input-range needs --validate or --calibration-data random"),
+         "--input-range sets random inputs: the synthetic run's (no --calibration-data), --calibration-data random's "
+         "or --validate's; with sample files it does nothing"),
+        (["--no-synthetic-run", "--input-range", "x:0,1"], "which --no-synthetic-run turns off"),
     ],
 )
 def test_data_options_without_what_they_need_are_usage_errors(tmp_path, args, message):

@@ -71,7 +71,7 @@ def test_missing_model_is_a_usage_error(tmp_path):
     [
         (["-q", "-v"], "contradict"),
         (["--format", "json"], "--format needs --validate"),
-        (["--input-range", "x:0,1"], "--input-range needs --validate"),
+        (["--no-synthetic-run", "--input-range", "x:0,1"], "which --no-synthetic-run turns off"),
         (["--rtol", "0.1"], "--rtol needs --validate"),
         (["--localize"], "--localize needs --validate"),
     ],
@@ -266,8 +266,11 @@ def test_library_options_take_ranges_and_shapes_as_dicts():
             ValidateOptions(input_ranges=bad)
     with pytest.raises(UsageError, match="with inputs it does nothing"):
         ValidateOptions(inputs=("x.npz",), input_ranges={"a": (0, 1)})
-    with pytest.raises(UsageError, match="needs calibration_data"):
-        Config(input_ranges={"a": (0, 1)})
+    assert Config(input_ranges={"a": (0, 1)}).input_ranges == (("a", (0.0, 1.0)),)  # the synthetic run's range
+    with pytest.raises(UsageError, match="synthetic_run=False turns off"):
+        Config(input_ranges={"a": (0, 1)}, synthetic_run=False)
+    with pytest.raises(UsageError, match="with sample files it does nothing"):
+        Config(calibration_data=("x.npz",), input_ranges={"a": (0, 1)})
 
 
 def test_calibration_samples_use_the_ranges(ranged):
@@ -319,10 +322,12 @@ def test_convert_takes_input_ranges_for_validation_and_calibration(ranged, tmp_p
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--input-range", "pixels:0,255"], "--input-range needs --validate or --calibration-data random"),
+        (["--no-synthetic-run", "--input-range", "pixels:0,255"], "which --no-synthetic-run turns off"),
         (["--validate", "--input-range", "pixel:0,255"], "no input of that name (inputs: audio, pixels)"),
-        (["--validate", "--inputs", "SAMPLE", "--input-range", "pixels:0,255"], "with --inputs"),
-        (["--calibration-data", "SAMPLE", "--input-range", "pixels:0,255"], "--input-range needs --validate"),
+        (["--input-range", "pixel:0,255"], "no input of that name (inputs: audio, pixels)"),
+        (["--calibration-data", "SAMPLE", "--validate", "--inputs", "SAMPLE", "--input-range", "pixels:0,255"],
+         "with --inputs"),
+        (["--calibration-data", "SAMPLE", "--input-range", "pixels:0,255"], "with sample files it does nothing"),
     ],
 )
 def test_convert_refuses_input_ranges_that_do_nothing_before_any_work(ranged, tmp_path, args, message):

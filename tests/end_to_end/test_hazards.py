@@ -176,8 +176,18 @@ def _layernorm_input():
     return (signs * rng.uniform(2.9e4, 3.1e4, (2, 8))).astype(np.float32)
 
 
+def test_h05_decomposed_layernorm_without_its_range_is_named_by_the_envelope(tmp_path):
+    """No converter knows the input's range without data: the synthetic run's N(0, 1) sample saw the squares fit,
+    so they run LOW, and the envelope tells the user they stop holding short of inputs near 3e4 (issue 37)."""
+    _src, _dst, report = convert(hm.decomposed_layernorm(), tmp_path, "h05_blind")
+    (entry,) = report.envelope
+    assert entry["input"] == "x" and entry["holds_to"] < 2.9e4
+    assert entry["limited_by"] in hm.LAYERNORM_NODES and "envelope: fp16 holds while |x| <=" in report.summary()
+
+
 def test_h05_decomposed_layernorm_stays_float32(tmp_path):
-    src, dst, report = convert(hm.decomposed_layernorm(), tmp_path, "h05")
+    """Told the inputs' range (or given samples), the statistics stay float32 and nothing is NaN."""
+    src, dst, report = convert(hm.decomposed_layernorm(), tmp_path, "h05", input_ranges={"x": (-3.1e4, 3.1e4)})
     for name in hm.LAYERNORM_NODES:
         assert hm.report_node(report, name)["precision"] == "HIGH", name
     types = main_types(dst)

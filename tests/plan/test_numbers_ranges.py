@@ -72,11 +72,15 @@ def test_the_run_is_said_in_the_summary_with_how_to_give_data_or_turn_it_off(tmp
     assert reasons and all("synthetic float32 run" in r for r in reasons)
 
 
-def test_a_model_too_large_for_the_run_falls_back_to_the_analysis_with_a_note(tmp_path, monkeypatch):
-    monkeypatch.setattr(synthetic, "MAX_WEIGHT_BYTES", 1024)
-    _src, _out, report = _convert(tmp_path, hm.spelled_layer_norm("jax2tf"), "big")
+def test_a_model_too_large_for_the_run_falls_back_to_the_analysis_with_a_note(tmp_path):
+    """Over its budget (here a budget no run fits), the run is skipped; the note says what that cost."""
+    _src, _out, report = _convert(tmp_path, hm.spelled_layer_norm("jax2tf"), "big", synthetic_budget=1e-6)
     assert report.calibration is None
-    assert any("synthetic float32 run skipped" in n and "MiB of weights" in n for n in report.notes)
+    note = next(n for n in report.note_texts() if "synthetic float32 run skipped" in n)
+    assert "MiB of weights" in note and "> 1e-06 s budget" in note
+    high = sum(1 for n in report.nodes if n["precision"] == "HIGH")
+    assert f"{high} node(s) stay float32 for want of numbers (2 long sums)" in note
+    assert "synthetic_run=True" in note and "calibration_data" in note
     assert decisions(report)["sum_sq"]["rule"] == "range-reduction"
 
 
@@ -84,7 +88,7 @@ def test_a_model_that_cannot_run_falls_back_with_a_note(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise RuntimeError("no kernel for this op")
 
-    monkeypatch.setattr(synthetic, "collect", refuse)
+    monkeypatch.setattr(synthetic, "observe", refuse)
     _src, _out, report = _convert(tmp_path, hm.spelled_layer_norm("hand"), "norun")
     assert report.calibration is None
     assert any("could not run on random inputs (no kernel for this op)" in n for n in report.notes)

@@ -65,8 +65,9 @@ g (float[2, 8] x) => (float[2, 8] y) <float[8, 8] w = {%s}, float two = {2.0}, f
 
 
 def test_decomposed_layernorm_keeps_its_statistics_float32(tmp_path):
+    """Without a float32 run's numbers (the run off), the spelling keeps the statistics float32."""
     src = hm.save(hm.decomposed_layernorm(), tmp_path, "ln")
-    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config())
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(synthetic_run=False))
     d = decisions(report)
     assert d["mm"]["precision"] == "LOW"
     for name in ("mean1", "sub", "pow", "mean2", "sqrt", "div"):
@@ -75,7 +76,7 @@ def test_decomposed_layernorm_keeps_its_statistics_float32(tmp_path):
 
 
 def test_decomposed_rms_norm_is_found_too(tmp_path):
-    report, _ = convert_text(tmp_path, RMS_NORM)
+    report, _ = convert_text(tmp_path, RMS_NORM, synthetic_run=False)
     rules = {n["op_type"]: n["rule"] for n in report.nodes}
     assert rules["Pow"] == rules["ReduceMean"] == rules["Sqrt"] == rules["Div"] == "range-statistics"
     assert rules["Add"] == "range-statistics"  # eps 1e-5 fits fp16: no constant pin first
@@ -122,12 +123,18 @@ def test_statistics_the_synthetic_run_saw_near_the_maximum_stay_float32(tmp_path
     assert "synthetic float32 run saw its squares reach" in pow_node["reason"]
 
 
-def test_statistics_scaled_by_a_float_input_ignore_the_synthetic_run(tmp_path):
-    """A random sample does not know a float input's real range (hazard 5: |x| ~ 3e4): the spelling decides."""
+def test_statistics_scaled_by_a_float_input_hold_to_the_envelope(tmp_path):
+    """A random sample does not know a float input's real range (hazard 5: |x| ~ 3e4), but it knows how far the
+    squares it saw fit may grow: they run LOW, and the envelope names them and where they stop holding."""
     report, _ = convert_text(tmp_path, RMS_NORM)
     pow_node = next(n for n in report.nodes if n["op_type"] == "Pow")
-    assert (pow_node["precision"], pow_node["rule"]) == ("HIGH", "range-statistics")
-    assert "scale with a float input" in pow_node["reason"]
+    assert (pow_node["precision"], pow_node["rule"]) == ("LOW", "gray-follow")
+    (entry,) = report.envelope
+    assert entry["input"] == "x" and entry["limited_by"] == pow_node["name"]
+    assert 4 * entry["sample_max"] < entry["holds_to"] < 3e4  # room the run saw, short of hazard 5's inputs
+    ranged, _ = convert_text(tmp_path, RMS_NORM, input_ranges={"x": (-3e4, 3e4)})
+    pow_node = next(n for n in ranged.nodes if n["op_type"] == "Pow")
+    assert pow_node["precision"] == "HIGH" and pow_node["rule"] in ("data-overflow", "data-envelope")
 
 
 def test_statistics_calibration_data_saw_fit_with_room_run_low(tmp_path):

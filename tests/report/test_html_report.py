@@ -349,6 +349,11 @@ def test_page_renders_in_chromium_and_shows_the_report(cli_runner, tmp_path, kin
     # The interface row names each float input/output with its rule (plan/interface.py).
     first = source["interface"][0]
     assert f'{first["kind"]} {first["name"]}: float32 ({first["rule"]})' in proc.stdout
+    # The envelope rows: how far each float input may grow (plan/envelope.py), one row per entry.
+    for index, entry in enumerate(source.get("envelope") or []):
+        assert f'id="envelope-{index}"' in proc.stdout and f"holds while |{entry['input']}| &lt;=" in proc.stdout
+    if kind == "plain":
+        assert source["envelope"], "the plain model's MatMul grows with its input: an entry"
     if kind != "plain":
         assert 'id="chart-svg"' in proc.stdout
         assert ('id="chart-propagated"' in proc.stdout) == (kind == "localized")

@@ -18,7 +18,9 @@ orders them (``PHASES``):
 - ``DecideOutputs`` (``outputs.py``): the main graph's outputs that
   ``keep_io_types`` leaves free;
 - ``FinalizeSlots`` (``finalize.py``): each node's ``NodePlan``: its final
-  decision and what each slot needs, for the rewrite.
+  decision and what each slot needs, for the rewrite;
+- ``InputEnvelope`` (``envelope.py``): how far each float input may grow
+  before a LOW node overflows, read off the float32 run (``plan.envelope``).
 """
 
 from __future__ import annotations

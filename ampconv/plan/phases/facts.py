@@ -8,3 +8,4 @@ OUTPUTS_DECIDED = "outputs decided"  # every float main-graph output has its int
 SLOTS_FIXED = "slots fixed"  # every node has its NodePlan (final decision, slot needs, output precisions)
 PATTERNS_CHECKED = "name patterns checked"  # the user's name patterns that match nothing are warned about
 FALLBACK_CHECKED = "fallback opset checked"  # nodes a later opset would run in the fallback type are warned about
+ENVELOPE_STATED = "envelope stated"  # how far each float input may grow before a LOW node overflows

@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional
 
 from ampconv.core.heavy_ops import HEAVY_OPS
 from ampconv.core.lowtypes import LOW_TYPES
-from ampconv.errors import command_line_text
-from ampconv.report import already_low_count, float32_causes, rerun, unchanged_reason
+from ampconv.errors import command_line_text, spell_parameters
+from ampconv.report import already_low_count, envelope_texts, float32_causes, rerun, unchanged_reason
 from ampconv.report.rerun import YOUR_SAMPLES
 from ampconv.validation.advice import fix_advice
 
@@ -228,6 +228,8 @@ def _summary(report: Dict[str, Any]) -> Dict[str, Any]:
         "warnings": report.get("warnings") or [],
         "notes": report.get("notes") or [],
         "calibration": _pick(calibration, ("samples", "random", "tensors", "notes")),
+        "envelope": [spell_parameters(text) for text in envelope_texts(
+            report.get("envelope"), report.get("dtype"), calibration, report.get("fallback_dtype"))],
         "tune": _pick(tune, ("passed", "evaluations", "budget", "low_nodes", "kept", "notes")),
         "release": _pick(report.get("release") or None, ("evidence", "islands", "nodes", "lowered", "evaluations",
                                                            "budget", "seconds", "released", "kept", "untried")),

@@ -142,6 +142,8 @@ SCRIPT = r"""
     }
     if (S.calibration) row("calibration", S.calibration.samples + " sample(s) " +
         (S.calibration.random ? "random (seeded)" : "from files") + ", " + S.calibration.tensors + " tensors observed");
+    // How far each float input may grow before a LOW node overflows (ampconv/plan/envelope.py).
+    (S.envelope || []).forEach(function (text, i) { row("envelope", text).id = "envelope-" + i; });
     if (S.tune) {
       var t = S.tune;
       row("tune", (t.passed ? "passes" : "could not pass") + " after " + t.evaluations + " evaluation(s) (budget " +
