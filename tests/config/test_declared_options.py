@@ -30,7 +30,8 @@ def test_every_group_field_is_a_config_field_and_every_config_field_has_a_group(
 
 def test_validate_options_share_the_conversion_declarations():
     shared = {o.name for o in VALIDATION_OPTIONS if o is OPTIONS.get(o.name)}
-    assert shared == {"rtol", "atol", "shapes", "input_ranges"}
+    # the random inputs' options, and how outputs are judged (tune judges as validate would)
+    assert shared == {"rtol", "atol", "shapes", "input_ranges", "natures", "limits", "extra_criteria", "metric"}
 
 
 def test_preset_names_are_the_policy_lists():
