@@ -19,7 +19,7 @@ Calibration data is real data: its figures speak for every value.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Set
+from typing import FrozenSet, Iterable, List, Set
 
 import onnx_ir as ir
 
@@ -36,6 +36,14 @@ def user_inputs(ctx: PlanContext) -> List[ir.Value]:
     cache = {pair.past for pair in ctx.cache_pairs()}
     return [v for v in ctx.model.graph.inputs
             if v.dtype in _FLOATS and v.name not in cache and not v.is_initializer()]
+
+
+def scaled_by_user_data(ctx: PlanContext) -> FrozenSet[ir.Value]:
+    """The float values of ``ctx``'s model whose magnitude follows a user's float input (``user_inputs``); once."""
+    found = ctx.memo.get("scaled_by_user_data")
+    if found is None:
+        found = ctx.memo["scaled_by_user_data"] = frozenset(data_reach(ctx.model.graph, user_inputs(ctx)))
+    return found
 
 
 def data_reach(graph: ir.Graph, sources: Iterable[ir.Value]) -> Set[ir.Value]:
@@ -70,4 +78,4 @@ def _walk(graph: ir.Graph, reached: Set[ir.Value]) -> None:
             reached.add(out)
 
 
-__all__ = ["data_reach", "user_inputs"]
+__all__ = ["data_reach", "scaled_by_user_data", "user_inputs"]
