@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from ampconv.errors import Parameter, named, spell_parameters
+from ampconv.errors import Parameter, Speller, named, spell_parameters
 from ampconv.core.precision import Precision
 
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
-
-# How a renderer spells a parameter that a warning or note names (``ampconv.errors.named``):
-# Python words by default, the CLI's flags from the CLI.
-Speller = Callable[[Parameter], str]
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclasses.dataclass
