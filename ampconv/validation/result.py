@@ -131,14 +131,14 @@ class ValidationResult:
     # ``notes`` with the parameters they advise marked (``ampconv.errors.named``): ``note_texts`` spells them
     # as a reader speaks (``notes`` holds them in Python words). Empty: ``notes`` name none.
     note_templates: tuple[str, ...] = ()
+    # The user's metric over the samples (``validate.metric.MetricVerdict``): when given, it decides ``passed``.
+    metric: object | None = None
 
     def note_texts(self, spell: Speller = Parameter.python_text) -> list[str]:
         """The notes, each parameter they advise spelled by ``spell`` (``--inputs`` from the CLI)."""
         if not self.note_templates:
             return list(self.notes)
         return [spell_parameters(text, spell) for text in self.note_templates]
-    # The user's metric over the samples (``validate.metric.MetricVerdict``): when given, it decides ``passed``.
-    metric: object | None = None
 
     def summary_line(self) -> str:
         """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``.
