@@ -148,6 +148,13 @@ class ReleaseResult:
     seconds: float = 0.0
     notes: List[str] = dataclasses.field(default_factory=list)
 
+    @classmethod
+    def of(cls, calibration: Calibration, found: Sequence[Island], **fields) -> "ReleaseResult":
+        """The record of a step over the islands ``found`` on ``calibration``'s evidence: their count, their
+        nodes and the budget those nodes give; ``fields``: the rest (``untried``, ``seconds``)."""
+        nodes = sum(len(island.nodes) for island in found)
+        return cls(_evidence(calibration), len(found), nodes, budget(nodes), **fields)
+
     def lowered(self) -> int:
         """How many nodes the step runs LOW."""
         return sum(len(entry["nodes"]) for entry in self.released)
@@ -372,8 +379,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
         return setting.base, None
     expected = EVALUATION_COST * setting.calibration.seconds
     if expected > SECONDS:  # the float32 pass over the evidence says one evaluation alone would spend the time
-        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                               budget(sum(len(i.nodes) for i in found)), untried=[i.record() for i in found])
+        result = ReleaseResult.of(setting.calibration, found, untried=[i.record() for i in found])
         result.notes.append(f"not tried: one evaluation would take about {expected:.0f} s ({EVALUATION_COST:g}x the "
                             f"float32 pass over the evidence), over the step's {SECONDS:g} s")
         return setting.base, result
@@ -381,8 +387,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
     try:
         lowered, result = run_isolated(_search, setting, found, timeout=3 * SECONDS + 30)
     except Exception as exc:  # noqa: BLE001 - the release is optional: any failure keeps the plan as it was
-        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                               budget(sum(len(i.nodes) for i in found)), seconds=time.perf_counter() - start)
+        result = ReleaseResult.of(setting.calibration, found, seconds=time.perf_counter() - start)
         result.notes.append(f"the release step could not run ({first_line(exc)}): nothing released")
         return setting.base, result
     return dataclasses.replace(setting.base, lowered=lowered), result
@@ -398,8 +403,7 @@ def _evidence(calibration: Calibration) -> str:
 
 def _search(setting: ReleaseSetting, found: Sequence[Island]) -> Tuple[Dict[str, str], ReleaseResult]:
     """Steps 2-4 of the module docstring, in the child: the lowered nodes with their reasons, and the record."""
-    result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                           budget(sum(len(i.nodes) for i in found)))
+    result = ReleaseResult.of(setting.calibration, found)
     start = time.perf_counter()
     trial = Candidates(setting)
     try:
