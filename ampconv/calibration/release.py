@@ -60,7 +60,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.calibration.tune import Evaluation, Evaluator, Task, judging_for, judging_task
+from ampconv.calibration.tune import Evaluation, Evaluator, Task, judging_for, judging_task, outputs_judge
 from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.numerics.activations import Calibration
@@ -439,15 +439,11 @@ class Candidates:
 
     def _sample_judge(self, user_metric):
         """A sample passes when the user's metric (if any) holds and no output moves beyond the floor."""
+        outputs = outputs_judge(self.judge)
+
         def judge(ref, conv, floor_out, index):
             failed = user_metric(ref, conv, floor_out, index) if user_metric is not None else None
-            if failed:
-                return failed
-            for name in ref:
-                verdict = self.judge(name, ref, conv, floor_out)
-                if not verdict.passed:
-                    return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
-            return None
+            return failed or outputs(ref, conv, floor_out, index)
         return judge
 
     def __call__(self, islands: Sequence[Island]) -> Tuple[Evaluation, float, str]:

@@ -551,7 +551,8 @@ def judging_task(request, model: ir.Model) -> Task:
         return Task(_metric_judge(data.metric), passes=f"metric {data.metric.name} holds on every sample")
     judging = judging_for(request, model)
     low = low_type(judging.dtype) if judging.criteria.mode == DEFAULT else None  # strict: the user's tolerance alone
-    return Task(_outputs_judge(judging), low, decoder_roles(model))
+    return Task(outputs_judge(lambda name, ref, conv, floor_out: judge_output(name, ref, conv, judging, floor_out)),
+                low, decoder_roles(model))
 
 
 def judging_for(request, model: ir.Model) -> Judging:
@@ -573,11 +574,13 @@ def decoder_roles(model: ir.Model):
         return None  # no decoder with a cache: its outputs are its task
 
 
-def _outputs_judge(judging: Judging) -> SampleJudge:
-    """A sample passes when every output passes ``judge_output``; else the first failing output's words."""
+def outputs_judge(judge_one: Callable) -> SampleJudge:
+    """A sample passes when every output passes ``judge_one(name, reference outputs, converted outputs, floor
+    outputs)`` (an object with ``passed`` and ``decided_by``: ``comparison.judge_output``'s verdict); else the
+    first failing output's words."""
     def judge(ref, conv, floor_out, _index):
         for name in ref:
-            verdict = judge_output(name, ref, conv, judging, floor_out)
+            verdict = judge_one(name, ref, conv, floor_out)
             if not verdict.passed:
                 return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
         return None
