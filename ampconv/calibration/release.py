@@ -65,7 +65,7 @@ from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.numerics.activations import Calibration
 from ampconv.numerics.modelio import wants_external
-from ampconv.plan.provenance import data_reach
+from ampconv.plan.provenance import FLOAT_TYPES, data_reach
 from ampconv.plan.search_pins import SearchPins
 from ampconv.reading.prepare import NameNodesPass
 from ampconv.runtime.isolated import run_isolated
@@ -211,17 +211,15 @@ def _integer_made(model: ir.Model) -> frozenset:
     """The float values computed from integers (a Shape or a position cast to float, and what follows): their
     range is the shapes' and the positions', which the evidence's few samples do not span (hazard 8: a
     dimension of 4099 that float16 cannot hold)."""
-    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
     sources = [out for node in model.graph if node.op_type in ("Cast", "CastLike") and node.inputs
-               and node.inputs[0] is not None and node.inputs[0].dtype not in floats
-               for out in node.outputs if out.dtype in floats]
+               and node.inputs[0] is not None and node.inputs[0].dtype not in FLOAT_TYPES
+               for out in node.outputs if out.dtype in FLOAT_TYPES]
     return frozenset(data_reach(model.graph, sources)) if sources else frozenset()
 
 
 def _input_scaled(model: ir.Model) -> frozenset:
     """The values whose magnitude follows a float graph input's (``plan.provenance``)."""
-    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
-    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in floats]))
+    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES]))
 
 
 def _joined(graph: ir.Graph, chosen: Mapping[ir.Node, str]) -> List[List[ir.Node]]:
