@@ -148,14 +148,14 @@ def budget(low_nodes: int) -> int:
 class Evaluator:
     """Runs candidates against the float32 reference on the calibration samples, judged by ``task``.
 
-    With ``task.floor`` (default criteria), the floor model (``validate.floor``:
+    With ``task.floor`` (default criteria), the floor model (``validation.floor``:
     the reference on its weights, inputs, products, elementwise results and
     outputs rounded to that type) runs beside the reference and every
     candidate is judged against the error it shows too, as ``validate``
     judges: a conversion whose failure the floor explains passes its first
     evaluation, and nothing is pinned for it. With ``task.decoder`` the
     reference's greedy decode from the first sample is made once and every
-    candidate decodes against it (``validate.decode``).
+    candidate decodes against it (``validation.decode``).
     """
 
     def __init__(self, reference: str, samples: Iterable, build: Build, task: Task, external: bool) -> None:
@@ -543,7 +543,7 @@ def judging_task(request, model: ir.Model) -> Task:
     criteria ``validate`` would use: the strict rule with ``rtol``/``atol``,
     else the default criteria with the user's ``limits`` and
     ``extra_criteria``, against the floor model's error; and a decoder with a
-    cache keeps its greedy decode (``validate.decode``), as validate's
+    cache keeps its greedy decode (``validation.decode``), as validate's
     verdict requires.
     """
     data = request.data_options
