@@ -82,14 +82,3 @@ class Config:
         """The options of calibration data and the accuracy search."""
         return self._data
 
-
-def _judging_as_validate(config: Config) -> None:
-    """``tune``'s judging fields in the forms ``ValidateOptions`` takes them (a metric loaded, limit triples,
-    nature pairs), refused as ``ValidateOptions`` refuses them."""
-    from ampconv.validation.metric import metric_of
-    from ampconv.validation.options import limit_triples, nature_pairs
-
-    object.__setattr__(config, "metric", metric_of(config.metric))
-    object.__setattr__(config, "limits", limit_triples(config.limits))
-    object.__setattr__(config, "natures", nature_pairs(config.natures))
-    object.__setattr__(config, "extra_criteria", tuple(config.extra_criteria))

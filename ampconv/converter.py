@@ -32,7 +32,7 @@ from ampconv.writing.outputs import check_output_path, default_output_path
 from ampconv.policy import Policy, load_policy
 from ampconv.reading.repair import accept_input, repair
 from ampconv.runtime.installed import unreadable_ir
-from ampconv.runtime.target import choose_target
+from ampconv.runtime.target import Target, choose_target
 from ampconv.report import Report
 from ampconv.pipeline.figures import moved_bytes
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
@@ -76,7 +76,7 @@ def _convert(src: Path, dst, config: Config, dry_run: bool) -> Report:
         _check_ir(src, model)
     if not dry_run:
         check_output_path(src, dst, model, config.overwrite)
-    request = _request(src, dst, policy, config, dry_run)
+    request = _request(src, dst, policy, config, dry_run, target)
     choice, at_model = _choose_opset(request, model, config)
     if choice is None:
         return _pipeline(at_model or _Prepared.of(request, model))
@@ -338,10 +338,11 @@ def _fallback_target(prepared: _Prepared):
     return fallback_upgrade_target(done.plan, request.plan_options.fallback.key)
 
 
-def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool) -> Request:
-    """The typed request of one conversion: ``config`` split into the option groups each stage reads."""
+def _request(src: Path, dst: Path, policy: Policy, config: Config, dry_run: bool, target: Target) -> Request:
+    """The typed request of one conversion: ``config`` split into the option groups each stage reads, for the
+    ``target`` the policy was loaded for."""
     return Request(src, dst, policy, config.plan_options, config.write_options, config.data_options, dry_run,
-                   target=choose_target(config.target, config.runtime))
+                   target=target)
 
 
 def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings:

@@ -56,7 +56,7 @@ def named(name: str, value: object = None, entry: Optional[str] = None, words: s
     return _OPEN + json.dumps([name, value, entry, words], default=str) + _CLOSE
 
 
-def spell_parameters(text: str, spell: Callable[[Parameter], str] = Parameter.python_text) -> str:
+def spell_parameters(text: str, spell: Speller = Parameter.python_text) -> str:
     """``text`` (a warning or note that may name parameters with ``named()``) with each spelled by ``spell``.
 
     Python words by default (``keep_fp32 '^/head/'``); the CLI passes its
@@ -65,7 +65,6 @@ def spell_parameters(text: str, spell: Callable[[Parameter], str] = Parameter.py
     return _MARKER.sub(lambda match: spell(Parameter(*json.loads(match.group(1)))), text)
 
 
-# Flags whose name is not the parameter's with dashes ("keep_io_types" is --keep-io-types).
 # The command-line spelling of each declared option's flag (``"shapes": "--shape"``, a toggle's both sides:
 # ``"--synthetic-run/--no-synthetic-run"``), registered by the declarations (``ampconv.options``) as they are
 # made, so that this module, below them, imports none of them.

@@ -26,16 +26,12 @@ from onnx_ir.passes import FunctionalPass, PassResult
 
 from ampconv.config import Config
 from ampconv.errors import AmpconvError, UsageError
-from ampconv.reading.load import weight_bytes
+from ampconv.reading.load import copy_needs_data_file, unloaded_external_tensor
 from ampconv.report import Report
 from ampconv.converter import convert
-from ampconv.core.graphs import all_graphs
 
 # How the report and error messages name a model that has no path.
 IN_MEMORY = "<in-memory model>"
-# Above this many weight bytes the temporary copy keeps weights in a data file:
-# a protobuf message cannot exceed 2 GB.
-_EXTERNAL_ABOVE_BYTES = 1 << 30
 
 AnyModel = Union[onnx.ModelProto, ir.Model]
 
@@ -55,7 +51,7 @@ def convert_model(model: AnyModel, config: Optional[Config] = None) -> Tuple[Any
     with tempfile.TemporaryDirectory(prefix="ampconv-") as folder:
         src, dst = Path(folder) / "model.onnx", Path(folder) / "converted.onnx"
         ir_model = ir.serde.deserialize_model(model) if is_proto else model
-        external = "model.data" if _needs_data_file(ir_model) else None
+        external = "model.data" if copy_needs_data_file(ir_model) else None
         ir.save(ir_model, src, external_data=external)
         # ``overwrite`` only concerns the private folder; the user's files are not involved.
         try:
@@ -90,44 +86,19 @@ class MixedPrecisionPass(FunctionalPass):
 def _check_kind(model) -> bool:
     """True for a ModelProto, False for an onnx_ir Model; a UsageError for anything else."""
     if isinstance(model, onnx.ModelProto):
-        for tensor in _proto_tensors(model):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                raise UsageError(
-                    f"model: initializer {tensor.name!r} refers to external data that is not loaded; "
-                    "load the model with onnx.load(path) (it loads external data), "
-                    "or convert the file with ampconv.convert(path)"
-                )
+        unloaded = unloaded_external_tensor(model)
+        if unloaded is not None:
+            raise UsageError(
+                f"model: initializer {unloaded!r} refers to external data that is not loaded; "
+                "load the model with onnx.load(path) (it loads external data), "
+                "or convert the file with ampconv.convert(path)"
+            )
         return True
     if isinstance(model, ir.Model):
         return False
     if isinstance(model, (str, Path)):
         raise UsageError("model: convert_model takes a model in memory; for a path use ampconv.convert(path)")
     raise UsageError(f"model: expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
-
-
-def _proto_tensors(model: onnx.ModelProto):
-    """The initializers of every graph of a ModelProto, subgraphs included."""
-    graphs = [model.graph]
-    while graphs:
-        graph = graphs.pop()
-        yield from graph.initializer
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    graphs.append(attr.g)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    graphs.extend(attr.graphs)
-
-
-def _needs_data_file(model: ir.Model) -> bool:
-    """Whether the temporary copy needs a data file: big weights, or weights that live in files already."""
-    if weight_bytes(model) > _EXTERNAL_ABOVE_BYTES:
-        return True
-    # An external tensor keeps its relative location when saved as it is,
-    # which would not resolve from the temporary folder.
-    return any(
-        isinstance(v.const_value, ir.ExternalTensor) for g in all_graphs(model) for v in g.initializers.values()
-    )
 
 
 def _read_back(path: Path, as_proto: bool) -> AnyModel:

@@ -263,7 +263,8 @@ model_options = OptionGroup(
 
 
 data_options = OptionGroup(
-    "--calibration-data and what it enables: the data guards' thresholds and --tune.",
+    "--calibration-data and what it enables (the data guards' thresholds, --tune), the synthetic run without it, "
+    "and the release step on either.",
     _of("calibration_data", "calibration_samples", "calibration_seed", "data_max", "underflow_fraction",
         "synthetic_run", "synthetic_budget", "release", "tune"),
     check=_check_data_flags,

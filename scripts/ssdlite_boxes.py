@@ -8,7 +8,7 @@ Usage:
   of that size in ``DIR/images_HxW``;
 - ``python scripts/ssdlite_boxes.py measure MODEL.onnx CONVERTED.onnx IMAGES_DIR``, in the project's venv:
   per image, the clear detections matched, the p99 of 1 - IoU of the matched boxes for the conversion and for
-  the floor model (``validate.floor``), and every matched box moved beyond 1 - IoU 0.1 with its scores.
+  the floor model (``validation.floor``), and every matched box moved beyond 1 - IoU 0.1 with its scores.
 
 Trained-like: BatchNorm statistics recalibrated on smooth images, the heads' last convolutions scaled so class
 logits have std 3 and box codes std 1, and the background logit raised by 7 so most anchors are background

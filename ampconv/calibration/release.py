@@ -60,12 +60,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import onnx_ir as ir
 
-from ampconv.calibration.tune import Evaluation, Evaluator, Task, judging_for, judging_task
+from ampconv.calibration.tune import Evaluation, Evaluator, Task, judging_for, judging_task, outputs_judge
 from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.numerics.activations import Calibration
 from ampconv.numerics.modelio import wants_external
-from ampconv.plan.provenance import data_reach
+from ampconv.plan.provenance import FLOAT_TYPES, data_reach
 from ampconv.plan.search_pins import SearchPins
 from ampconv.reading.prepare import NameNodesPass
 from ampconv.runtime.isolated import run_isolated
@@ -148,6 +148,13 @@ class ReleaseResult:
     seconds: float = 0.0
     notes: List[str] = dataclasses.field(default_factory=list)
 
+    @classmethod
+    def of(cls, calibration: Calibration, found: Sequence[Island], **fields) -> "ReleaseResult":
+        """The record of a step over the islands ``found`` on ``calibration``'s evidence: their count, their
+        nodes and the budget those nodes give; ``fields``: the rest (``untried``, ``seconds``)."""
+        nodes = sum(len(island.nodes) for island in found)
+        return cls(_evidence(calibration), len(found), nodes, budget(nodes), **fields)
+
     def lowered(self) -> int:
         """How many nodes the step runs LOW."""
         return sum(len(entry["nodes"]) for entry in self.released)
@@ -204,17 +211,15 @@ def _integer_made(model: ir.Model) -> frozenset:
     """The float values computed from integers (a Shape or a position cast to float, and what follows): their
     range is the shapes' and the positions', which the evidence's few samples do not span (hazard 8: a
     dimension of 4099 that float16 cannot hold)."""
-    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
     sources = [out for node in model.graph if node.op_type in ("Cast", "CastLike") and node.inputs
-               and node.inputs[0] is not None and node.inputs[0].dtype not in floats
-               for out in node.outputs if out.dtype in floats]
+               and node.inputs[0] is not None and node.inputs[0].dtype not in FLOAT_TYPES
+               for out in node.outputs if out.dtype in FLOAT_TYPES]
     return frozenset(data_reach(model.graph, sources)) if sources else frozenset()
 
 
 def _input_scaled(model: ir.Model) -> frozenset:
     """The values whose magnitude follows a float graph input's (``plan.provenance``)."""
-    floats = {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
-    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in floats]))
+    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES]))
 
 
 def _joined(graph: ir.Graph, chosen: Mapping[ir.Node, str]) -> List[List[ir.Node]]:
@@ -372,8 +377,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
         return setting.base, None
     expected = EVALUATION_COST * setting.calibration.seconds
     if expected > SECONDS:  # the float32 pass over the evidence says one evaluation alone would spend the time
-        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                               budget(sum(len(i.nodes) for i in found)), untried=[i.record() for i in found])
+        result = ReleaseResult.of(setting.calibration, found, untried=[i.record() for i in found])
         result.notes.append(f"not tried: one evaluation would take about {expected:.0f} s ({EVALUATION_COST:g}x the "
                             f"float32 pass over the evidence), over the step's {SECONDS:g} s")
         return setting.base, result
@@ -381,8 +385,7 @@ def release(setting: ReleaseSetting, plan) -> Tuple[SearchPins, Optional[Release
     try:
         lowered, result = run_isolated(_search, setting, found, timeout=3 * SECONDS + 30)
     except Exception as exc:  # noqa: BLE001 - the release is optional: any failure keeps the plan as it was
-        result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                               budget(sum(len(i.nodes) for i in found)), seconds=time.perf_counter() - start)
+        result = ReleaseResult.of(setting.calibration, found, seconds=time.perf_counter() - start)
         result.notes.append(f"the release step could not run ({first_line(exc)}): nothing released")
         return setting.base, result
     return dataclasses.replace(setting.base, lowered=lowered), result
@@ -398,8 +401,7 @@ def _evidence(calibration: Calibration) -> str:
 
 def _search(setting: ReleaseSetting, found: Sequence[Island]) -> Tuple[Dict[str, str], ReleaseResult]:
     """Steps 2-4 of the module docstring, in the child: the lowered nodes with their reasons, and the record."""
-    result = ReleaseResult(_evidence(setting.calibration), len(found), sum(len(i.nodes) for i in found),
-                           budget(sum(len(i.nodes) for i in found)))
+    result = ReleaseResult.of(setting.calibration, found)
     start = time.perf_counter()
     trial = Candidates(setting)
     try:
@@ -435,15 +437,11 @@ class Candidates:
 
     def _sample_judge(self, user_metric):
         """A sample passes when the user's metric (if any) holds and no output moves beyond the floor."""
+        outputs = outputs_judge(self.judge)
+
         def judge(ref, conv, floor_out, index):
             failed = user_metric(ref, conv, floor_out, index) if user_metric is not None else None
-            if failed:
-                return failed
-            for name in ref:
-                verdict = self.judge(name, ref, conv, floor_out)
-                if not verdict.passed:
-                    return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
-            return None
+            return failed or outputs(ref, conv, floor_out, index)
         return judge
 
     def __call__(self, islands: Sequence[Island]) -> Tuple[Evaluation, float, str]:

@@ -48,6 +48,7 @@ from ampconv.numerics import dimrelations, modelio
 from ampconv.numerics.activations import Calibration
 from ampconv.numerics.collect import Pass, bodies_refused, observe
 from ampconv.options.groups import SYNTHETIC_BUDGET_S, DataOptions
+from ampconv.plan.evidence import WANTING_NUMBERS
 from ampconv.runtime.isolated import DEFAULT_TIMEOUT_S, run_isolated
 from ampconv.runtime.loadcheck import first_line
 
@@ -60,8 +61,6 @@ SEED = 0
 # How a note tells the user to give real data or turn the run off.
 REAL_DATA = f"give real samples with {named('calibration_data', 'PATH')}"
 ADVICE = f"{REAL_DATA}, or turn the run off with {named('synthetic_run', False)}"
-# The rules whose float32 a float32 run that saw the values fit can lift (plan.evidence).
-RUN_CLEARS = ("range-statistics", "range-reduction")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +232,7 @@ def evidence_samples(model: ir.Model, options: DataOptions):
 def unjudged_note(nodes) -> Optional[str]:
     """With no float32 run (failed): the nodes a run that saw their values fit could have lowered, and how to
     give one (``nodes``: the report's entries); None when there are none."""
-    kept = Counter(n["rule"] for n in nodes if n["precision"] == "HIGH" and n["rule"] in RUN_CLEARS)
+    kept = Counter(n["rule"] for n in nodes if n["precision"] == "HIGH" and n["rule"] in WANTING_NUMBERS)
     if not kept:
         return None
     which = ", ".join(f"{rule} x{count}" for rule, count in sorted(kept.items()))
@@ -269,6 +268,6 @@ def skipped_note(skipped: Skipped, kept: int, norms: int, sums: int) -> str:
             f"{named('calibration_data')}")
 
 
-__all__ = ["ADVICE", "CHEAP_RUN_S", "DEFAULT_BUDGET_S", "REAL_DATA", "RUN_CLEARS", "SEED", "Choice", "Skipped",
+__all__ = ["ADVICE", "CHEAP_RUN_S", "DEFAULT_BUDGET_S", "REAL_DATA", "SEED", "Choice", "Skipped",
            "available_memory", "choose", "evidence_samples", "refused", "skipped_note", "synthetic_run",
            "unjudged_note", "wanted"]

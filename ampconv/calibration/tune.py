@@ -148,14 +148,14 @@ def budget(low_nodes: int) -> int:
 class Evaluator:
     """Runs candidates against the float32 reference on the calibration samples, judged by ``task``.
 
-    With ``task.floor`` (default criteria), the floor model (``validate.floor``:
+    With ``task.floor`` (default criteria), the floor model (``validation.floor``:
     the reference on its weights, inputs, products, elementwise results and
     outputs rounded to that type) runs beside the reference and every
     candidate is judged against the error it shows too, as ``validate``
     judges: a conversion whose failure the floor explains passes its first
     evaluation, and nothing is pinned for it. With ``task.decoder`` the
     reference's greedy decode from the first sample is made once and every
-    candidate decodes against it (``validate.decode``).
+    candidate decodes against it (``validation.decode``).
     """
 
     def __init__(self, reference: str, samples: Iterable, build: Build, task: Task, external: bool) -> None:
@@ -543,7 +543,7 @@ def judging_task(request, model: ir.Model) -> Task:
     criteria ``validate`` would use: the strict rule with ``rtol``/``atol``,
     else the default criteria with the user's ``limits`` and
     ``extra_criteria``, against the floor model's error; and a decoder with a
-    cache keeps its greedy decode (``validate.decode``), as validate's
+    cache keeps its greedy decode (``validation.decode``), as validate's
     verdict requires.
     """
     data = request.data_options
@@ -551,7 +551,8 @@ def judging_task(request, model: ir.Model) -> Task:
         return Task(_metric_judge(data.metric), passes=f"metric {data.metric.name} holds on every sample")
     judging = judging_for(request, model)
     low = low_type(judging.dtype) if judging.criteria.mode == DEFAULT else None  # strict: the user's tolerance alone
-    return Task(_outputs_judge(judging), low, decoder_roles(model))
+    return Task(outputs_judge(lambda name, ref, conv, floor_out: judge_output(name, ref, conv, judging, floor_out)),
+                low, decoder_roles(model))
 
 
 def judging_for(request, model: ir.Model) -> Judging:
@@ -573,11 +574,13 @@ def decoder_roles(model: ir.Model):
         return None  # no decoder with a cache: its outputs are its task
 
 
-def _outputs_judge(judging: Judging) -> SampleJudge:
-    """A sample passes when every output passes ``judge_output``; else the first failing output's words."""
+def outputs_judge(judge_one: Callable) -> SampleJudge:
+    """A sample passes when every output passes ``judge_one(name, reference outputs, converted outputs, floor
+    outputs)`` (an object with ``passed`` and ``decided_by``: ``comparison.judge_output``'s verdict); else the
+    first failing output's words."""
     def judge(ref, conv, floor_out, _index):
         for name in ref:
-            verdict = judge_output(name, ref, conv, judging, floor_out)
+            verdict = judge_one(name, ref, conv, floor_out)
             if not verdict.passed:
                 return f"output {name!r}", getattr(verdict, "decided_by", None) or "over tolerance"
         return None

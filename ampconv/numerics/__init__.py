@@ -1,7 +1,7 @@
 """Numbers on models, shared by calibration, the accuracy search and validation.
 
 Both ``ampconv.calibration`` (calibration samples, the synthetic run, ``--tune``) and
-``ampconv.validate`` (the verdict) build on this unit; it imports neither of
+``ampconv.validation`` (the verdict) build on this unit; it imports neither of
 them, nor the planner. Modules: ``modelio`` (loading, types, derived copies,
 values exposed as outputs), ``runners`` (onnxruntime sessions), ``emulate``
 (a float32 copy that rounds like fp16/bf16), ``metrics`` (error figures),

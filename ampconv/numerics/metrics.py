@@ -90,7 +90,7 @@ class Metrics:
     criterion: str | None = None
     decided_by: str | None = None
     severity: float | None = None
-    # Set by ``criteria.judge`` given the floor model's output (``validate.floor``): how many times the
+    # Set by ``criteria.judge`` given the floor model's output (``validation.floor``): how many times the
     # unavoidable error this output's error is, the one number ``decided_by`` quotes ("N times the unavoidable
     # error": the RMS error over the floor model's, or for a failing figure of size the larger of that and the
     # figure over the floor's same figure), and the floor model's RMS error.

@@ -107,9 +107,5 @@ class DataOptions:
             if not self.tune and getattr(self, name):
                 raise UsageError(f"{named(name)} sets how {named('tune')} judges its candidates; "
                                  "without it it does nothing")
-        for name in ("metric", "limits", "extra_criteria", "natures"):
-            if not self.tune and getattr(self, name):
-                raise UsageError(f"{named(name)} sets how {named('tune')} judges its candidates; "
-                                 "without it it does nothing")
         if "random" in self.calibration_data and len(self.calibration_data) > 1:
             raise UsageError(f"{named('calibration_data')} 'random' cannot be mixed with sample paths")

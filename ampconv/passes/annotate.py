@@ -2,7 +2,7 @@
 
 The decision then travels with the model into any viewer (Netron shows
 metadata_props) or later tool, the way onnxscript's rewriter stamps the names
-of the rules that produced a node. Keys: ``ampconv.core.precision`` (``float16``,
+of the rules that produced a node. Keys: ``ampconv.precision`` (``float16``,
 ``bfloat16``, ``float32``, or ``none`` for a node without float data) and
 ``ampconv.rule`` (the rule id, ``docs/precision.md``). Casts the rewrite
 inserted, and Constants it copied, are stamped ``ampconv.rule = inserted``.
@@ -18,7 +18,7 @@ from ampconv.core.lowtypes import low_type
 from ampconv.plan import Plan
 from ampconv.core.graphs import all_graphs
 
-PRECISION_KEY = "ampconv.core.precision"
+PRECISION_KEY = "ampconv.precision"
 RULE_KEY = "ampconv.rule"
 INSERTED = "inserted"
 

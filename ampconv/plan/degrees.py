@@ -55,10 +55,10 @@ from ampconv.core.domains import is_default
 from ampconv.core.graphs import subgraphs_of
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.magnitude import BOUNDED_OPS, KEEP_OPS, LARGEST_OPS, uniform_terms
+from ampconv.plan.provenance import FLOAT_TYPES
 from ampconv.plan.values import constant_array, is_constant
 
 EXPONENTIAL = math.inf
-_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 # Ops whose output no longer grows with the input: bounded by their semantics, or normalized.
 _SETTLING = BOUNDED_OPS | frozenset({
     "LayerNormalization", "InstanceNormalization", "GroupNormalization", "LpNormalization",
@@ -151,7 +151,7 @@ class _Walk:
         if result.gain is not None and not (result.gain > 0 and math.isfinite(result.gain)):
             result = result._replace(gain=None)
         for out in node.outputs:
-            if out.dtype in _FLOATS or out.dtype is None:
+            if out.dtype in FLOAT_TYPES or out.dtype is None:
                 self.grown[out] = result
 
     def _captured(self, node: ir.Node) -> Optional[Growth]:

@@ -3,8 +3,9 @@
 The phases, in order: the main graph's inputs, every node of every graph (the
 rule table forward, If/Loop/Scan through their subgraphs, the backward pass),
 weights shared with transparent readers, the warnings about name patterns,
-the main graph's outputs, each node's slot needs, the fallback type's opset
-warning. Each phase declares what it requires and ensures; ``run_phases``
+the main graph's outputs, each node's slot needs, the input envelope (how far
+each float input may grow before a LOW node overflows), the fallback type's
+opset warning. Each phase declares what it requires and ensures; ``run_phases``
 refuses an order that breaks that.
 """
 

@@ -75,8 +75,3 @@ def fits(ctx: PlanContext, value: ir.Value) -> Optional[str]:
     run = "the synthetic float32 run" if calibration.synthetic else f"{calibration.samples} calibration sample(s)"
     return f"{run} saw max |x| = {fmt(stats.max_abs)}, within the guard {ctx.thresholds.max_abs:g}"
 
-
-def handed(ctx: PlanContext, value: ir.Value) -> Optional[str]:
-    """The evidence with which ``value`` (a float32 voter) is handed on LOW, or None."""
-    found = ctx.handed
-    return found.get(value) if found else None

@@ -27,7 +27,8 @@ from ampconv.core.graphs import subgraphs_of
 from ampconv.plan.bounds import semantic_bound
 from ampconv.plan.context import PlanContext
 
-_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
+# The float element types: a value of one of them carries a scale (an integer output stops the walk).
+FLOAT_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE})
 
 
 def user_inputs(ctx: PlanContext) -> List[ir.Value]:
@@ -35,7 +36,7 @@ def user_inputs(ctx: PlanContext) -> List[ir.Value]:
     initializers an old exporter also lists as graph inputs: weights)."""
     cache = {pair.past for pair in ctx.cache_pairs()}
     return [v for v in ctx.model.graph.inputs
-            if v.dtype in _FLOATS and v.name not in cache and not v.is_initializer()]
+            if v.dtype in FLOAT_TYPES and v.name not in cache and not v.is_initializer()]
 
 
 def scaled_by_user_data(ctx: PlanContext) -> FrozenSet[ir.Value]:
@@ -71,11 +72,11 @@ def _walk(graph: ir.Graph, reached: Set[ir.Value]) -> None:
         if not read:
             continue
         for out in node.outputs:
-            if out.dtype not in _FLOATS and out.dtype is not None:
+            if out.dtype not in FLOAT_TYPES and out.dtype is not None:
                 continue
             if semantic_bound(out, depth=1) is not None:
                 continue
             reached.add(out)
 
 
-__all__ = ["data_reach", "scaled_by_user_data", "user_inputs"]
+__all__ = ["FLOAT_TYPES", "data_reach", "scaled_by_user_data", "user_inputs"]

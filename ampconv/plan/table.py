@@ -2,8 +2,9 @@
 
 This order is the planner's contract (docs/precision.md, "Rules and their
 ids"): hard facts first, then what a check of an earlier attempt said, then the
-user's float32 overrides, the constant guard, the data guards (calibration
-data and the accuracy search, then the nodes the release step lowered), the user's LOW override, the range guards
+user's float32 overrides, the constant guard, the data guards (the accuracy
+search's pins, the nodes the release step lowered, what a float32 run saw, the
+input envelope), the user's LOW override, the range guards
 (evidence on the model for a gray op once black), the level table, and the
 gray rule, which always decides.
 """
@@ -47,8 +48,8 @@ def active_rules(ctx: PlanContext, op: OpFacts) -> Tuple[RuleFunction, ...]:
     A rule for another op (BitCast, the reductions), a user option not given,
     no calibration data: a rule whose ``applies`` says no would return None
     for every node of ``op``, so skipping it changes no decision, and a
-    typical node then runs 7 of the 24 (the median over the sample
-    models). Made once per op and context. The
+    typical node then runs 8 of the 26 (the median over the sample
+    models, default options). Made once per op and context. The
     user's rules (``PlanOptions.rules``) stand before ``force_low``, each
     kept only where its ``applies`` allows.
     """

@@ -325,6 +325,36 @@ def external_data_files(model: ir.Model) -> List[Path]:
     return sorted({Path(t.path).resolve() for t in external_tensors(model)})
 
 
+# A private copy of a model given in memory (``ampconv.convert_model``, ``ampconv.validate``) with more weight
+# bytes than this keeps them in a data file: a protobuf message cannot exceed 2 GB.
+COPY_INLINE_MAX_BYTES = 1 << 30
+
+
+def copy_needs_data_file(model: ir.Model) -> bool:
+    """Whether a copy of ``model`` saved in another folder needs a data file: big weights, or weights that live
+    in files already (an external tensor saved as it is keeps its relative location, which would not resolve
+    from the copy's folder)."""
+    return weight_bytes(model) > COPY_INLINE_MAX_BYTES or next(external_tensors(model), None) is not None
+
+
+def unloaded_external_tensor(model: onnx.ModelProto) -> Optional[str]:
+    """The name of the first initializer, in any graph of ``model``, whose data is external and not loaded
+    (``onnx.load(path, load_external_data=False)``); None when every weight is in the message."""
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for tensor in graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                return tensor.name
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    graphs.extend(attr.graphs)
+    return None
+
+
 def check_external_data(model: ir.Model, model_path: Path) -> None:
     """Fail early, naming tensor and file, when external data is missing, short or unsafe.
 

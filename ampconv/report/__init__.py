@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from ampconv.errors import Parameter, named, spell_parameters
+from ampconv.errors import Parameter, Speller, named, spell_parameters
 from ampconv.core.precision import Precision
 
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
-
-# How a renderer spells a parameter that a warning or note names (``ampconv.errors.named``):
-# Python words by default, the CLI's flags from the CLI.
-Speller = Callable[[Parameter], str]
+from typing import Any, Dict, List, Optional, Tuple
 
 
 @dataclasses.dataclass
@@ -384,12 +380,9 @@ def _figures_line(report: Report) -> str:
     traffic = f"{f['cast_traffic_bytes'] / 1e6:.2f} MB"
     if f["cast_traffic_unknown"]:
         traffic += f" (+{f['cast_traffic_unknown']} cast(s) of unknown size)"
-    from ampconv.core.lowtypes import LOW_TYPES  # numpy: only when figures are rendered
-
-    record = LOW_TYPES.get(report.dtype)
-    low = record.name if record is not None else report.dtype
-    if report.fallback_dtype in LOW_TYPES:  # heavy ops LOW count both types
-        low = f"{low} or {LOW_TYPES[report.fallback_dtype].name}"
+    low = _low_type_name(report.dtype)
+    if report.fallback_dtype is not None:  # heavy ops LOW count both types
+        low = f"{low} or {_low_type_name(report.fallback_dtype)}"
     return (
         f"GPU figures: {f['casts']} cast(s) moving {traffic} per inference at {at}; "
         f"{f['heavy_low']} of {f['heavy_nodes']} heavy op(s) (MatMul, Conv, attention, norms) in {low}"
@@ -434,7 +427,8 @@ def _nodes_line(report: Report) -> str:
 
 
 def _low_type_name(dtype: str) -> str:
-    from ampconv.core.lowtypes import LOW_TYPES  # numpy: only when a model converted before is rendered
+    """The LOW type's name (``float16``) for its key, or the key itself when it names none."""
+    from ampconv.core.lowtypes import LOW_TYPES  # numpy: only when a type is named in a line
 
     record = LOW_TYPES.get(dtype)
     return record.name if record is not None else str(dtype)

@@ -6,8 +6,10 @@ the error no conversion avoids), ``criteria`` (the verdict, ``Criterion``),
 ``natures`` (what each output is, from the graph), ``detections`` (detection
 sets matched as sets), ``comparison`` (the sample loop), ``decode`` (a greedy
 decode of both models), ``metric`` (the user's own measure, which decides
-when given), ``localize`` (first diverging node), ``result`` (data), ``core``
-(``validate``), ``render`` (text/markdown/json). Loading,
+when given), ``localize`` (first diverging node), ``advice`` (the fix it
+found, in words), ``result`` (data), ``models`` (a model given in memory,
+run from a private copy), ``core`` (``validate``), ``render``
+(text/markdown/json). Loading,
 emulation, runners and metrics are ``ampconv.numerics``'.
 
 This package is light to import (no numpy, onnx or onnxruntime): ``import

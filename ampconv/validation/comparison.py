@@ -65,7 +65,7 @@ class Compared:
     outputs)`` of the first sample on which some output failed (None when all
     passed); ``spans`` maps each bounded output to the (min, max) its reference
     took over all samples. With the user's metric, ``metric`` is its verdict
-    (``validate.metric.MetricVerdict``) and ``first_failed`` the first sample
+    (``validation.metric.MetricVerdict``) and ``first_failed`` the first sample
     it failed on.
     """
 
@@ -80,7 +80,7 @@ class Compared:
 @dataclasses.dataclass(frozen=True)
 class Judging:
     """How each output is judged: its criteria, the LOW type, and the natures of the reference's outputs;
-    and how the whole sample is: the user's metric (``validate.metric.TaskMetric``; None: none given)."""
+    and how the whole sample is: the user's metric (``validation.metric.TaskMetric``; None: none given)."""
 
     criteria: object
     dtype: str
@@ -103,7 +103,7 @@ def compare(
     name. An output that cannot be compared on some sample (a shape mismatch)
     records that sample's error and fails; the others go on. ``progress(done)``
     is called after each sample. ``run_floor(sample)``: the floor model's
-    outputs (``validate.floor``), which each float output's error is judged
+    outputs (``validation.floor``), which each float output's error is judged
     against too.
     """
     tallies = {name: _Tally() for name in out_names}

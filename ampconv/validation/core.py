@@ -114,7 +114,7 @@ def _greedy_decode(run: "_Run", ref_runner: runners.Runner, conv_runner: runners
     """For a decoder with a KV cache, a greedy decode of both models from the first sample; else None.
 
     Per-output criteria judge one step; a decoder's users read the tokens of
-    many, each reading the cache the last wrote (``validate.decode``). The
+    many, each reading the cache the last wrote (``validation.decode``). The
     sessions are the run's own (the converted one emulated or native, as the
     run's backend).
     """
@@ -275,7 +275,7 @@ def floor_note(why: str) -> str:
 
 
 def _floor_session(run: _Run, setup: "_Setup"):
-    """The floor model's session (``validate.floor``: the reference on its inputs and weights rounded to the
+    """The floor model's session (``validation.floor``: the reference on its inputs and weights rounded to the
     LOW type; CPU, no graph optimization), or None with a note when it cannot be built or loaded."""
     try:
         run.ref.with_types()  # the floor rounds float32 results: their types must be known

@@ -17,7 +17,7 @@ Two modes:
 decides, and says which criterion decided (``decided_by``).
 
 In default mode each float output is also judged against the floor model's
-error (``validate.floor``: the error no LOW conversion avoids): a failing
+error (``validation.floor``: the error no LOW conversion avoids): a failing
 figure of size within ``FLOOR_FACTOR`` times it passes, an output near its
 threshold at ``FLOOR_BEYOND`` times it fails (``judge_against_floor``). The
 user extends the criteria with ``Criterion`` objects and per-output
@@ -137,7 +137,7 @@ class Criterion:
             on one sample (numpy arrays of the same shape; None: it does not
             apply to this output).
         outputs: the outputs it judges (empty: every float output).
-        floor_explains: whether the floor model (``validate.floor``) may
+        floor_explains: whether the floor model (``validation.floor``) may
             excuse a failure (``_added_against_floor``). Off by default: a
             criterion a user adds is their task's demand, and the words quote
             the floor model's figure beside it.
@@ -331,7 +331,7 @@ def judge(
     threshold, not beyond it). ``decided_by`` then says so.
 
     ``floor`` (default mode): the same output of the floor model
-    (``validate.floor``: the float32 model on its inputs and weights rounded
+    (``validation.floor``: the float32 model on its inputs and weights rounded
     to the LOW type). The error is then also measured against the floor's
     (``floor_ratio``), and a failing criterion that the floor explains
     (``explained_by_floor``) passes, decided by ``floor``: the model's own
@@ -470,7 +470,7 @@ def _measure(ref, conv, criteria: Criteria, nature, output: str | None = None):
     return measured, failing, decider, judged_on
 
 
-# What the floor model rounds (``validate.floor``), in the words a verdict quotes.
+# What the floor model rounds (``validation.floor``), in the words a verdict quotes.
 FLOOR_WORDS = "weights, inputs, products, elementwise results and outputs rounded to {low}"
 def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
     """The checks of the user's criteria (``criteria.extra``) that judge ``output`` for this LOW type."""
@@ -486,7 +486,7 @@ def _added_checks(ref, conv, criteria: Criteria, output: str | None) -> list:
 
 
 # A failing criterion passes when the converted model's error is within this many times the error the
-# floor model shows (``validate.floor``), on the output's RMS error and on the failing figure itself.
+# floor model shows (``validation.floor``), on the output's RMS error and on the failing figure itself.
 # docs/validation.md ("The floor") gives the measurements that chose it: correct conversions read at most
 # 4.1x (PP-OCRv4's detector in bf16 on random inputs), broken ones 14x and more.
 FLOOR_FACTOR = 5.0

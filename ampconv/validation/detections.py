@@ -12,7 +12,7 @@ or swap two. Compared by position, boxes read as class scores and labels
 2. A detection is *clear* when its score lies above the selection's score
    threshold (NMS's constant when the graph holds one, else the lowest
    reference score: a TopK's cut) by more than rounding may move it: twice
-   the largest score change the floor model shows (``validate.floor``), and
+   the largest score change the floor model shows (``validation.floor``), and
    at least ``CLEAR_ULPS`` units in the last place of the LOW type at the
    cut. One nearer the cut may appear or vanish on rounding alone.
 3. Reference detections, best score first, take the unmatched converted

@@ -21,11 +21,9 @@ import onnx
 import onnx_ir as ir
 
 from ampconv.errors import AmpconvError, UsageError
-from ampconv.reading.load import weight_bytes
+from ampconv.reading.load import copy_needs_data_file, unloaded_external_tensor
 
 NAMES = {"reference": "<in-memory reference>", "converted": "<in-memory converted model>"}
-# Above this many weight bytes a model in memory is saved with a data file: a protobuf message cannot exceed 2 GB.
-_EXTERNAL_ABOVE_BYTES = 1 << 30
 
 
 def _path_of(model, role: str, folder: str) -> str:
@@ -33,15 +31,15 @@ def _path_of(model, role: str, folder: str) -> str:
     if isinstance(model, (str, os.PathLike)):
         return os.fspath(model)
     if isinstance(model, onnx.ModelProto):
-        for tensor in model.graph.initializer:
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                raise UsageError(f"{role}: initializer {tensor.name!r} refers to external data that is not loaded; "
-                                 "load the model with onnx.load(path) (it loads external data), or pass its path")
+        unloaded = unloaded_external_tensor(model)
+        if unloaded is not None:
+            raise UsageError(f"{role}: initializer {unloaded!r} refers to external data that is not loaded; "
+                             "load the model with onnx.load(path) (it loads external data), or pass its path")
         model = ir.serde.deserialize_model(model)
     if not isinstance(model, ir.Model):
         raise UsageError(f"{role}: expected a path, an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
     path = Path(folder) / f"{role}.onnx"
-    external = f"{role}.onnx.data" if weight_bytes(model) > _EXTERNAL_ABOVE_BYTES else None
+    external = f"{role}.onnx.data" if copy_needs_data_file(model) else None
     ir.save(model, path, external_data=external)
     return str(path)
 

@@ -21,7 +21,7 @@ themselves:
   ``boxes``/``scores``/``labels``) or packed in the columns of one output
   (YOLO's ``[x1, y1, x2, y2, score, class]``, read from the Concat that packs
   them). The members of one selection are matched as sets
-  (``validate.detections``), never by position; NMS's constant score
+  (``validation.detections``), never by position; NMS's constant score
   threshold, when the graph holds one, says which detections are clear.
 
 ``output_natures`` returns a ``Nature`` for each such output; the others are

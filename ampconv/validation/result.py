@@ -18,7 +18,7 @@ class OutputResult:
     ``passed`` is the worst sample's verdict; ``worst.decided_by`` says which
     criterion decided it (``criteria.judge``). ``exact``: judged by exact
     match (an integer or bool output); ``in_set``: judged with the other
-    members of its detection set, as one set (``validate.detections``), so
+    members of its detection set, as one set (``validation.detections``), so
     its verdict is the set's.
     """
 
@@ -126,19 +126,19 @@ class ValidationResult:
     criteria: Criteria | None = None
     # Samples compared; input_sources and each output's per_sample list the first few (comparison.KEPT_SAMPLES).
     sample_count: int | None = None
-    # A decoder with a KV cache: the greedy decode of both models (``validate.decode.DecodeResult``), else None.
+    # A decoder with a KV cache: the greedy decode of both models (``validation.decode.DecodeResult``), else None.
     decode: object | None = None
     # ``notes`` with the parameters they advise marked (``ampconv.errors.named``): ``note_texts`` spells them
     # as a reader speaks (``notes`` holds them in Python words). Empty: ``notes`` name none.
     note_templates: tuple[str, ...] = ()
+    # The user's metric over the samples (``validation.metric.MetricVerdict``): when given, it decides ``passed``.
+    metric: object | None = None
 
     def note_texts(self, spell: Speller = Parameter.python_text) -> list[str]:
         """The notes, each parameter they advise spelled by ``spell`` (``--inputs`` from the CLI)."""
         if not self.note_templates:
             return list(self.notes)
         return [spell_parameters(text, spell) for text in self.note_templates]
-    # The user's metric over the samples (``validate.metric.MetricVerdict``): when given, it decides ``passed``.
-    metric: object | None = None
 
     def summary_line(self) -> str:
         """The verdict in one line: ``PASS: 2/2 outputs pass the default criteria ...; backend: ...``.

@@ -122,8 +122,8 @@ def test_annotate_stamps_precision_and_rule(tmp_path):
     _, model = convert_text(tmp_path, MATMUL, annotate=True)
     stamped = {n.op_type: {p.key: p.value for p in n.metadata_props} for n in model.graph.node
                if n.op_type != "Cast"}
-    assert stamped["MatMul"] == {"ampconv.core.precision": "float16", "ampconv.rule": "white"}
-    assert stamped["Cos"] == {"ampconv.core.precision": "float32", "ampconv.rule": "black"}
+    assert stamped["MatMul"] == {"ampconv.precision": "float16", "ampconv.rule": "white"}
+    assert stamped["Cos"] == {"ampconv.precision": "float32", "ampconv.rule": "black"}
     casts = [n for n in model.graph.node if n.op_type == "Cast"]
     assert casts and all({p.key: p.value for p in n.metadata_props} == {"ampconv.rule": "inserted"} for n in casts)
 
@@ -131,7 +131,7 @@ def test_annotate_stamps_precision_and_rule(tmp_path):
 def test_annotate_says_bfloat16(tmp_path):
     _, model = convert_text(tmp_path, CONV, dtype="bf16", opset=22, annotate=True)
     conv = next(n for n in model.graph.node if n.op_type == "Conv")
-    assert {p.key: p.value for p in conv.metadata_props}["ampconv.core.precision"] == "bfloat16"
+    assert {p.key: p.value for p in conv.metadata_props}["ampconv.precision"] == "bfloat16"
 
 
 def test_no_stamps_without_annotate(tmp_path):

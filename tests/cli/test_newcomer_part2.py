@@ -359,6 +359,24 @@ def test_validate_takes_models_in_memory(mlp_path, tmp_path):
     assert ampconv.validate(mlp_path, converted).reference == str(mlp_path)  # a path stays the path
 
 
+def test_validate_takes_a_model_in_memory_whose_weights_live_in_a_data_file(mlp_path, tmp_path):
+    # Saved as it is, an external tensor keeps its relative location, which the private copy's folder lacks:
+    # the copy gets a data file of its own, as convert_model's does (reading.load.copy_needs_data_file).
+    import onnx_ir as ir
+
+    stored = tmp_path / "stored" / "mlp.onnx"
+    stored.parent.mkdir()
+    onnx.save(onnx.load(str(mlp_path)), str(stored), save_as_external_data=True, location="mlp.data",
+              size_threshold=0)
+    model = ir.load(str(stored))
+    assert any(isinstance(v.const_value, ir.ExternalTensor) for v in model.graph.initializers.values())
+    result = ampconv.validate(model, model, ampconv.ValidateOptions(backend="emulate"))
+    assert result.passed and result.reference == "<in-memory reference>"
+    unloaded = onnx.load(str(stored), load_external_data=False)
+    with pytest.raises(ampconv.UsageError, match=r"^reference: initializer .* external data that is not loaded"):
+        ampconv.validate(unloaded, model)  # the negative: a message whose weights were never read
+
+
 @pytest.mark.parametrize("bad", [42, b"model", None])
 def test_validate_refuses_other_things_with_its_own_error(mlp_path, bad):
     with pytest.raises(ampconv.UsageError, match=r"^converted: expected a path, an onnx.ModelProto or an onnx_ir"):
