@@ -22,8 +22,6 @@ from ampconv.config import Config
 from ampconv.calibration import synthetic
 from ampconv.numerics.collect import collect
 from ampconv.calibration.samples import calibration_samples
-from ampconv.calibration.release import ReleaseSetting, release, worth_trying
-from ampconv.calibration.tune import tune_model
 from ampconv.errors import AmpconvError, ConversionError, UnsupportedModelError, command_line_text, named, spell_parameters
 from ampconv.reading.load import load_model
 from ampconv.core.lowtypes import low_type
@@ -251,6 +249,10 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
     memory only, on the evidence's samples (calibration data, or the synthetic
     run's seeded draw).
     """
+    # Imported here, not at the top: a conversion without evidence never needs the release step or the
+    # search, and their modules (with the validation package under them) cost ~30 ms of every start.
+    from ampconv.calibration.release import ReleaseSetting, release, worth_trying
+
     if plan is None or not worth_trying(plan):
         return data
     options = request.data_options
@@ -360,6 +362,8 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     findings = DataFindings(calibration=calibration)
     if not options.tune:
         return findings
+    from ampconv.calibration.tune import tune_model  # here, not at the top: see _released
+
 
     def fresh() -> ir.Model:
         copy = load_model(src, infer_types=complaint is None)

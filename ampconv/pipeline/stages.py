@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
 import onnx_ir as ir
 
@@ -34,9 +34,7 @@ from ampconv.pipeline.figures import conversion_figures
 from ampconv.plan.kvcache import cache_summary
 from ampconv.plan.search_pins import SearchPins
 from ampconv.numerics.activations import Calibration
-from ampconv.calibration.release import ReleaseResult
 from ampconv.calibration.synthetic import Skipped, skipped_note
-from ampconv.calibration.tune import TuneResult
 from ampconv.core.graphs import all_graphs
 from ampconv.reading.load import external_data_files, weights_and_casts
 from ampconv.core.lowtypes import low_type
@@ -62,6 +60,10 @@ from ampconv.reading.sidecar import Checker, big_enough
 from ampconv.runtime.usersession import users_levels
 from ampconv.report import Report
 from ampconv.writing.writer import write_model
+
+if TYPE_CHECKING:  # annotations only: the release step and the search load when evidence asks for them
+    from ampconv.calibration.release import ReleaseResult
+    from ampconv.calibration.tune import TuneResult
 
 
 @dataclasses.dataclass(frozen=True)
