@@ -100,20 +100,31 @@ def choose(model: ir.Model, options: DataOptions) -> Tuple[Optional[Choice], Opt
         words = ("a slice: symbolic dimensions at 1 (batch 1, a one-token sequence, one decode step) instead of "
                  + ", ".join(f"{name} {list(dims)}" for name, dims in shapes.items() if small[name] != dims))
         candidates.append(Choice(small, cost.estimate(model, small), words))
-    if explicit:
-        memory = available_memory()
-        fits = [c for c in candidates if memory is None or c.cost.peak_bytes <= memory]
-        if fits:
-            return fits[0], None
+    # Memory bounds every run, asked for or not: a pass whose estimated peak exceeds what the machine
+    # (or the container) has free would only be killed, after its time was spent.
+    memory = available_memory()
+    fits = [c for c in candidates if memory is None or c.cost.peak_bytes <= memory]
+    if not fits:
         return None, Skipped(f"estimated peak memory {candidates[-1].cost.peak_bytes / 2**30:.1f} GiB > "
                              f"{memory / 2**30:.1f} GiB available")
-    for choice in candidates:
+    if explicit:
+        return fits[0], None
+    for choice in fits:
         if refused(choice.cost, options.synthetic_budget) is None:
             return choice, None
-    why = refused(candidates[0].cost, options.synthetic_budget)
+    why = refused(candidates[0].cost, options.synthetic_budget) or _memory_words(candidates[0], memory)
     if len(candidates) > 1:
-        why += f" (with every symbolic dimension at 1: {refused(candidates[-1].cost, options.synthetic_budget)})"
+        why += (" (with every symbolic dimension at 1: "
+                f"{refused(candidates[-1].cost, options.synthetic_budget) or _memory_words(candidates[-1], memory)})")
     return None, Skipped(why)
+
+
+def _memory_words(choice: Choice, memory: Optional[int]) -> str:
+    """Why ``choice`` is not made for memory (its peak against what is free); "" when it fits."""
+    if memory is None or choice.cost.peak_bytes <= memory:
+        return ""
+    return (f"estimated peak memory {choice.cost.peak_bytes / 2**30:.1f} GiB > "
+            f"{memory / 2**30:.1f} GiB available")
 
 
 def refused(run: cost.RunCost, budget: Optional[float], floor: bool = False) -> Optional[str]:
@@ -146,7 +157,21 @@ def _slice_shapes(specs, shapes: Mapping[str, Tuple[int, ...]]) -> Optional[dict
 
 
 def available_memory() -> Optional[int]:
-    """Bytes of memory available now (``MemAvailable``), None where the system does not say."""
+    """Bytes of memory available now: the system's ``MemAvailable``, less where a cgroup limit leaves less.
+
+    A container's limit is the one that kills: ``MemAvailable`` reads the host.
+    The cgroup's free share is its limit less its working set (usage without
+    the inactive file cache, which the kernel reclaims first), as container
+    runtimes count it. None where neither says.
+    """
+    system = _meminfo_available()
+    group = _cgroup_available()
+    known = [b for b in (system, group) if b is not None]
+    return min(known) if known else None
+
+
+def _meminfo_available() -> Optional[int]:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (else the free physical pages); None where neither is read."""
     try:
         with open("/proc/meminfo") as info:
             for line in info:
@@ -158,6 +183,43 @@ def available_memory() -> Optional[int]:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+# (limit, usage, stat file, the stat's inactive file key) of cgroup v2, then v1.
+_CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "inactive_file"),
+    ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+     "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"),
+)
+# cgroup v1 writes "no limit" as a page-rounded 2**63 - 1.
+_NO_LIMIT = 1 << 60
+
+
+def _cgroup_available(files=_CGROUP_FILES) -> Optional[int]:
+    """What this process's memory cgroup has free (limit less working set); None without a limit."""
+    for limit_file, usage_file, stat_file, inactive_key in files:
+        try:
+            with open(limit_file) as f:
+                text = f.read().strip()
+            if text == "max" or int(text) >= _NO_LIMIT:
+                return None
+            limit = int(text)
+            with open(usage_file) as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        inactive = 0
+        try:
+            with open(stat_file) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == inactive_key:
+                        inactive = int(value)
+                        break
+        except (OSError, ValueError):
+            pass
+        return max(0, limit - max(0, usage - inactive))
+    return None
 
 
 def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,

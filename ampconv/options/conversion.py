@@ -308,8 +308,8 @@ _DATA = (
            "sample and keep float32 the nodes whose values overflow the LOW type there; the run also states how far "
            "each float input may grow (the report's ``envelope``) (``ampconv.calibration.synthetic``). None (the "
            "default): when its estimated cost fits ``synthetic_budget``, or a slice of it does (symbolic dimensions "
-           "at 1); True: whenever its estimated peak memory fits the memory available; False: the magnitude "
-           "analysis alone.", "Optional[bool]", _tri_state("synthetic_run"),
+           "at 1); True: whatever the time estimate; either way only when its estimated peak memory fits the "
+           "memory available (a cgroup limit included); False: the magnitude analysis alone.", "Optional[bool]", _tri_state("synthetic_run"),
            Flag(("--synthetic-run/--no-synthetic-run",), "Without --calibration-data, the model runs once in float32 "
                 "on one seeded random sample (inputs in their --input-range) when its estimated cost fits "
                 "--synthetic-budget: nodes whose values overflow the low type there stay float32, and the summary "

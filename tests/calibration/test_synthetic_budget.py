@@ -112,6 +112,36 @@ def test_an_explicit_run_needs_the_memory_its_estimate_says(tmp_path, monkeypatc
     assert report.calibration["synthetic"] is True
 
 
+def test_the_default_run_needs_the_memory_too(tmp_path, monkeypatch):
+    """Within the time budget but beyond the memory free: skipped, and the note says memory, not seconds."""
+    src = _model(tmp_path, DENSE)
+    monkeypatch.setattr(synthetic, "available_memory", lambda: 1024)
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    assert report.calibration is None
+    note = next(n for n in report.note_texts() if n.startswith("synthetic float32 run skipped"))
+    assert "estimated peak memory" in note and "GiB available" in note and "budget" not in note
+    monkeypatch.setattr(synthetic, "available_memory", lambda: None)  # the system does not say: time alone
+    assert ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True)).calibration["synthetic"]
+
+
+def _cgroup_files(tmp_path, limit: str, usage: int, inactive: int, key: str = "inactive_file"):
+    (tmp_path / "max").write_text(limit + "\n")
+    (tmp_path / "current").write_text(f"{usage}\n")
+    (tmp_path / "stat").write_text(f"anon 5\n{key} {inactive}\nactive_file 7\n")
+    return ((str(tmp_path / "max"), str(tmp_path / "current"), str(tmp_path / "stat"), "inactive_file"),)
+
+
+def test_a_cgroup_limit_counts_its_working_set(tmp_path):
+    """A container's limit less its usage without the reclaimable inactive file cache; no limit: no figure."""
+    files = _cgroup_files(tmp_path, str(512 << 20), usage=400 << 20, inactive=300 << 20)
+    assert synthetic._cgroup_available(files) == (512 << 20) - (100 << 20)
+    assert synthetic._cgroup_available(_cgroup_files(tmp_path, "max", 400 << 20, 0)) is None
+    assert synthetic._cgroup_available(_cgroup_files(tmp_path, "9223372036854771712", 1, 0)) is None  # v1's none
+    over = _cgroup_files(tmp_path, str(512 << 20), usage=600 << 20, inactive=0, key="other")
+    assert synthetic._cgroup_available(over) == 0
+    assert synthetic._cgroup_available(((str(tmp_path / "absent"), "", "", ""),)) is None
+
+
 def test_a_slice_runs_where_the_given_shapes_are_too_dear(tmp_path):
     """--shape batch:200000 makes the pass dear; every symbolic dimension at 1 fits: that slice runs, and says so."""
     src = _model(tmp_path, DENSE)
