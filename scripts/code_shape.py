@@ -9,7 +9,9 @@ holds them to the limits (docs/architecture.md, "Code shape"):
   functions (a cycle an in-function import hides is still a cycle);
 - imports of ampconv modules inside functions only in ``LAZY_MODULES``: the
   modules ``import ampconv`` and the CLI load at start-up, which defer what
-  would load numpy, onnx or onnx-ir;
+  would load numpy, onnx or onnx-ir, and the converter, which defers the
+  release step and the search (with the validation package under them) that
+  only a conversion with evidence runs;
 - units depend one way (``tests/project/test_layers.py``): a unit is a subpackage of
   ampconv or a top-level module; ``UNIT_LAYERS`` lists them from the top
   down, and every import (in-function ones counted) goes to a unit of the same
@@ -28,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES, MAX_PARAMS = 80, 7
 LAZY_MODULES = frozenset({
     "ampconv", "ampconv.config", "ampconv.options.groups", "ampconv.writing.outputs", "ampconv.report",
-    "ampconv.validation", "ampconv.validation.criteria", "ampconv.report.html",
+    "ampconv.validation", "ampconv.validation.criteria", "ampconv.report.html", "ampconv.converter",
 })
 
 # The units of ``ampconv``, from the top layer down: a unit imports only units of its own layer or below.
