@@ -250,7 +250,7 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
     run's seeded draw).
     """
     # Imported here, not at the top: a conversion without evidence never needs the release step or the
-    # search, and their modules (with the validation package under them) cost ~30 ms of every start.
+    # search, and their modules (with parts of the validation package under them) cost about 15 ms of every start.
     from ampconv.calibration.release import ReleaseSetting, release, worth_trying
 
     if plan is None or not worth_trying(plan):
@@ -363,7 +363,6 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     if not options.tune:
         return findings
     from ampconv.calibration.tune import tune_model  # here, not at the top: see _released
-
 
     def fresh() -> ir.Model:
         copy = load_model(src, infer_types=complaint is None)
