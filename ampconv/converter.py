@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import onnx
 import onnx.defs
@@ -34,6 +34,7 @@ from ampconv.runtime.target import Target, choose_target
 from ampconv.report import Report
 from ampconv.pipeline.figures import moved_bytes
 from ampconv.pipeline.stages import DataFindings, Request, Rewritten, report_of, rewrite, write_checked
+from ampconv.plan.search_pins import SearchPins
 from ampconv.pipeline.users_repair import users_pins
 from ampconv.core.graphs import fixed_graph_list
 
@@ -148,20 +149,20 @@ class _Prepared:
         # A model the checker refused is repaired before its types are inferred
         # (repair reports what inference must fill): read it again, as it is.
         if complaint is not None:
-            model = load_model(src)
+            model = _read_again(src, complaint)
         data, data_notes = DataFindings(), []
         if request.data_options.calibration_data:
             data = _data_findings(request, model, complaint)
         elif synthetic.wanted(request.data_options, policy.level, policy.range_guards):
-            calibration, data_notes, skipped = synthetic.synthetic_run(
+            calibration, data_notes, skipped, draw = synthetic.synthetic_run(
                 str(src), model, request.data_options, low_type(request.plan_options.dtype),
                 fresh=complaint is not None)
-            data = DataFindings(calibration=calibration, synthetic_skipped=skipped)
+            data = DataFindings(calibration=calibration, synthetic_skipped=skipped, synthetic_draw=draw)
         return cls(request, model, complaint, data, list(data_notes))
 
     def fresh(self) -> ir.Model:
         """A new copy of the input, read as this preparation read it (a pin was added: plan again)."""
-        return load_model(self.request.src, infer_types=self.complaint is None)
+        return _read_again(self.request.src, self.complaint)
 
 
 def _pipeline(prepared: _Prepared) -> Report:
@@ -256,24 +257,36 @@ def _released(request: Request, plan, fresh, data: DataFindings, complaint) -> D
     if plan is None or not worth_trying(plan):
         return data
     options = request.data_options
-    dry = dataclasses.replace(request, dry_run=True)
 
     def fresh_repaired() -> ir.Model:
         return _repaired_copy(fresh(), complaint)
 
-    def build(search_pins) -> Rewritten:
-        model = fresh_repaired()
-        with fixed_graph_list(model):
-            return rewrite(dry, model, {}, dataclasses.replace(data, tune_pins=search_pins))
-
+    build = _candidates(dataclasses.replace(request, dry_run=True), fresh_repaired, data)
     model = fresh_repaired()
-    samples = (synthetic.evidence_samples(model, options) if data.calibration.synthetic
-               else calibration_samples(model, options))
+    samples = calibration_samples(model, data.synthetic_draw if data.calibration.synthetic else options)
     setting = ReleaseSetting(str(request.src), fresh_repaired, build,
                              lambda done: moved_bytes(done.model, options.shapes), samples, request,
                              data.calibration, data.tune_pins)
     pins, result = release(setting, plan)
     return dataclasses.replace(data, tune_pins=pins, release=result)
+
+
+def _candidates(dry: Request, fresh_repaired: Callable[[], ir.Model], data: DataFindings
+                ) -> Callable[[SearchPins], Rewritten]:
+    """How the search and the release step build a candidate: a fresh (repaired) copy of the input, planned with
+    the candidate's pins over ``data`` and rewritten in memory only (``dry``: its output is never written)."""
+
+    def build(search_pins: SearchPins) -> Rewritten:
+        model = fresh_repaired()
+        with fixed_graph_list(model):
+            return rewrite(dry, model, {}, dataclasses.replace(data, tune_pins=search_pins))
+
+    return build
+
+
+def _read_again(src: Path, complaint) -> ir.Model:
+    """A new copy of the input, read as the preparation read it: types inferred unless the checker refused it."""
+    return load_model(src, infer_types=complaint is None)
 
 
 def _repaired_copy(model: ir.Model, complaint) -> ir.Model:
@@ -365,20 +378,12 @@ def _data_findings(request: Request, model: ir.Model, complaint) -> DataFindings
     from ampconv.calibration.tune import tune_model  # here, not at the top: see _released
 
     def fresh() -> ir.Model:
-        copy = load_model(src, infer_types=complaint is None)
-        if complaint is not None:
-            repair(copy)
-        return copy
+        return _repaired_copy(_read_again(src, complaint), complaint)
 
     # The search's candidates are planned and rewritten in memory only: its output is never written.
-    request = dataclasses.replace(request, dry_run=True)
-
-    def build(pins) -> Rewritten:
-        model = fresh()
-        with fixed_graph_list(model):
-            return rewrite(request, model, {}, DataFindings(calibration, pins))
-
-    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, request, calibration)
+    dry = dataclasses.replace(request, dry_run=True)
+    build = _candidates(dry, fresh, DataFindings(calibration=calibration))
+    findings.tune_pins, findings.tune = tune_model(src, fresh, build, samples, dry, calibration)
     return findings
 
 

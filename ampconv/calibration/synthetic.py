@@ -222,10 +222,12 @@ def _cgroup_available(files=_CGROUP_FILES) -> Optional[int]:
     return None
 
 
-def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,
-                  fresh: bool = False) -> Tuple[Optional[Calibration], List[str], Optional[Skipped]]:
-    """The run's ``Calibration`` (None when it was not made), the notes that say what happened, and why it was
-    skipped (None when it ran or failed).
+def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType, fresh: bool = False
+                  ) -> Tuple[Optional[Calibration], List[str], Optional[Skipped], Optional[DataOptions]]:
+    """The run's ``Calibration`` (None when it was not made), the notes that say what happened, why it was
+    skipped (None when it ran or failed), and the options of its draw (None when it was not made):
+    ``calibration_samples(model, draw)`` gives its sample again (seeded: the same arrays), at the shapes the
+    run used (a slice's when it was one), for the release step's evaluations (``calibration.release``).
 
     ``fresh``: the converter's ``model`` is not the one to run (a checker-refused
     input, not yet repaired): the child reads ``src`` again, as calibration data does.
@@ -233,9 +235,9 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,
     try:
         choice, skipped = choose(model, options)
     except AmpconvError as exc:  # shapes the random-input rules refuse: the run could not be drawn either
-        return None, [_failed(exc)], None
+        return None, [_failed(exc)], None, None
     if choice is None:
-        return None, [], skipped
+        return None, [], skipped, None
     draw = _draw(options, choice)
     timeout = max(DEFAULT_TIMEOUT_S, 20 * choice.cost.seconds)
     try:  # in a forked child: random inputs can crash the runtime itself (an integer division by zero: SIGFPE)
@@ -247,7 +249,7 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,
                                                              timeout=timeout)
             calibration = bodies_refused(calibration, exc)
     except Exception as exc:  # noqa: BLE001 - the run is optional evidence: any failure falls back to the analysis
-        return None, [_failed(exc, model, options)], None
+        return None, [_failed(exc, model, options)], None, None
     ranged = "".join(f"; {name} in [{lo:g}, {hi:g}]" for name, (lo, hi) in options.input_ranges)
     sliced = f"; {choice.slice}" if choice.slice else ""
     note = (f"synthetic float32 run: 1 seeded random sample (seed {SEED}; {shapes}{ranged}{sliced}) in "
@@ -258,7 +260,7 @@ def synthetic_run(src: str, model: ir.Model, options: DataOptions, low: LowType,
     notes = tuple(spell_parameters(text, command_line_text) for text in (note, *sample_notes))
     calibration = dataclasses.replace(calibration, synthetic=True, reach=reach,
                                       notes=notes + tuple(calibration.notes))
-    return calibration, [], None
+    return calibration, [], None, draw
 
 
 def _failed(exc: BaseException, model: Optional[ir.Model] = None, options: Optional[DataOptions] = None) -> str:
@@ -272,23 +274,14 @@ def _failed(exc: BaseException, model: Optional[ir.Model] = None, options: Optio
             f"analysis alone guards ranges{dims}")
 
 
-def _draw(options: DataOptions, choice: Optional[Choice] = None) -> DataOptions:
+def _draw(options: DataOptions, choice: Choice) -> DataOptions:
     """The options of the run's draw: one seeded random sample, at ``choice``'s shapes when it is a slice."""
     # A slice names every input's shape (a scalar input has none to name); a full pass draws as the options say.
     shapes = options.shapes
-    if choice is not None and choice.slice:
+    if choice.slice:
         shapes = tuple((name, dims) for name, dims in choice.shapes.items() if dims)
     return dataclasses.replace(options, calibration_data=("random",), calibration_samples=1, calibration_seed=SEED,
                                tune=False, shapes=shapes)
-
-
-def evidence_samples(model: ir.Model, options: DataOptions):
-    """The run's sample again (seeded: the same arrays), for the release step's evaluations (``calibration.release``).
-
-    The shapes are the run's: a slice's when the full pass was over the budget.
-    """
-    choice, _skipped = choose(model, options)
-    return calibration_samples(model, _draw(options, choice))
 
 
 def unjudged_note(nodes) -> Optional[str]:
@@ -331,5 +324,5 @@ def skipped_note(skipped: Skipped, kept: int, norms: int, sums: int) -> str:
 
 
 __all__ = ["ADVICE", "CHEAP_RUN_S", "DEFAULT_BUDGET_S", "REAL_DATA", "SEED", "Choice", "Skipped",
-           "available_memory", "choose", "evidence_samples", "refused", "skipped_note", "synthetic_run",
+           "available_memory", "choose", "refused", "skipped_note", "synthetic_run",
            "unjudged_note", "wanted"]

@@ -93,6 +93,8 @@ class DataFindings:
     release: Optional[ReleaseResult] = None  # what the release step tried (None: it had nothing to try)
     # Why the synthetic run was not made (over its budget or memory); the report says what that cost.
     synthetic_skipped: Optional[Skipped] = None
+    # The synthetic run's draw (``calibration.synthetic.synthetic_run``): the release step replays its sample.
+    synthetic_draw: Optional[DataOptions] = None
 
 
 @dataclasses.dataclass
