@@ -237,10 +237,7 @@ def _weight_bytes(model: ir.Model) -> int:
 
 def _big(value: ir.Value) -> bool:
     """Whether the weight ``value`` holds more than ``BIG_WEIGHT_BYTES``."""
-    try:
-        return tensorsize.nbytes(value.const_value) > BIG_WEIGHT_BYTES
-    except (TypeError, AttributeError, ValueError):
-        return False
+    return _bytes(value, {}) > BIG_WEIGHT_BYTES
 
 
 def _is_constant_node(node: ir.Node) -> bool:
