@@ -108,3 +108,47 @@ def squared_embedding():
     inits = [_init("table", table), _init("w", rng.standard_normal((16, 8)))]
     return _model(nodes, [_vi("ids", [4], T.INT64)], [_vi("y", [4, 8])], inits), \
         [{"ids": rng.integers(0, 32, 4).astype(np.int64)} for _ in range(4)]
+
+
+def _decomposed_norm(prefix: str, x: str, eps: float, axis: str = "axis"):
+    """The legacy exporter's LayerNorm spelling: (x - mean) / sqrt(mean((x - mean)^2) + eps), then gamma, beta
+    (nodes named ``prefix``_...; the eps Add is ``prefix``_eps)."""
+    nodes = [h.make_node("ReduceMean", [x], [f"{prefix}_mu"], name=f"{prefix}_mean", axes=[-1]),
+             h.make_node("Sub", [x, f"{prefix}_mu"], [f"{prefix}_d"], name=f"{prefix}_sub"),
+             h.make_node("Pow", [f"{prefix}_d", "two"], [f"{prefix}_sq"], name=f"{prefix}_pow"),
+             h.make_node("ReduceMean", [f"{prefix}_sq"], [f"{prefix}_var"], name=f"{prefix}_var", axes=[-1]),
+             h.make_node("Add", [f"{prefix}_var", f"{prefix}_e"], [f"{prefix}_ve"], name=f"{prefix}_eps"),
+             h.make_node("Sqrt", [f"{prefix}_ve"], [f"{prefix}_std"], name=f"{prefix}_sqrt"),
+             h.make_node("Div", [f"{prefix}_d", f"{prefix}_std"], [f"{prefix}_n"], name=f"{prefix}_div"),
+             h.make_node("Mul", [f"{prefix}_n", f"{prefix}_g"], [f"{prefix}_ng"], name=f"{prefix}_gamma"),
+             h.make_node("Add", [f"{prefix}_ng", f"{prefix}_b"], [f"{prefix}_out"], name=f"{prefix}_beta")]
+    inits = [_init(f"{prefix}_e", eps), _init(f"{prefix}_g", np.ones(16)), _init(f"{prefix}_b", np.zeros(16))]
+    return nodes, inits
+
+
+def norm_after_norm():
+    """x (a float input of any scale) -> @ W0 -> LayerNorm (eps 1e-5) -> @ W -> Relu -> LayerNorm (eps 1e-12) -> @ W2, both
+    norms in the legacy exporter's decomposed spelling. The second norm's eps flushes to 0 in fp16 (hard-constant)
+    and changes nothing: its variance is about 1 whatever x's scale, because the first norm took the scale out."""
+    rng = np.random.default_rng(13)
+    first, first_inits = _decomposed_norm("ln0", "s", 1e-5)
+    second, second_inits = _decomposed_norm("ln1", "a", 1e-12)
+    nodes = [h.make_node("MatMul", ["x", "w0"], ["s"], name="stem"), *first, h.make_node("MatMul", ["ln0_out", "w"], ["m"], name="mm"),
+             h.make_node("Relu", ["m"], ["a"], name="relu"), *second,
+             h.make_node("MatMul", ["ln1_out", "w2"], ["y"], name="mm2")]
+    inits = [_init("two", 2.0), *first_inits, *second_inits, _init("w0", rng.standard_normal((16, 16)) / 4),
+             _init("w", rng.standard_normal((16, 16)) / 4),
+             _init("w2", rng.standard_normal((16, 8)) / 4)]
+    return _model(nodes, [_vi("x", [4, 16])], [_vi("y", [4, 8])], inits), _feeds(14, 1.0)
+
+
+def norm_on_the_input():
+    """x -> @ W0 -> LayerNorm (eps 1e-12, decomposed) -> @ W: the variance follows x's square, so a random
+    sample's figures say nothing of the eps's effect on the user's data (of any scale)."""
+    rng = np.random.default_rng(15)
+    norm, norm_inits = _decomposed_norm("ln", "s", 1e-12)
+    nodes = [h.make_node("MatMul", ["x", "w0"], ["s"], name="stem"), *norm,
+             h.make_node("MatMul", ["ln_out", "w"], ["y"], name="mm")]
+    inits = [_init("two", 2.0), *norm_inits, _init("w0", rng.standard_normal((16, 16)) / 4),
+             _init("w", rng.standard_normal((16, 8)) / 4)]
+    return _model(nodes, [_vi("x", [4, 16])], [_vi("y", [4, 8])], inits), _feeds(16, 1.0)

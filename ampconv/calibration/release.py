@@ -17,9 +17,10 @@ validator's ``judge_output`` against the floor model):
    reduction's running sum, rotary phases) are grouped into islands: nodes
    joined by a value. Nodes that touch values computed from integers (shape
    arithmetic, positions: the samples span neither) are not tried; on the
-   synthetic run's random sample, neither are nodes whose values follow a
-   float input's scale (``plan.provenance``) nor the range rules (their
-   evidence is the input's scale).
+   synthetic run's random sample, neither are nodes whose values grow with a
+   float input's scale (degree above 0 in ``plan.degrees``: a norm, written
+   out or not, ends that, so what follows one is tried) nor the range rules
+   (their evidence is the input's scale).
 2. *Baseline.* The planned conversion is evaluated first; its error on each
    output is the reference. If it fails the validator, nothing is released.
 3. *Cheapest first, batched.* Islands are ordered by how likely lowering them
@@ -65,6 +66,7 @@ from ampconv.core.lowtypes import low_type
 from ampconv.core.precision import Precision
 from ampconv.numerics.activations import Calibration
 from ampconv.numerics.modelio import wants_external
+from ampconv.plan.degrees import InputDegrees
 from ampconv.plan.provenance import FLOAT_TYPES, data_reach
 from ampconv.plan.search_pins import SearchPins
 from ampconv.reading.prepare import NameNodesPass
@@ -218,8 +220,17 @@ def _integer_made(model: ir.Model) -> frozenset:
 
 
 def _input_scaled(model: ir.Model) -> frozenset:
-    """The values whose magnitude follows a float graph input's (``plan.provenance``)."""
-    return frozenset(data_reach(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES]))
+    """The values whose magnitude grows with a float graph input's (degree above 0 in ``plan.degrees``).
+
+    Not every value the input reaches (``plan.provenance``): past a norm, the
+    decomposed spelling included, a value no longer grows with the input, and
+    the random sample's figures speak for it as the user's data's would. A
+    value that shrinks as the input grows (a reciprocal standard deviation,
+    degree below 0) counts as not growing: it moves toward 0, not past the LOW
+    maximum, and only where the values that grow beside it overflow first.
+    """
+    degrees = InputDegrees(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES])
+    return frozenset(value for grown in degrees.by_input.values() for value in grown)
 
 
 def _joined(graph: ir.Graph, chosen: Mapping[ir.Node, str]) -> List[List[ir.Node]]:

@@ -283,3 +283,37 @@ def test_islands_never_hold_values_made_from_integers():
     run_passes(model, InferTypesPass())
     made = {v.name for v in _integer_made(model)}
     assert {"f", "g", "z"} <= made and "y" not in made
+
+
+def _synthetic(tmp_path, builder):
+    model, _samples = builder()
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True))
+    assert report.calibration["synthetic"]
+    return report, {n["name"]: n for n in report.nodes}
+
+
+def test_on_the_synthetic_run_a_norm_after_a_norm_is_tried_and_released(tmp_path):
+    """After a norm, values no longer follow the input's scale (degree 0): the random sample speaks for them, so
+    the second norm's flushed eps (and what it pinned) is judged by the outputs, and released."""
+    report, nodes = _synthetic(tmp_path, rm.norm_after_norm)
+    island = ["ln1_eps", "ln1_sqrt", "ln1_div", "ln1_gamma", "ln1_beta"]
+    assert [(nodes[n]["precision"], nodes[n]["rule"]) for n in island] == [("LOW", "release-low")] * 5
+    assert "float32 by hard-constant" in nodes["ln1_eps"]["reason"]
+    assert report.release["released"][0]["nodes"] == island
+    assert all(n["precision"] == "LOW" for n in report.nodes)
+
+
+def test_on_the_synthetic_run_a_norm_of_the_input_scale_is_not_tried(tmp_path):
+    """A variance that grows with the input's square: the random sample does not speak for the user's data, and
+    the eps stays float32, with the nodes that read the input's scale; only what follows the norm's quotient
+    (gamma, beta) is tried. The same model with calibration data tries the eps too."""
+    report, nodes = _synthetic(tmp_path, rm.norm_on_the_input)
+    assert [(nodes[n]["precision"], nodes[n]["rule"]) for n in ("ln_eps", "ln_sqrt", "ln_div")] == [
+        ("HIGH", "hard-constant"), ("HIGH", "gray-follow"), ("HIGH", "gray-promote")]
+    section = report.release or {"released": [], "kept": []}
+    tried = {node for entry in section["released"] + section["kept"] for node in entry["nodes"]}
+    assert tried <= {"ln_beta", "ln_gamma"}
+    data, _nodes, _samples, _src = _convert(tmp_path, rm.norm_on_the_input)
+    assert "ln_eps" in [node for entry in data.release["released"] + data.release["kept"] for node in entry["nodes"]]
