@@ -225,11 +225,14 @@ def _input_scaled(model: ir.Model) -> frozenset:
     Not every value the input reaches (``plan.provenance``): past a norm, the
     decomposed spelling included, a value no longer grows with the input, and
     the random sample's figures speak for it as the user's data's would. A
-    value that shrinks as the input grows (a reciprocal standard deviation,
-    degree below 0) counts as not growing: it moves toward 0, not past the LOW
-    maximum, and only where the values that grow beside it overflow first.
+    logarithm of a growing value counts as growing (``shifts``): it moves with
+    the input's scale, and a centring after it cancels differently at another
+    scale. A value that shrinks as the input grows (a reciprocal standard
+    deviation, degree below 0) counts as not growing: it moves toward 0, not
+    past the LOW maximum, and only where the values that grow beside it
+    overflow first.
     """
-    degrees = InputDegrees(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES])
+    degrees = InputDegrees(model.graph, [v for v in model.graph.inputs if v.dtype in FLOAT_TYPES], shifts=True)
     return frozenset(value for grown in degrees.by_input.values() for value in grown)
 
 

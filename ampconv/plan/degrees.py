@@ -107,14 +107,18 @@ class InputDegrees:
     """The ``Growth`` of every value of ``graph`` (main graph) in each of ``sources`` (float graph inputs).
 
     ``vanishing[name]``: value -> (exponent, its degree) for values whose smallest entries shrink
-    exponentially as input ``name`` grows. Without ``structure`` no gain is bounded.
+    exponentially as input ``name`` grows. Without ``structure`` no gain is bounded. With ``shifts``, the
+    logarithm of a growing value keeps its growth: ``log(s * x) = log(s) + log(x)`` never overflows, but it
+    moves with the input's scale, and a question of what a sample at another scale speaks for (the release
+    step's) must count it; a norm still ends it.
     """
 
-    def __init__(self, graph: ir.Graph, sources: Iterable[ir.Value], structure: Optional[Structure] = None) -> None:
+    def __init__(self, graph: ir.Graph, sources: Iterable[ir.Value], structure: Optional[Structure] = None,
+                 shifts: bool = False) -> None:
         self.by_input: Dict[str, Dict[ir.Value, Growth]] = {}
         self.vanishing: Dict[str, Dict[ir.Value, Tuple[ir.Value, float]]] = {}
         for source in sources:
-            walk = _Walk(structure)
+            walk = _Walk(structure, shifts)
             walk.grown[source] = Growth(1.0, gain=1.0)
             for node in graph:
                 walk.visit(node)
@@ -131,8 +135,9 @@ class InputDegrees:
 class _Walk:
     """One input's walk over the graph: the growth of each value it reaches."""
 
-    def __init__(self, structure: Optional[Structure]) -> None:
+    def __init__(self, structure: Optional[Structure], shifts: bool = False) -> None:
         self.structure = structure
+        self.shifts = shifts
         self.grown: Dict[ir.Value, Growth] = {}
         self.vanishing: Dict[ir.Value, Tuple[ir.Value, float]] = {}
 
@@ -189,6 +194,8 @@ class _Walk:
         if op == "Exp":
             return _exponential(node.inputs[0], first)
         if op == "Log":
+            if first is not None and first.degree != EXPONENTIAL and self.shifts:
+                return _ungained(first)
             return Growth(first.exponent_degree) if first is not None and first.degree == EXPONENTIAL else None
         return _ungained(_largest(read))  # an op not modelled here passes the scale on
 

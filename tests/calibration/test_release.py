@@ -317,3 +317,20 @@ def test_on_the_synthetic_run_a_norm_of_the_input_scale_is_not_tried(tmp_path):
     assert tried <= {"ln_beta", "ln_gamma"}
     data, _nodes, _samples, _src = _convert(tmp_path, rm.norm_on_the_input)
     assert "ln_eps" in [node for entry in data.release["released"] + data.release["kept"] for node in entry["nodes"]]
+
+
+def test_on_the_synthetic_run_a_centring_after_a_log_of_the_input_is_not_tried(tmp_path):
+    """The audio front end told its int16 range: log-mel moves with the input's scale (a log never overflows,
+    but it shifts), so the centring after it, pinned by the power spectrum's overflow, stays float32 (released,
+    the random sample's log-mel cancelled differently from real audio's: 5.9x the floor instead of 0.9x)."""
+    import data_models
+
+    src = tmp_path / "audio.onnx"
+    onnx.save(data_models.audio_frontend(), src)
+    report = ampconv.convert(src, tmp_path / "o.onnx", ampconv.Config(overwrite=True,
+                                                                     input_ranges={"frames": (-32768, 32767)}))
+    nodes = {n["name"]: n for n in report.nodes}
+    assert report.calibration["synthetic"]
+    assert [(nodes[n]["precision"], nodes[n]["rule"]) for n in ("center", "scale")] == [("HIGH", "gray-follow")] * 2
+    tried = {node for entry in (report.release or {}).get("released", []) for node in entry["nodes"]}
+    assert not tried & {"center", "scale"}

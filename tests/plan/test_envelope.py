@@ -85,6 +85,31 @@ def test_degrees_follow_op_semantics():
     assert found["g"] == 1
 
 
+def test_with_shifts_a_log_of_a_growing_value_keeps_its_growth_and_a_norm_still_ends_it():
+    """log(s * x) moves with the input's scale though it never overflows: without ``shifts`` it has no degree
+    (the envelope's question), with it the log of h keeps h's (the release step's question)."""
+    text = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 8] x) => (float[2, 8] y, float[2, 8] n) <float one = {1.0}, float eps = {1e-5}> {
+        a = Abs (x)
+        p = Add (a, one)
+        y = Log (p)
+        mu = ReduceMean <axes = [-1]> (y)
+        d = Sub (y, mu)
+        sq = Mul (d, d)
+        var = ReduceMean <axes = [-1]> (sq)
+        ve = Add (var, eps)
+        sd = Sqrt (ve)
+        n = Div (d, sd)
+    }"""
+    graph = _graph(text)
+    sources = [v for v in graph.inputs if v.name == "x"]
+    plain = {v.name for v in InputDegrees(graph, sources).by_input["x"]}
+    shifted = {v.name: g.degree for v, g in InputDegrees(graph, sources, shifts=True).by_input["x"].items()}
+    assert "y" not in plain and "d" not in plain
+    assert shifted["y"] == shifted["d"] == 1 and shifted["var"] == 2
+    assert "n" not in shifted  # the norm after the log: degree 0 either way
+
+
 def test_integer_inputs_and_values_they_do_not_reach_have_no_degree():
     graph = _graph(DECOMPOSED_LN)
     found = InputDegrees(graph, [v for v in graph.inputs if v.name == "x"])
