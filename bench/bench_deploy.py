@@ -4,7 +4,8 @@
 ``python bench/bench_deploy.py --out DIR [--models bert vit]``.
 
 For every model of the zoo (bench/deploy_models.py: BERT, GPT-2, ViT, a
-Whisper encoder, MobileNetV3-small, each transformer also after onnxruntime's
+Whisper encoder, MobileNetV3-small, a ConvNeXt exported at opset 14 with its
+LayerNorms written out, each transformer also after onnxruntime's
 transformer optimizer, and a Q/DQ int8 CNN), four conversions:
 
 - ``ampconv fp16``: ``ampconv.convert(src, dst, Config(dtype="fp16"))`` (the defaults: O2, keep_io_types);

@@ -12,6 +12,7 @@ dynamo=False)`` with dynamic batch (and sequence) axes:
 | ``vit`` | ViTModel: 2 layers, hidden 256, 4 heads, 224x224 image, patch 16 | pixels [1, 3, 224, 224] |
 | ``whisper_encoder`` | WhisperEncoder: 2 layers, d_model 384, 6 heads (whisper-tiny's width) | mel [1, 80, 3000] -> 1500 positions |
 | ``mobilenet_v3_small`` | MobileNetV3-small in plain torch from the paper's block table | pixels [1, 3, 224, 224] |
+| ``convnext_legacy`` | ConvNextForImageClassification: depths 2-2-2-2, widths 48-96-192-384, 100 classes, layer scale 1e-6; exported at opset 14, so every LayerNorm is written out (the final one with eps 1e-12) | pixels [1, 3, 224, 224] |
 | ``qdq_cnn`` | a 4-conv CNN quantized by onnxruntime ``quantize_static`` (QDQ, int8), opset 18 | pixels [1, 3, 64, 64] |
 
 and ``<name>_ort`` for each transformer after onnxruntime's transformer
@@ -80,6 +81,7 @@ class _Spec:
     dynamic: Mapping[str, Mapping[int, str]]
     ort_model_type: str | None = None  # onnxruntime optimizer's model_type, None: no optimized variant
     input_ranges: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    opset: int = OPSET  # below 17 the exporter writes LayerNorm out (ReduceMean, Sub, Pow, ..., Div)
 
 
 _BATCH_SEQ = {0: "batch", 1: "sequence"}
@@ -117,6 +119,11 @@ SPECS: tuple[_Spec, ...] = (
           {"num_classes": 1000, "image_size": 224},
           {"pixel_values": (1, 3, 224, 224)},
           {"pixel_values": {0: "batch"}, "logits": {0: "batch"}}),
+    _Spec("convnext_legacy", "cnn", "_convnext",
+          {"depths": [2, 2, 2, 2], "hidden_sizes": [48, 96, 192, 384], "num_labels": 100,
+           "layer_scale_init_value": 1e-6, "image_size": 224},
+          {"pixel_values": (1, 3, 224, 224)},
+          {"pixel_values": {0: "batch"}, "logits": {0: "batch"}}, opset=14),
     _Spec("qdq_cnn", "qdq", "_small_cnn",
           {"channels": [16, 32, 64, 64], "num_classes": 10, "image_size": 64, "calibration_samples": 8},
           {"pixel_values": (1, 3, 64, 64)},
@@ -193,7 +200,7 @@ def _export(spec: _Spec, path: pathlib.Path) -> None:
     outputs = [name for name in spec.dynamic if name not in spec.inputs]
     float_path = path if spec.family != "qdq" else path.with_name(path.stem + "-float.onnx")
     with torch.no_grad():
-        torch.onnx.export(wrapper, args, str(float_path), opset_version=OPSET, dynamo=False,
+        torch.onnx.export(wrapper, args, str(float_path), opset_version=spec.opset, dynamo=False,
                           input_names=list(spec.inputs), output_names=outputs,
                           dynamic_axes={k: dict(v) for k, v in spec.dynamic.items()}, do_constant_folding=True)
     if spec.family == "qdq":
@@ -249,6 +256,12 @@ def _vit(config: Mapping[str, object]):
 
     return transformers.ViTModel(transformers.ViTConfig(**config, attn_implementation="eager"),
                                  add_pooling_layer=False)
+
+
+def _convnext(config: Mapping[str, object]):
+    import transformers
+
+    return transformers.ConvNextForImageClassification(transformers.ConvNextConfig(**config))
 
 
 def _whisper_encoder(config: Mapping[str, object]):
