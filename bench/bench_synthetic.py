@@ -95,7 +95,8 @@ def measure(path: pathlib.Path) -> dict:
     model = load_model(path, infer_types=True)
     choice, _skipped = synthetic.choose(model, DataOptions(synthetic_run=True))
     before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    calibration, notes, _ = synthetic.synthetic_run(str(path), model, DataOptions(synthetic_run=True), low_type("fp16"))
+    calibration, notes, _skipped, _draw = synthetic.synthetic_run(str(path), model, DataOptions(synthetic_run=True),
+                                                                   low_type("fp16"))
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"estimate_s": round(choice.cost.seconds, 3), "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
