@@ -20,9 +20,13 @@ smallest entry flushes below the LOW type's smallest subnormal (``vanishes_at``)
 ``input_envelope`` reads the finished plan: for each float input (not a
 KV-cache past: the model's own numbers), the smallest such magnitude over the
 LOW nodes' LOW values, and the node that limits it. The envelope is an
-estimate that errs low: a value that adds a constant to a growing one is
-counted as if all of it grew. An input that reaches no LOW value that can
-overflow gets no entry (its envelope is unbounded).
+estimate: it errs low where a value adds a constant to a growing one (counted
+as if all of it grew), but past a layer with learned weights it speaks for
+inputs like the run's sample, whose entries are independent; entries that
+move together (raw log-mel frames, pixels of one colour) add up further for
+the same largest magnitude, and can overflow inside it (tests/blind/settled.py
+holds such a case: 16.1 said, 14.3 reached). An input that reaches no LOW
+value that can overflow gets no entry (its envelope is unbounded).
 
 Rule ``data-envelope`` acts on it: where the user said how far an input
 reaches (``--input-range``, ``Calibration.reach``), a node whose values the
