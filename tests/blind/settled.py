@@ -53,7 +53,6 @@ from typing import Callable
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -63,6 +62,7 @@ if str(REPO) not in sys.path:
     sys.path.append(str(REPO))  # last: a PYTHONPATH worktree's ampconv wins
 
 import judge  # noqa: E402
+import spellings  # noqa: E402
 
 N_SAMPLES = 8
 RTOL_RMS = 1e-2
@@ -72,31 +72,15 @@ MARGIN = 1e-2
 # ============================================================================= builder
 
 
-class Graph:
-    """A tiny builder: every node named, each output named after its node."""
+class Graph(spellings.Graph):
+    """The first blind set's builder (every node named, each output named after its node) with a seeded
+    generator for weights and the layers below."""
+
+    producer = "blind-settled"
 
     def __init__(self, name: str, seed_name: str | None = None):
-        self.name = name
-        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
+        super().__init__(name)
         self.r = np.random.default_rng(zlib.crc32((seed_name or name).encode()))
-
-    def inp(self, name: str, shape) -> str:
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)))
-        return name
-
-    def w(self, name: str, values, dtype=np.float32) -> str:
-        self.inits.append(numpy_helper.from_array(np.asarray(values, dtype=dtype), name))
-        return name
-
-    def ints(self, name: str, values) -> str:
-        return self.w(name, values, np.int64)
-
-    def n(self, op: str, name: str, *inputs, **attrs) -> str:
-        self.nodes.append(helper.make_node(op, list(inputs), [name], name=name, **attrs))
-        return name
-
-    def out(self, *names: str) -> None:
-        self.outputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names]
 
     # --- layers, weights ~N(0, 1/fan_in)
 
@@ -138,16 +122,6 @@ class Graph:
         b = self.r.normal(0, 0.05, dim) if beta is None else beta
         return self.n("LayerNormalization", prefix, x, self.w(prefix + "_g", g), self.w(prefix + "_b", b), axis=-1,
                       epsilon=eps)
-
-    def model(self) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="blind-settled")
-        model.ir_version = 8
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-        model.graph.ClearField("output")
-        model.graph.output.extend(inferred.graph.output)
-        onnx.checker.check_model(model, full_check=True)
-        return model
 
 
 # ============================================================================= cases

@@ -39,6 +39,8 @@ N_SAMPLES = 8
 class Graph:
     """A tiny builder: every node named, tensors named after the node that makes them."""
 
+    producer = "blind-spellings"
+
     def __init__(self, name: str):
         self.name = name
         self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
@@ -64,7 +66,7 @@ class Graph:
 
     def model(self, opset: int = 17) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="blind-spellings")
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name=self.producer)
         model.ir_version = 8
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
         model.graph.ClearField("output")
