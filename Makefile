@@ -102,6 +102,8 @@ lock:
 	$(LOCK_VENV)/bin/python -m pip install -q "$$(grep -E '^torch==' constraints.txt)"
 	$(LOCK_VENV)/bin/python -m pip install -q ".[test,bench,cpu]"
 	$(LOCK_VENV)/bin/python scripts/lock.py --python $(LOCK_VENV)/bin/python --out constraints.txt
+	# The runtime's type ties are read from the pinned onnxruntime's kernel registry (ampconv/runtime/kernel_ties.py).
+	$(LOCK_VENV)/bin/python scripts/kernel_ties.py
 	rm -rf $(LOCK_VENV) build
 
 corpus: install-test

@@ -12,14 +12,25 @@ provider on these files:
 
 and counts the Cast nodes of each and their traffic at that batch
 (``bench/figures.py``). Models: the sample transformer, the sample CNN, a
-6-layer GPT decoder of hidden size 1024 with external data, and the
-deployment zoo of bench/deploy_models.py (BERT, GPT-2, ViT, a Whisper
-encoder, MobileNetV3-small, the transformers also after onnxruntime's
-transformer optimizer, a Q/DQ int8 CNN), each at its sample sequence length.
-Latency is the median of ``--runs`` timed runs after ``--warmup`` runs,
-inputs fixed per (model, batch) and seeded. A conversion or session that
-fails is a row with its error, not a crash. Writes ``OUT/gpu_latency.json``
-and ``OUT/gpu_latency.md``.
+6-layer GPT decoder of hidden size 1024 with external data, the full-size
+ViT-S/16 of bench/vit_model.py (legacy-exported LayerNorms; batch 1 only,
+its reshapes are static), and the deployment zoo of bench/deploy_models.py
+(BERT, GPT-2, ViT, a Whisper encoder, MobileNetV3-small, a ConvNeXt exported
+at opset 14, the transformers also after onnxruntime's transformer optimizer,
+a Q/DQ int8 CNN), each at its sample sequence length. Latency is the median
+of ``--runs`` timed runs after ``--warmup`` runs, inputs fixed per (model,
+batch) and seeded; one session per file serves both batches. A conversion or
+session that fails is a row with its error, not a crash. Writes
+``OUT/gpu_latency.json`` and ``OUT/gpu_latency.md`` after every model, so a
+run cut short keeps what it measured.
+
+A GPU machine is often lent briefly and without torch's pinned versions, so
+the zoo can be exported where torch is (``--prepare DIR``: the float32 zoo
+files and ``DIR/manifest.json``) and timed where the GPU is (``--zoo DIR``);
+the samples, the GPT and the ViT-S are built with numpy on either side, and
+``--jobs`` converts several models at once. ``--cpu-dry-run`` runs every
+step on the CPU provider with two runs, to check the script on a machine
+without a GPU; its table says so and is never a result.
 
 Where onnxruntime has no CUDA provider it says so and exits 2: the numbers
 are never estimated on a CPU.
@@ -97,19 +108,33 @@ class GpuModel:
     """A float32 model to time, with the sizes of its symbolic dimensions and its integer input ranges."""
 
     def __init__(self, name: str, path: pathlib.Path, dims: Mapping[str, int] = (),
-                 ranges: Mapping[str, Tuple[float, float]] = (), zoo: bool = False) -> None:
-        self.name, self.path, self.zoo = name, path, zoo
+                 ranges: Mapping[str, Tuple[float, float]] = (), zoo: bool = False,
+                 batches: Tuple[int, ...] = BATCHES) -> None:
+        self.name, self.path, self.zoo, self.batches = name, path, zoo, tuple(batches)
         self.dims, self.ranges = dict(dims), dict(ranges)
 
 
-def build_models(work: pathlib.Path) -> List[GpuModel]:
-    """The float32 models to time: the samples, a 6-layer GPT and the deployment zoo."""
+def build_models(work: pathlib.Path, zoo_dir: Optional[pathlib.Path] = None) -> List[GpuModel]:
+    """The float32 models to time: the samples, a 6-layer GPT, the full ViT-S/16 and the deployment zoo
+    (exported here, or read from ``zoo_dir``'s manifest written by ``--prepare``)."""
+    import onnx
+
+    from bench.vit_model import build_vit
     from sample_models import gpt
 
     samples = build_samples(work / "samples")
     models = [GpuModel("transformer", samples["transformer"]), GpuModel("cnn", samples["cnn"])]
     models.append(GpuModel("gpt6", gpt.build(work / "gpt6", gpt.GptSpec(layers=6, hidden=1024, vocab=32000),
                                              name="gpt6")))
+    vit_path = work / "vit_s16.onnx"
+    if not vit_path.exists():
+        onnx.save(build_vit(), vit_path)
+    models.append(GpuModel("vit_s16", vit_path, zoo=True, batches=(1,)))
+    if zoo_dir is not None:
+        manifest = json.loads((zoo_dir / "manifest.json").read_text())
+        models.extend(GpuModel(m["name"], zoo_dir / m["file"], m["dims"], {k: tuple(v) for k, v in m["ranges"].items()},
+                               zoo=True) for m in manifest)
+        return models
     try:
         from bench.deploy_models import build_zoo
     except ImportError as exc:  # torch/transformers missing: time what exists, and say so
@@ -119,6 +144,17 @@ def build_models(work: pathlib.Path) -> List[GpuModel]:
     for m in build_zoo(work / "zoo"):
         models.append(GpuModel(m.name, m.path, m.dims, m.input_ranges, zoo=True))
     return models
+
+
+def prepare_zoo(folder: pathlib.Path) -> pathlib.Path:
+    """Export the float32 zoo into ``folder`` and write ``folder/manifest.json`` for ``--zoo``; returns it."""
+    from bench.deploy_models import build_zoo
+
+    entries = [{"name": m.name, "file": m.path.name, "dims": dict(m.dims), "ranges": dict(m.input_ranges)}
+               for m in build_zoo(folder)]
+    manifest = folder / "manifest.json"
+    manifest.write_text(json.dumps(entries, indent=2) + "\n")
+    return manifest
 
 
 def convert_all(model: GpuModel, work: pathlib.Path) -> Dict[str, object]:
@@ -147,30 +183,61 @@ def convert_all(model: GpuModel, work: pathlib.Path) -> Dict[str, object]:
     return files
 
 
-def measure(model: GpuModel, variant: str, path: object, batch: int, warmup: int, runs: int) -> dict:
-    """One row: Casts, cast traffic at ``batch`` and the median CUDA latency, or the error."""
-    row: dict = {"model": model.name, "batch": batch, "variant": variant}
+def measure(model: GpuModel, variant: str, path: object, warmup: int, runs: int,
+            provider: str = "CUDAExecutionProvider") -> List[dict]:
+    """One row per batch of ``model.batches``: Casts, cast traffic at that batch and the median latency,
+    or the error. One session serves every batch."""
+    rows = [{"model": model.name, "batch": batch, "variant": variant} for batch in model.batches]
     if not isinstance(path, pathlib.Path):
-        return {**row, "error": str(path)[-300:]}
+        return [{**row, "error": str(path)[-300:]} for row in rows]
     from bench.figures import deploy_figures
 
-    dims = {**model.dims, "batch": batch}
-    try:
-        figures = deploy_figures(path, dims)
-        row.update(casts=figures.casts, cast_traffic_mb=round(figures.cast_traffic_bytes / 1e6, 3))
-        session = cuda_session(path)
-        row["ms"] = latency_ms(session, feeds(session, batch, seed=batch, dims=dims, ranges=model.ranges),
-                               warmup, runs)
-        del session
-    except Exception as exc:  # noqa: BLE001 -- e.g. a kernel the CUDA provider lacks: a row, not a crash
-        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    return row
+    session = None
+    for row in rows:
+        dims = {**model.dims, "batch": row["batch"]}
+        try:
+            figures = deploy_figures(path, dims)
+            row.update(casts=figures.casts, cast_traffic_mb=round(figures.cast_traffic_bytes / 1e6, 3))
+            if session is None:
+                session = cuda_session(path) if provider == "CUDAExecutionProvider" else cpu_session(path)
+            row["ms"] = latency_ms(session, feeds(session, row["batch"], seed=row["batch"], dims=dims,
+                                                  ranges=model.ranges), warmup, runs)
+        except Exception as exc:  # noqa: BLE001 -- e.g. a kernel the CUDA provider lacks: a row, not a crash
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    del session
+    return rows
 
 
-def render(rows: List[dict], device: str) -> str:
+def cpu_session(path: pathlib.Path):
+    """A CPU-provider session (``--cpu-dry-run`` only: it checks the script, it measures nothing)."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def _convert_job(args) -> Tuple[str, Dict[str, object]]:
+    """Pool worker: ``convert_all`` of one model (a module-level function, so a spawned process can run it)."""
+    model, work = args
+    return model.name, convert_all(model, work)
+
+
+def convert_models(models: List[GpuModel], work: pathlib.Path, jobs: int) -> Dict[str, Dict[str, object]]:
+    """Every model's variants, ``jobs`` models at a time in spawned processes (1: in this one)."""
+    if jobs <= 1:
+        return {m.name: convert_all(m, work) for m in models}
+    import concurrent.futures
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # no runtime state crosses into the workers
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        return dict(pool.map(_convert_job, [(m, work) for m in models]))
+
+
+def render(rows: List[dict], device: str, dry_run: bool = False) -> str:
     """The Markdown table of ``rows``."""
     lines = [
-        "# GPU latency (onnxruntime CUDA provider)",
+        "# GPU latency (onnxruntime CUDA provider)" if not dry_run else
+        "# DRY RUN on the CPU provider: checks the script, measures nothing",
         "",
         f"Device: {device}",
         "",
@@ -192,49 +259,81 @@ def render(rows: List[dict], device: str) -> str:
 
 
 def main(argv=None) -> int:
-    """Entry point; exit 2 when no CUDA provider is available."""
+    """Entry point; exit 2 when no CUDA provider is available (unless ``--cpu-dry-run``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "bench" / "results")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--prepare", type=pathlib.Path, metavar="DIR",
+                        help="export the float32 zoo into DIR with a manifest for --zoo, then stop (needs torch)")
+    parser.add_argument("--zoo", type=pathlib.Path, metavar="DIR", help="the zoo that --prepare wrote")
+    parser.add_argument("--models", nargs="+", metavar="NAME", help="time only these models")
+    parser.add_argument("--jobs", type=int, default=1, help="models converted at once")
+    parser.add_argument("--work", type=pathlib.Path, metavar="DIR",
+                        help="where the models and conversions go (default OUT/tmp/gpu_latency)")
+    parser.add_argument("--cpu-dry-run", action="store_true",
+                        help="every step on the CPU provider, 1 warm-up and 2 runs: checks the script only")
     args = parser.parse_args(argv)
+    if args.prepare:
+        print(f"bench-gpu: zoo manifest {prepare_zoo(args.prepare)}")
+        return 0
     import onnxruntime as ort
 
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
+    provider = "CPUExecutionProvider" if args.cpu_dry_run else "CUDAExecutionProvider"
+    if args.cpu_dry_run:
+        args.warmup, args.runs = 1, 2
+    elif provider not in ort.get_available_providers():
         print(
             f"bench-gpu: onnxruntime {ort.__version__} has no CUDA provider on this machine "
             f"(available: {', '.join(ort.get_available_providers())}); nothing measured",
             file=sys.stderr,
         )
         return 2
-    work = args.out / "tmp" / "gpu_latency"
+    work = args.work or args.out / "tmp" / "gpu_latency"
     work.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for model in build_models(work):
-        files = convert_all(model, work)
-        for batch in BATCHES:
-            base_ms = None
-            for variant, path in files.items():
-                row = measure(model, variant, path, batch, args.warmup, args.runs)
-                if variant == "float32":
-                    base_ms = row.get("ms")
+    models = [m for m in build_models(work, args.zoo) if not args.models or m.name in args.models]
+    start = time.perf_counter()
+    converted = convert_models(models, work, args.jobs)
+    print(f"bench-gpu: {len(models)} models converted in {time.perf_counter() - start:.1f} s", flush=True)
+    device = _device_name(ort) if not args.cpu_dry_run else "CPU (dry run)"
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: List[dict] = []
+    for model in models:
+        model_rows = {batch: [] for batch in model.batches}
+        for variant, path in converted[model.name].items():
+            for row in measure(model, variant, path, args.warmup, args.runs, provider):
+                model_rows[row["batch"]].append(row)
+        for batch_rows in model_rows.values():
+            base_ms = batch_rows[0].get("ms")  # float32 comes first
+            for row in batch_rows:
                 if "ms" in row:
                     row["speedup"] = base_ms / row["ms"] if base_ms else None
-                rows.append(row)
-    device = ort.get_device()
+            rows.extend(batch_rows)
+        print(f"bench-gpu: {model.name} timed ({time.perf_counter() - start:.1f} s)", flush=True)
+        _write(args.out, rows, device, args.cpu_dry_run)
+    print(render(rows, device, args.cpu_dry_run))
+    return 0
+
+
+def _device_name(ort) -> str:
+    """nvidia-smi's name of the GPU, else onnxruntime's device string."""
     try:
         import subprocess
 
-        device = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
-        ).stdout.strip() or device
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.strip() or ort.get_device()
     except OSError:
-        pass
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_latency.json").write_text(json.dumps({"device": device, "rows": rows}, indent=2) + "\n")
-    (args.out / "gpu_latency.md").write_text(render(rows, device))
-    print(render(rows, device))
-    return 0
+        return ort.get_device()
+
+
+def _write(out: pathlib.Path, rows: List[dict], device: str, dry_run: bool) -> None:
+    """``gpu_latency.json`` and ``.md`` as measured so far (a dry run writes ``gpu_latency_dry_run.*``)."""
+    import onnxruntime as ort
+
+    stem = "gpu_latency_dry_run" if dry_run else "gpu_latency"
+    meta = {"device": device, "onnxruntime": ort.__version__, "dry_run": dry_run, "rows": rows}
+    (out / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(render(rows, device, dry_run))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from collections import Counter
 from typing import Callable, FrozenSet, Optional, Tuple
 
 from ampconv.runtime import contrib_schemas as runtime_schemas
-from ampconv.runtime import installed
+from ampconv.runtime import installed, kernel_ties
 from ampconv.runtime.contrib_schemas import RuntimeSchema
 from ampconv.runtime.installed import ProviderState
 
@@ -124,6 +124,11 @@ class RuntimeFacts:
         """How messages name the runtime: ``onnxruntime-gpu 1.31.1``."""
         return self.name
 
+    def kernel_ties(self, domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], ...]:
+        """Pairs (variable, tied to) of type variables that every kernel of the runtime binds to one type
+        (this base: none)."""
+        return ()
+
     def missing_low_kernel(self, node, provider: str) -> Optional[str]:
         """Why ``provider`` cannot run this default-domain ``node`` in the LOW type, or None when it can."""
         if node.domain not in ("", "ai.onnx"):
@@ -171,6 +176,9 @@ class OnnxRuntimeFacts(RuntimeFacts):
 
     def kernel_providers(self) -> FrozenSet[str]:
         return frozenset(provider for provider, _domain, _op in installed.kernel_answer().registry)
+
+    def kernel_ties(self, domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], ...]:
+        return kernel_ties.kernel_ties(domain, op_type, opset)
 
     def has_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
         if provider not in self.kernel_providers():

@@ -17,7 +17,9 @@ own inference, nor onnxruntime ("Type parameter (T) of Optype (MatMul) bound
 to different types"). ``type_ties`` finds such ties from the installed onnx
 (the function body and the op's inference function, see there), so an op is
 handled the day onnx ships it; ``op_info`` reads a tied variable as the one
-it is tied to.
+it is tied to. The runtime adds the variables its kernels never bind apart
+(BatchNormalization's statistics: ``ampconv.runtime.kernel_ties``): ONNX
+admits the mix, onnxruntime has no kernel for it.
 """
 
 from __future__ import annotations
@@ -169,6 +171,10 @@ def type_ties(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONN
       error that goes away when the second variable follows too, ties the two
       (LinearAttention's ``present_state`` without ``past_state``).
 
+    and a third from the runtime: variables that every kernel it registers
+    binds to one type (``runtime.kernel_ties``: BatchNormalization's
+    statistics, GridSample's grid), which a mixed node would run without.
+
     Only variables that admit float32 and another type matter to conversion;
     ``canonical`` is the group's first variable in slot order, outputs first
     (Attention: T1, the type of Y). Ties are read per op, not per node: one
@@ -190,6 +196,7 @@ def type_ties(domain: str, op_type: str, opset: int, runtime: RuntimeFacts = ONN
         found = _twin_ties(constraints, floaty)
     else:
         found = _body_ties(schema, opset, constraints, runtime) + _inference_ties(schema, opset, constraints, floaty)
+    found += [pair for pair in runtime.kernel_ties(domain, op_type, opset) if set(pair) <= set(floaty)]
     for a, b in found:
         groups.union(("outer", a), ("outer", b))
     pairs = []

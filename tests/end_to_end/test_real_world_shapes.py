@@ -121,7 +121,10 @@ def test_batchnorm_running_variance_above_fp16_max(tmp_path, dtype):
     var_out = [t for t in out.graph.initializer if t.name == "bn_var"]
     assert len(var_out) == 1
     stored = numpy_helper.to_array(var_out[0]).astype(np.float32)
-    np.testing.assert_array_equal(stored, var)  # never clamped
+    if dtype == "fp16" or var_out[0].data_type == TensorProto.FLOAT:
+        np.testing.assert_array_equal(stored, var)  # never clamped
+    else:  # bf16 (opset 15): the statistics follow X, as every kernel binds them (runtime.kernel_ties): rounded, never clamped
+        np.testing.assert_allclose(stored, var, rtol=2.0 ** -8)
     if dtype == "fp16":
         decisions = node_decisions(report)
         assert decisions["bn"]["precision"] == "HIGH" and decisions["bn"]["rule"] == "hard-constant"

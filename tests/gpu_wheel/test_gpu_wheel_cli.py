@@ -82,8 +82,12 @@ def test_convert_bf16_says_once_what_it_could_not_ask(models):
     state = _cuda_state()
     if state.listed and not state.loads:
         assert stderr.count(f"{state.words()}; whether its bfloat16 kernels cover") == 1, stderr
-    elif state.loads:  # a GPU lent: the registry answered
-        assert "bfloat16 kernel in" in stderr and "not loadable" not in stderr, stderr
+    elif state.loads:  # a GPU lent: the registry answered, or the summary says once why it could not
+        # onnxruntime-gpu's kernel query dies of SIGSEGV where TensorRT's libraries are missing, CUDA or not
+        # (seen on an H200 with onnxruntime-gpu 1.31.1: "libnvinfer.so.10: cannot open shared object file").
+        answered = "bfloat16 kernel in" in stderr
+        told = stderr.count("whether its bfloat16 kernels cover") == 1 and "kernel registry could not be read" in stderr
+        assert answered != told and "not loadable" not in stderr, stderr
 
 
 def test_convert_fallback_bf16_on_a_model_that_overflows_fp16(models):
