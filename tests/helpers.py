@@ -10,6 +10,7 @@ import onnx
 import onnx.parser
 
 import ampconv
+from ampconv.runtime.facts import OnnxRuntimeFacts
 
 
 def model_from_text(text: str) -> onnx.ModelProto:
@@ -32,6 +33,14 @@ def convert_text(tmp_path: Path, text: str, **config) -> tuple:
     config.setdefault("overwrite", True)
     report = ampconv.convert(src, dst, ampconv.Config(**config))
     return report, onnx.load(str(dst))
+
+
+class NoGpuTable(OnnxRuntimeFacts):
+    """onnxruntime's facts without the recorded CUDA kernel table (``hard-gpu-kernel`` silent): tests of the
+    load check's pins use it where CUDA's table would keep their bf16 node float32 first."""
+
+    def gpu_low_kernel(self, provider, domain, op_type, opset, type_string):
+        return None
 
 
 def decisions(report) -> Dict[str, dict]:

@@ -141,7 +141,7 @@ def _tolerance(name: str) -> Callable[[Any], Any]:
 
 
 # What the planner asks of a runtime's facts (``ampconv.runtime.facts.RuntimeFacts``, which this layer cannot import).
-_RUNTIME_QUESTIONS = ("schema", "knows", "kernel_gaps", "kernel_ties", "missing_low_kernel", "has_kernel", "listed_providers",
+_RUNTIME_QUESTIONS = ("schema", "knows", "kernel_gaps", "kernel_ties", "gpu_low_kernel", "missing_low_kernel", "has_kernel", "listed_providers",
                       "provider_state")
 
 

@@ -125,6 +125,33 @@ def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     return None
 
 
+BF16 = "tensor(bfloat16)"
+
+
+def gpu_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """bfloat16 is a GPU's type: a node its GPU provider has no bfloat16 kernel for stays float32.
+
+    onnxruntime's CPU provider has almost no bfloat16 kernel, so such a node
+    would run on no provider (the session is refused: "Provider type for
+    GlobalAveragePool node ... is not set") or on the CPU with copies. The
+    answer is the pinned runtime's recorded table (``runtime.cuda_kernels``),
+    the same on every machine: a CPU runner cannot ask CUDA.
+    """
+    opset = ctx.opsets.get(facts.op.domain, 1)
+    provider = ctx.target.bf16_provider
+    if ctx.low != "bf16" or ctx.runtime.gpu_low_kernel(provider, facts.op.domain, node.op_type, opset, BF16) is not False:
+        return None
+    short = provider.replace("ExecutionProvider", "")
+    return Decision(HIGH, "hard-gpu-kernel", f"hard: onnxruntime's {short} provider has no bfloat16 kernel for "
+                    f"{facts.op.label} at opset {opset} (its CPU provider runs almost none): float32 on the GPU")
+
+
+def _no_gpu_bf16_kernel(ctx: PlanContext, op: OpFacts) -> bool:
+    """``applies``: a bfloat16 conversion of an op the GPU provider has no bfloat16 kernel for at this opset."""
+    return ctx.low == "bf16" and ctx.runtime.gpu_low_kernel(
+        ctx.target.bf16_provider, op.domain, op.op_type, ctx.opsets.get(op.domain, 1), BF16) is False
+
+
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
     """Quantization and training ops keep their float32 scales and states."""
     domain = normalize_domain(node.domain)
@@ -192,4 +219,7 @@ RULES = tuple(builtin(rule) for rule in (
          decide=quantization, applies=_quantization_op),
     Rule("hard-schema", HARD, "the op's schema at the model's opset does not accept the LOW type",
          decide=schema, applies=lambda ctx, op: ctx.low_type not in op.info.allowed(op.info.main_type())),
+    Rule("hard-gpu-kernel", HARD, "a bfloat16 conversion of an op the GPU provider has no bfloat16 kernel for "
+         "(runtime/cuda_kernels.py): float32 on the GPU, not a node no provider runs",
+         decide=gpu_kernel, applies=_no_gpu_bf16_kernel),
 ))

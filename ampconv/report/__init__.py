@@ -275,6 +275,7 @@ _FLOAT32_WORDS = {
     "hard-no-schema": "without a schema", "hard-unknown-type": "with inputs of unknown type",
     "hard-container": "on sequence/optional values", "hard-tensor-attribute": "with float32 tensor attributes",
     "hard-function-body": "whose function body is float32 only", "hard-runtime-kernel": "without a LOW kernel",
+    "hard-gpu-kernel": "without a GPU bfloat16 kernel",
     "hard-quantization": "quantization ops", "hard-schema": "refused LOW by the schema at this opset",
     "runtime-pin": "rejected in LOW by onnx.checker/onnxruntime", "user-block-op": "kept by block_ops",
     "user-keep-fp32": "kept by keep_fp32", "user-keep-bf16": "named by keep_bf16, without bf16 at this opset",

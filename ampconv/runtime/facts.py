@@ -33,7 +33,7 @@ from collections import Counter
 from typing import Callable, FrozenSet, Optional, Tuple
 
 from ampconv.runtime import contrib_schemas as runtime_schemas
-from ampconv.runtime import installed, kernel_ties
+from ampconv.runtime import cuda_kernels, installed, kernel_ties
 from ampconv.runtime.contrib_schemas import RuntimeSchema
 from ampconv.runtime.installed import ProviderState
 
@@ -129,6 +129,11 @@ class RuntimeFacts:
         (this base: none)."""
         return ()
 
+    def gpu_low_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
+        """Whether the GPU ``provider`` has a kernel of ``domain::op_type`` at ``opset`` taking ``type_string``, as
+        the pinned runtime's table records it without asking this machine (None: no table speaks; this base)."""
+        return None
+
     def missing_low_kernel(self, node, provider: str) -> Optional[str]:
         """Why ``provider`` cannot run this default-domain ``node`` in the LOW type, or None when it can."""
         if node.domain not in ("", "ai.onnx"):
@@ -179,6 +184,11 @@ class OnnxRuntimeFacts(RuntimeFacts):
 
     def kernel_ties(self, domain: str, op_type: str, opset: int) -> Tuple[Tuple[str, str], ...]:
         return kernel_ties.kernel_ties(domain, op_type, opset)
+
+    def gpu_low_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
+        if provider != CUDA:
+            return None
+        return cuda_kernels.low_kernel(domain, op_type, opset, type_string)
 
     def has_kernel(self, provider: str, domain: str, op_type: str, opset: int, type_string: str) -> Optional[bool]:
         if provider not in self.kernel_providers():
