@@ -19,8 +19,10 @@ its reshapes are static), and the deployment zoo of bench/deploy_models.py
 at opset 14, the transformers also after onnxruntime's transformer optimizer,
 a Q/DQ int8 CNN), each at its sample sequence length. Latency is the median
 of ``--runs`` timed runs after ``--warmup`` runs, inputs fixed per (model,
-batch) and seeded; one session per file serves both batches. A conversion or
-session that fails is a row with its error, not a crash. Writes
+batch) and seeded; one session per file serves both batches, and the
+variants of a batch are timed in turn (``--rounds``), so drift falls on
+all. A conversion or session that fails is a row with its error, not a
+crash. Writes
 ``OUT/gpu_latency.json`` and ``OUT/gpu_latency.md`` after every model, so a
 run cut short keeps what it measured.
 
@@ -183,29 +185,64 @@ def convert_all(model: GpuModel, work: pathlib.Path) -> Dict[str, object]:
     return files
 
 
-def measure(model: GpuModel, variant: str, path: object, warmup: int, runs: int,
-            provider: str = "CUDAExecutionProvider") -> List[dict]:
-    """One row per batch of ``model.batches``: Casts, cast traffic at that batch and the median latency,
-    or the error. One session serves every batch."""
-    rows = [{"model": model.name, "batch": batch, "variant": variant} for batch in model.batches]
-    if not isinstance(path, pathlib.Path):
-        return [{**row, "error": str(path)[-300:]} for row in rows]
+def measure_model(model: GpuModel, files: Mapping[str, object], warmup: int, runs: int, rounds: int = 5,
+                  provider: str = "CUDAExecutionProvider") -> List[dict]:
+    """Rows per batch of ``model.batches`` and variant of ``files``: Casts, cast traffic at that batch and the
+    median latency, or the error, float32 first in each batch.
+
+    One session per file serves every batch. The variants of one batch are
+    timed in turn, ``rounds`` times ``runs // rounds`` runs each, so a drift
+    of the GPU's clocks or the host's load falls on every variant alike (two
+    runs of the same file an hour apart differed by up to 1.8x on an H200).
+    """
     from bench.figures import deploy_figures
 
-    session = None
-    for row in rows:
-        dims = {**model.dims, "batch": row["batch"]}
-        try:
-            figures = deploy_figures(path, dims)
-            row.update(casts=figures.casts, cast_traffic_mb=round(figures.cast_traffic_bytes / 1e6, 3))
-            if session is None:
-                session = cuda_session(path) if provider == "CUDAExecutionProvider" else cpu_session(path)
-            row["ms"] = latency_ms(session, feeds(session, row["batch"], seed=row["batch"], dims=dims,
-                                                  ranges=model.ranges), warmup, runs)
-        except Exception as exc:  # noqa: BLE001 -- e.g. a kernel the CUDA provider lacks: a row, not a crash
-            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    del session
-    return rows
+    sessions: Dict[str, object] = {}
+    rows: Dict[Tuple[int, str], dict] = {}
+    for variant, path in files.items():
+        for batch in model.batches:
+            row = rows[(batch, variant)] = {"model": model.name, "batch": batch, "variant": variant}
+            if not isinstance(path, pathlib.Path):
+                row["error"] = str(path)[-300:]
+                continue
+            try:
+                figures = deploy_figures(path, {**model.dims, "batch": batch})
+                row.update(casts=figures.casts, cast_traffic_mb=round(figures.cast_traffic_bytes / 1e6, 3))
+                if variant not in sessions:
+                    sessions[variant] = cuda_session(path) if provider == "CUDAExecutionProvider" else cpu_session(path)
+            except Exception as exc:  # noqa: BLE001 -- e.g. a kernel the CUDA provider lacks: a row, not a crash
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    for batch in model.batches:
+        dims = {**model.dims, "batch": batch}
+        live = {}
+        for variant, session in sessions.items():
+            if "error" in rows[(batch, variant)]:
+                continue
+            try:
+                inputs = feeds(session, batch, seed=batch, dims=dims, ranges=model.ranges)
+                for _ in range(warmup):
+                    session.run(None, inputs)
+                live[variant] = (session, inputs)
+            except Exception as exc:  # noqa: BLE001 -- a run that fails is a row
+                rows[(batch, variant)]["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        for variant, ms in interleaved_ms(live, runs, rounds).items():
+            rows[(batch, variant)]["ms"] = ms
+    sessions.clear()
+    return [rows[(batch, variant)] for batch in model.batches for variant in files]
+
+
+def interleaved_ms(live: Mapping[str, Tuple[object, Dict[str, np.ndarray]]], runs: int, rounds: int) -> Dict[str, float]:
+    """Median milliseconds per ``session.run`` of each variant in ``live`` (variant -> (session, inputs)),
+    timed ``rounds`` times in turn, ``runs // rounds`` runs each round (at least one)."""
+    times: Dict[str, List[float]] = {variant: [] for variant in live}
+    per_round = max(1, runs // max(1, rounds))
+    for _ in range(max(1, rounds)):
+        for variant, (session, inputs) in live.items():
+            for _ in range(per_round):
+                start = time.perf_counter()
+                session.run(None, inputs)
+                times[variant].append((time.perf_counter() - start) * 1e3)
+    return {variant: statistics.median(values) for variant, values in times.items() if values}
 
 
 def cpu_session(path: pathlib.Path):
@@ -264,6 +301,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "bench" / "results")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="the variants of a batch are timed in turn this many times (runs/rounds runs each)")
     parser.add_argument("--prepare", type=pathlib.Path, metavar="DIR",
                         help="export the float32 zoo into DIR with a manifest for --zoo, then stop (needs torch)")
     parser.add_argument("--zoo", type=pathlib.Path, metavar="DIR", help="the zoo that --prepare wrote")
@@ -281,7 +320,7 @@ def main(argv=None) -> int:
 
     provider = "CPUExecutionProvider" if args.cpu_dry_run else "CUDAExecutionProvider"
     if args.cpu_dry_run:
-        args.warmup, args.runs = 1, 2
+        args.warmup, args.runs, args.rounds = 1, 2, 2
     elif provider not in ort.get_available_providers():
         print(
             f"bench-gpu: onnxruntime {ort.__version__} has no CUDA provider on this machine "
@@ -299,16 +338,12 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: List[dict] = []
     for model in models:
-        model_rows = {batch: [] for batch in model.batches}
-        for variant, path in converted[model.name].items():
-            for row in measure(model, variant, path, args.warmup, args.runs, provider):
-                model_rows[row["batch"]].append(row)
-        for batch_rows in model_rows.values():
-            base_ms = batch_rows[0].get("ms")  # float32 comes first
-            for row in batch_rows:
-                if "ms" in row:
-                    row["speedup"] = base_ms / row["ms"] if base_ms else None
-            rows.extend(batch_rows)
+        model_rows = measure_model(model, converted[model.name], args.warmup, args.runs, args.rounds, provider)
+        base = {row["batch"]: row.get("ms") for row in model_rows if row["variant"] == "float32"}
+        for row in model_rows:
+            if "ms" in row:
+                row["speedup"] = base[row["batch"]] / row["ms"] if base.get(row["batch"]) else None
+        rows.extend(model_rows)
         print(f"bench-gpu: {model.name} timed ({time.perf_counter() - start:.1f} s)", flush=True)
         _write(args.out, rows, device, args.cpu_dry_run)
     print(render(rows, device, args.cpu_dry_run))

@@ -244,3 +244,39 @@ def test_llm_greedy_agreement_catches_a_flipped_token():
     assert not flipped["passed"] and flipped["flipped_steps"] == [0, 1, 2]
     tie = _Session(np.array([0.0, 5.0, 5.0001], np.float32))
     assert bench_llm.greedy_agreement(tie, _Session(np.array([0.0, 5.1, 5.0], np.float32)), feed, 2)["near_ties"] == 2
+
+
+
+def test_gpu_latency_times_every_variant_of_a_batch_in_turn(tmp_path):
+    """bench/gpu_latency.py on the CPU provider (its ``--cpu-dry-run`` path): one row per (batch, variant),
+    float32 first; a file that does not exist, or a conversion that failed, is a row with its error."""
+    import numpy as np
+    import onnx
+
+    from bench import gpu_latency
+    from sample_models.build import BUILDERS
+
+    src = tmp_path / "cnn.onnx"
+    onnx.save(BUILDERS["cnn"](np.random.default_rng(0)), src)
+    model = gpu_latency.GpuModel("cnn", src)
+    files = {"float32": src, "missing": tmp_path / "nope.onnx", "failed conversion": "ValueError: no"}
+    rows = gpu_latency.measure_model(model, files, warmup=1, runs=4, rounds=2, provider="CPUExecutionProvider")
+    assert [(r["batch"], r["variant"]) for r in rows] == [(b, v) for b in gpu_latency.BATCHES for v in files]
+    assert all(r["ms"] > 0 for r in rows if r["variant"] == "float32")
+    assert all("error" in r and "ms" not in r for r in rows if r["variant"] != "float32")
+
+
+def test_gpu_latency_rounds_alternate_the_variants():
+    from bench import gpu_latency
+
+    order = []
+
+    class Session:
+        def __init__(self, name):
+            self.name = name
+
+        def run(self, _outputs, _inputs):
+            order.append(self.name)
+
+    timed = gpu_latency.interleaved_ms({k: (Session(k), {}) for k in ("a", "b")}, runs=4, rounds=2)
+    assert set(timed) == {"a", "b"} and order == ["a", "a", "b", "b", "a", "a", "b", "b"]
