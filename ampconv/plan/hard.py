@@ -7,7 +7,7 @@ says for which ops it can decide; ``ampconv.plan.table`` orders them.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import onnx_ir as ir
 
@@ -23,6 +23,7 @@ from ampconv.policy.lists import (
     QUANTIZATION,
 )
 from ampconv.plan.upgrade_hints import CONVERTS_LATER, stays_high
+from ampconv.runtime.facts import CUDA
 from ampconv.runtime.schema import first_opset_allowing, normalize_domain
 
 
@@ -125,31 +126,48 @@ def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
     return None
 
 
-BF16 = "tensor(bfloat16)"
+def _gpu_question(ctx: PlanContext) -> Optional[Tuple[str, str]]:
+    """(GPU provider, LOW type string) the plan's LOW nodes need a kernel for, or None when no GPU is asked.
+
+    bfloat16 is a GPU's type: it always asks the provider bfloat16 is for
+    (``Target.bf16_provider``). float16 asks CUDA where the target is CUDA;
+    on a CPU target onnxruntime runs a float16 node it has no kernel for in
+    float32 with Casts of its own, on the same device.
+    """
+    if ctx.low == "bf16":
+        return ctx.target.bf16_provider, "tensor(bfloat16)"
+    if ctx.target.provider == CUDA:
+        return CUDA, "tensor(float16)"
+    return None
 
 
 def gpu_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """bfloat16 is a GPU's type: a node its GPU provider has no bfloat16 kernel for stays float32.
+    """A node the target's GPU provider has kernels for, but none in the LOW type, stays float32 on the GPU.
 
-    onnxruntime's CPU provider has almost no bfloat16 kernel, so such a node
-    would run on no provider (the session is refused: "Provider type for
-    GlobalAveragePool node ... is not set") or on the CPU with copies. The
+    bfloat16: onnxruntime's CPU provider has almost no bfloat16 kernel, so
+    such a node would run on no provider (the session is refused: "Provider
+    type for GlobalAveragePool node ... is not set"). float16 on a CUDA
+    target: it would run on the CPU, with copies each way (GridSample). The
     answer is the pinned runtime's recorded table (``runtime.cuda_kernels``),
     the same on every machine: a CPU runner cannot ask CUDA.
     """
+    question = _gpu_question(ctx)
     opset = ctx.opsets.get(facts.op.domain, 1)
-    provider = ctx.target.bf16_provider
-    if ctx.low != "bf16" or ctx.runtime.gpu_low_kernel(provider, facts.op.domain, node.op_type, opset, BF16) is not False:
+    if question is None or ctx.runtime.gpu_low_kernel(question[0], facts.op.domain, node.op_type, opset,
+                                                      question[1]) is not False:
         return None
-    short = provider.replace("ExecutionProvider", "")
-    return Decision(HIGH, "hard-gpu-kernel", f"hard: onnxruntime's {short} provider has no bfloat16 kernel for "
-                    f"{facts.op.label} at opset {opset} (its CPU provider runs almost none): float32 on the GPU")
+    short, low = question[0].replace("ExecutionProvider", ""), question[1][len("tensor("):-1]
+    elsewhere = ("its CPU provider runs almost none" if ctx.low == "bf16"
+                 else "it would run on the CPU, with copies each way")
+    return Decision(HIGH, "hard-gpu-kernel", f"hard: onnxruntime's {short} provider has no {low} kernel for "
+                    f"{facts.op.label} at opset {opset} ({elsewhere}): float32 on the GPU")
 
 
-def _no_gpu_bf16_kernel(ctx: PlanContext, op: OpFacts) -> bool:
-    """``applies``: a bfloat16 conversion of an op the GPU provider has no bfloat16 kernel for at this opset."""
-    return ctx.low == "bf16" and ctx.runtime.gpu_low_kernel(
-        ctx.target.bf16_provider, op.domain, op.op_type, ctx.opsets.get(op.domain, 1), BF16) is False
+def _no_gpu_low_kernel(ctx: PlanContext, op: OpFacts) -> bool:
+    """``applies``: the op has kernels in the GPU provider ``_gpu_question`` asks, none in the LOW type."""
+    question = _gpu_question(ctx)
+    return question is not None and ctx.runtime.gpu_low_kernel(
+        question[0], op.domain, op.op_type, ctx.opsets.get(op.domain, 1), question[1]) is False
 
 
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -219,7 +237,7 @@ RULES = tuple(builtin(rule) for rule in (
          decide=quantization, applies=_quantization_op),
     Rule("hard-schema", HARD, "the op's schema at the model's opset does not accept the LOW type",
          decide=schema, applies=lambda ctx, op: ctx.low_type not in op.info.allowed(op.info.main_type())),
-    Rule("hard-gpu-kernel", HARD, "a bfloat16 conversion of an op the GPU provider has no bfloat16 kernel for "
-         "(runtime/cuda_kernels.py): float32 on the GPU, not a node no provider runs",
-         decide=gpu_kernel, applies=_no_gpu_bf16_kernel),
+    Rule("hard-gpu-kernel", HARD, "an op the GPU provider has kernels for but none in the LOW type (bf16 always, "
+         "fp16 on a CUDA target; runtime/cuda_kernels.py): float32 on the GPU, not a node run elsewhere or nowhere",
+         decide=gpu_kernel, applies=_no_gpu_low_kernel),
 ))

@@ -85,3 +85,24 @@ def test_fp16_and_a_runtime_without_a_table_are_untouched(tmp_path):
     (tmp_path / "other").mkdir()
     decisions, _ = _decisions(tmp_path / "other", "bf16", runtime=RuntimeFacts())
     assert decisions["GlobalAveragePool"][1] != "hard-gpu-kernel"
+
+
+GRID = """<ir_version: 8, opset_import: ["" : 16]>
+g (float[1, 2, 4, 4] x, float[1, 3, 3, 2] grid) => (float[1, 2, 3, 3] y) {
+    y = GridSample (x, grid)
+}"""
+
+
+@pytest.mark.parametrize("target, rule", [("cuda", "hard-gpu-kernel"), ("cpu", None)])
+def test_fp16_asks_cuda_only_for_a_cuda_target(tmp_path, target, rule):
+    """CUDA's GridSample has no float16 kernel: on a CUDA target the node stays float32 on the GPU; on a CPU
+    target onnxruntime runs float16 nodes it lacks in float32 itself (negative: the rule is silent)."""
+    src = save(model_from_text(GRID), tmp_path / "grid.onnx")
+    config = ampconv.Config(dtype="fp16", synthetic_run=False, overwrite=True, target=target)
+    report = ampconv.convert(src, tmp_path / "out.onnx", config)
+    node = next(n for n in report.nodes if n["op_type"] == "GridSample")
+    if rule:
+        assert (node["precision"], node["rule"]) == ("HIGH", rule)
+        assert "CUDA provider has no float16 kernel for GridSample at opset 16" in node["reason"]
+    else:
+        assert node["rule"] != "hard-gpu-kernel"
