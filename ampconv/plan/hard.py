@@ -171,12 +171,25 @@ def _no_gpu_low_kernel(ctx: PlanContext, op: OpFacts) -> bool:
 
 
 def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
-    """Quantization and training ops keep their float32 scales and states."""
+    """Quantization and training ops keep their float32 scales and states.
+
+    A BatchNormalization in training mode is one: it updates its running
+    statistics, which every onnxruntime kernel types as X (``kernel_ties``).
+    """
     domain = normalize_domain(node.domain)
     quantized = node.op_type in QUANTIZATION if domain == "" else op_label(node) in CONTRIB_QUANTIZATION
-    if quantized or domain == "ai.onnx.preview.training":
-        return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op")
+    if quantized or domain == "ai.onnx.preview.training" or _training_batchnorm(node):
+        return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op"
+                        + (" (training_mode=1: it updates its running statistics)" if _training_batchnorm(node) else ""))
     return None
+
+
+def _training_batchnorm(node: ir.Node) -> bool:
+    """A default-domain BatchNormalization with ``training_mode=1``."""
+    if not is_default(node) or node.op_type != "BatchNormalization":
+        return False
+    mode = node.attributes.get("training_mode")
+    return mode is not None and mode.value == 1
 
 
 def schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -210,7 +223,7 @@ def _has_kernel_gap(ctx: PlanContext, op: OpFacts) -> bool:
 
 def _quantization_op(ctx: PlanContext, op: OpFacts) -> bool:
     quantized = op.op_type in QUANTIZATION if op.domain == "" else op.label in CONTRIB_QUANTIZATION
-    return quantized or op.domain == "ai.onnx.preview.training"
+    return quantized or op.domain == "ai.onnx.preview.training" or (op.domain == "" and op.op_type == "BatchNormalization")
 
 
 # The family's rules, in the table's order. Each ``applies`` restates the first check of its

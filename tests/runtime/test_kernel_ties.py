@@ -115,3 +115,21 @@ def test_statistics_that_overflow_keep_the_whole_node_float32(tmp_path):
     types = {t.name: t.data_type for t in out.graph.initializer}
     assert [types[n] for n in ("gamma", "beta", "mean", "var")] == [TensorProto.FLOAT] * 4
     ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])  # one type throughout: a kernel exists
+
+
+def test_a_training_mode_batchnorm_keeps_its_state_float32(tmp_path):
+    """BatchNormalization with training_mode=1 updates its running statistics: state, like a training op's, so it
+    stays float32 even at O3 (whose tie would otherwise put the running mean in the LOW type)."""
+    c = 3
+    inits = [numpy_helper.from_array(np.full(c, v, np.float32), n)
+             for v, n in ((1.0, "gamma"), (0.0, "beta"), (0.0, "mean"), (1.0, "var"))]
+    node = helper.make_node("BatchNormalization", ["x", "gamma", "beta", "mean", "var"], ["y", "rm", "rv"],
+                            name="bn", training_mode=1, momentum=0.9)
+    graph = helper.make_graph([node], "bn_train", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 4])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                               for n, s in (("y", [2, c, 4]), ("rm", [c]), ("rv", [c]))], inits)
+    src = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), src)
+    report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(level="O3", overwrite=True, synthetic_run=False))
+    bn = {n["name"]: n for n in report.nodes}["bn"]
+    assert (bn["precision"], bn["rule"]) == ("HIGH", "hard-quantization") and "training_mode=1" in bn["reason"]
