@@ -133,3 +133,14 @@ def test_a_training_mode_batchnorm_keeps_its_state_float32(tmp_path):
     report = ampconv.convert(src, tmp_path / "out.onnx", ampconv.Config(level="O3", overwrite=True, synthetic_run=False))
     bn = {n["name"]: n for n in report.nodes}["bn"]
     assert (bn["precision"], bn["rule"]) == ("HIGH", "hard-quantization") and "training_mode=1" in bn["reason"]
+
+
+def test_only_float_types_count_a_bool_beside_them_does_not_untie():
+    """Attention's mask U admits bool beside Q's float type: a float mask must be Q's type (no kernel mixes them);
+    found by the blind set tests/blind/kernels.py (9 Casts onnxruntime inserted around a float32 mask)."""
+    rows = [("CPU", "", "Attn", (23, 99), {"T1": [FLOAT], "U": ["tensor(bool)", FLOAT]}),
+            ("CPU", "", "Attn", (23, 99), {"T1": [HALF], "U": ["tensor(bool)", HALF]})]
+    assert kernel_ties.derive_ties(rows) == {("", "Attn"): ((23, 99, (("U", "T1"),)),)}
+    assert dict(kernel_ties.kernel_ties("", "Attention", 23))["U"] == "T1"
+    rows.append(("CUDA", "", "Attn", (23, 99), {"T1": [HALF], "U": ["tensor(bool)", FLOAT]}))  # a mixing kernel
+    assert kernel_ties.derive_ties(rows) == {}
