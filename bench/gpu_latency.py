@@ -94,18 +94,6 @@ def feeds(session, batch: int, seed: int, dims: Optional[Mapping[str, int]] = No
     return out
 
 
-def latency_ms(session, inputs: Dict[str, np.ndarray], warmup: int, runs: int) -> float:
-    """Median wall time of one ``session.run`` in milliseconds."""
-    for _ in range(warmup):
-        session.run(None, inputs)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run(None, inputs)
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
 class GpuModel:
     """A float32 model to time, with the sizes of its symbolic dimensions and its integer input ranges."""
 

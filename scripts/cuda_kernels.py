@@ -21,6 +21,10 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ampconv.core.domains import normalize_domain  # noqa: E402
+
 TARGET = ROOT / "ampconv" / "runtime" / "cuda_kernels.py"
 LOW_TYPES = ("tensor(float16)", "tensor(bfloat16)")
 
@@ -35,7 +39,7 @@ def low_table(rows) -> dict:
     merged: dict = {}
     for domain, op, (first, last), constraints in rows:
         types = {t for listed in constraints.values() for t in listed}
-        low = merged.setdefault(("" if domain == "ai.onnx" else domain, op), {}).setdefault((first, last), set())
+        low = merged.setdefault((normalize_domain(domain), op), {}).setdefault((first, last), set())
         low.update(t for t in LOW_TYPES if t in types)
     return {key: tuple((first, last, tuple(sorted(low))) for (first, last), low in sorted(ranges.items()))
             for key, ranges in sorted(merged.items())}

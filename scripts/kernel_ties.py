@@ -15,22 +15,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def registry_rows():
-    """``(provider, domain, op, (first, last), {variable: types})`` for every kernel the runtime registers."""
-    from onnxruntime.capi import onnxruntime_pybind11_state as state
-
-    for kernel in state.get_all_opkernel_def():
-        yield (kernel.provider, kernel.domain, kernel.op_name, tuple(kernel.version_range),
-               {name: sorted(types) for name, types in kernel.type_constraints.items()})
-
-
 def main() -> int:
     """Rewrite the generated block; exit 0."""
     import onnxruntime
 
+    from ampconv.runtime.installed import kernel_rows
     from ampconv.runtime.kernel_ties import derive_ties
 
-    table = derive_ties(registry_rows())
+    table = derive_ties(kernel_rows())
     path = ROOT / "ampconv" / "runtime" / "kernel_ties.py"
     text = path.read_text()
     lines = [f"    {key!r}: {ranges!r}," for key, ranges in sorted(table.items())]

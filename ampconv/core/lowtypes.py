@@ -18,6 +18,9 @@ import onnx_ir as ir
 
 from ampconv.errors import UsageError
 
+# The float element types as schemas and kernel registries spell them.
+FLOAT_TYPE_STRINGS = frozenset({"tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)"})
+
 
 @dataclasses.dataclass(frozen=True)
 class LowType:
@@ -199,4 +202,4 @@ def _float32_at_least(value: float) -> np.float32:
     return near if float(near) >= value else np.nextafter(near, np.float32(np.inf))
 
 
-__all__ = ["CLAMP_SMALL", "KEY_OF_DTYPE", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "range_limits"]
+__all__ = ["FLOAT_TYPE_STRINGS", "CLAMP_SMALL", "KEY_OF_DTYPE", "LOW_TYPES", "LowType", "RangeLimits", "check_limits", "low_type", "range_limits"]

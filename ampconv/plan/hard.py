@@ -178,9 +178,10 @@ def quantization(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[
     """
     domain = normalize_domain(node.domain)
     quantized = node.op_type in QUANTIZATION if domain == "" else op_label(node) in CONTRIB_QUANTIZATION
-    if quantized or domain == "ai.onnx.preview.training" or _training_batchnorm(node):
+    training = _training_batchnorm(node)
+    if quantized or domain == "ai.onnx.preview.training" or training:
         return Decision(HIGH, "hard-quantization", f"hard: {node.op_type} is a quantization/training op"
-                        + (" (training_mode=1: it updates its running statistics)" if _training_batchnorm(node) else ""))
+                        + (" (training_mode=1: it updates its running statistics)" if training else ""))
     return None
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
+from ampconv.core.domains import normalize_domain
+
 # (domain, op) -> ((first opset, last opset, LOW types some kernel takes), ...)
 LowKernelTable = Dict[Tuple[str, str], Tuple[Tuple[int, int, Tuple[str, ...]], ...]]
 
@@ -278,7 +280,7 @@ def low_kernel(domain: str, op_type: str, opset: int, type_string: str,
                table: LowKernelTable = LOW_KERNELS) -> Optional[bool]:
     """Whether a CUDA kernel of ``domain::op_type`` at ``opset`` takes ``type_string`` (``tensor(bfloat16)``);
     None where the table does not speak (a domain it does not cover)."""
-    domain = "" if domain == "ai.onnx" else domain
+    domain = normalize_domain(domain)
     if domain not in COVERED_DOMAINS:
         return None
     covering = [types for first, last, types in table.get((domain, op_type), ()) if first <= opset <= last]

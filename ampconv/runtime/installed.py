@@ -29,8 +29,9 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
+from ampconv.core.domains import normalize_domain
 from ampconv.runtime.isolated import IsolatedFailure, run_isolated
 
 CPU = "CPUExecutionProvider"
@@ -192,20 +193,28 @@ def _kernel_answer(key: Tuple[str, str]) -> KernelAnswer:
     return KernelAnswer({}, f"the kernel query {failure}" + (f" ({missing})" if missing else ""))
 
 
-def _read_kernels() -> KernelRegistry:
-    """In the child: onnxruntime's ``get_all_opkernel_def`` as (provider, domain, op) -> version ranges and types.
+def kernel_rows() -> Iterator[Tuple[str, str, str, Tuple[int, int], Dict[str, List[str]]]]:
+    """onnxruntime's ``get_all_opkernel_def`` in this process: ``(provider, domain, op, (first, last),
+    {variable: types})`` per kernel, the domain normalized (``""`` for ``ai.onnx``).
 
     Each execution provider the wheel was built with registers its kernels
-    here (the CPU wheel: the CPU provider alone; onnxruntime-gpu adds CUDA's).
+    here (the CPU wheel: the CPU provider alone; onnxruntime-gpu adds CUDA's,
+    and dies of SIGSEGV where a provider's libraries are missing: ask it in a
+    child, as ``kernel_answer`` does).
     """
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
-    registry: KernelRegistry = {}
     for kernel in ort_state.get_all_opkernel_def():
-        domain = "" if kernel.domain == "ai.onnx" else kernel.domain
-        first, last = kernel.version_range
-        types = frozenset(t for listed in kernel.type_constraints.values() for t in listed)
-        registry.setdefault((kernel.provider, domain, kernel.op_name), []).append((first, last, types))
+        yield (kernel.provider, normalize_domain(kernel.domain), kernel.op_name, tuple(kernel.version_range),
+               {name: sorted(types) for name, types in kernel.type_constraints.items()})
+
+
+def _read_kernels() -> KernelRegistry:
+    """In the child: ``kernel_rows`` as (provider, domain, op) -> version ranges and the types they take."""
+    registry: KernelRegistry = {}
+    for provider, domain, op, (first, last), constraints in kernel_rows():
+        types = frozenset(t for listed in constraints.values() for t in listed)
+        registry.setdefault((provider, domain, op), []).append((first, last, types))
     return registry
 
 

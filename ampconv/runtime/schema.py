@@ -34,10 +34,9 @@ import onnx.defs
 from ampconv.runtime import contrib_schemas as runtime_schemas
 from ampconv.runtime.facts import ONNXRUNTIME, RuntimeFacts
 from ampconv.core.domains import normalize_domain
-from ampconv.core.lowtypes import low_type
+from ampconv.core.lowtypes import FLOAT_TYPE_STRINGS, low_type
 
 FLOAT = "tensor(float)"
-_FLOAT_TYPES = frozenset({"tensor(float)", "tensor(float16)", "tensor(bfloat16)", "tensor(double)"})
 
 
 def _per_runtime(function):
@@ -220,7 +219,7 @@ def _twin_ties(constraints: Mapping[str, Tuple[str, ...]], floaty: Sequence[str]
     input in the LOW type instead of casting it to float32. The load check
     confirms each signature, as for every op.
     """
-    floats = {v: frozenset(constraints[v]) & _FLOAT_TYPES for v in floaty}
+    floats = {v: frozenset(constraints[v]) & FLOAT_TYPE_STRINGS for v in floaty}
     ties = []
     for i, variable in enumerate(floaty):
         twin = next((c for c in floaty[:i] if floats[c] == floats[variable]), None)

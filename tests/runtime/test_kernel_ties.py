@@ -30,9 +30,9 @@ def test_table_is_what_the_installed_registry_derives():
     installed = f"onnxruntime {ort.__version__}"
     if installed != kernel_ties.SOURCE:
         pytest.skip(f"table from {kernel_ties.SOURCE}, installed {installed}: `python scripts/kernel_ties.py` rewrites it")
-    from scripts.kernel_ties import registry_rows
+    from ampconv.runtime.installed import kernel_rows
 
-    assert kernel_ties.derive_ties(registry_rows()) == kernel_ties.TIES
+    assert kernel_ties.derive_ties(kernel_rows()) == kernel_ties.TIES
 
 
 def test_kernels_that_bind_one_type_tie():
