@@ -71,6 +71,7 @@ if str(REPO) not in sys.path:
     sys.path.append(str(REPO))  # last: a PYTHONPATH worktree's ampconv wins
 
 import ampconv  # noqa: E402
+import spellings  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
 TOL = 0.05
@@ -83,13 +84,15 @@ def _ir_for(opset: int) -> int:
     return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
 
 
-class G:
-    """A tiny builder: every node named, each single output named after its node, a seeded generator."""
+class G(spellings.Graph):
+    """The first blind set's builder (every node named, each single output named after its node) with a seeded
+    generator, inputs that carry their feeds, several outputs per node, and initializers listed as inputs."""
+
+    producer = "blind-kernels"
 
     def __init__(self, name: str):
-        self.name = name
+        super().__init__(name)
         self.r = np.random.default_rng(zlib.crc32(name.encode()))
-        self.nodes, self.inits, self.inputs, self.outputs = [], [], [], []
         self.feeds: dict = {}
 
     def inp(self, name: str, value) -> str:
@@ -97,13 +100,6 @@ class G:
         self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(value.shape)))
         self.feeds[name] = value
         return name
-
-    def w(self, name: str, values, dtype=np.float32) -> str:
-        self.inits.append(numpy_helper.from_array(np.asarray(values, dtype=dtype), name))
-        return name
-
-    def ints(self, name: str, values) -> str:
-        return self.w(name, values, np.int64)
 
     def const(self, name: str, values, dtype=np.float32) -> str:
         """A Constant node (the PyTorch exporter's spelling of a constant input)."""
@@ -134,7 +130,7 @@ class G:
         if inits_as_inputs:
             inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in self.inits]
         graph = helper.make_graph(self.nodes, self.name, inputs, self.outputs, self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="blind-kernels")
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name=self.producer)
         model.ir_version = _ir_for(opset)
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
         model.graph.ClearField("output")
