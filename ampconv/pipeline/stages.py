@@ -21,6 +21,7 @@ No stage mutates what another owns: pins come in as a mapping and leave in a
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional
 
@@ -42,6 +43,7 @@ from ampconv.pipeline.opset_upgrade import schema_opset_warning
 from ampconv.writing.outputs import publish, staging_dir
 from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult
+from ampconv.passes.fold_batchnorm import FoldBatchNormPass, Folded, fold_reason, folded_note
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
 from ampconv.passes.invariants import values_beyond
@@ -116,6 +118,8 @@ class Rewritten:
     notes: List[str] = dataclasses.field(default_factory=list)
     # Nodes reading a constant rounded past its type's range (``invariants.values_beyond``): name -> why.
     beyond: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # BatchNormalization nodes folded into their Conv before planning (``passes.fold_batchnorm``).
+    folded: List[Folded] = dataclasses.field(default_factory=list)
 
 
 def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: DataFindings) -> Rewritten:
@@ -134,6 +138,7 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
     done = Rewritten(model, None, ApplyResult(), casts, weights, bool(external_data_files(model)))
     if request.policy.level == "O0":
         return done
+    done.folded = fold_norms(request, model)
     done.plan = Planner(
         model, request.policy, request.plan_options, runtime_pins=dict(pins), calibration=data.calibration,
         tune_pins=data.tune_pins, target=request.target,
@@ -147,6 +152,18 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
         run_passes(model, AnnotatePass(done.plan))
     done.notes.extend(opset.notes)
     return done
+
+
+def fold_norms(request: Request, model: ir.Model) -> List[Folded]:
+    """Fold the model's Conv -> BatchNormalization pairs where the LOW type has no norm kernel (``fold_reason``)."""
+    options = request.plan_options
+    reason = fold_reason(options.dtype, request.target,
+                         {normalize_domain(d): v for d, v in model.opset_imports.items()})
+    if reason is None:
+        return []
+    fold = FoldBatchNormPass(reason, request.policy, [re.compile(p) for p in options.keep_fp32])
+    run_passes(model, fold)
+    return fold.folded
 
 
 def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: DataFindings) -> Report:
@@ -169,6 +186,9 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         _fill_plan(report, done.plan, done.model)
         report.notes.extend(done.notes)
         report.initializers = [f.record() for f in done.applied.initializers]
+        if done.folded:
+            report.folded = [dict(f.record()) for f in done.folded]
+            report.notes.append(folded_note(done.folded))
     elif request.write_options.annotate:
         report.warnings.append("annotate: level O0 decides no precision, so no node was stamped")
     _fill_counts(report, done, request.data_options.shapes)

@@ -25,6 +25,7 @@ from ampconv.policy.lists import (
 from ampconv.plan.upgrade_hints import CONVERTS_LATER, stays_high
 from ampconv.runtime.facts import CUDA
 from ampconv.runtime.schema import first_opset_allowing, normalize_domain
+from ampconv.runtime.target import Target
 
 
 def no_schema(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
@@ -127,16 +128,21 @@ def runtime_kernel(ctx: PlanContext, node: ir.Node, facts: NodeFacts) -> Optiona
 
 
 def _gpu_question(ctx: PlanContext) -> Optional[Tuple[str, str]]:
-    """(GPU provider, LOW type string) the plan's LOW nodes need a kernel for, or None when no GPU is asked.
+    """``gpu_question`` of the plan's LOW type and target."""
+    return gpu_question(ctx.low, ctx.target)
+
+
+def gpu_question(low: str, target: Target) -> Optional[Tuple[str, str]]:
+    """(GPU provider, LOW type string) LOW nodes of type ``low`` need a kernel for, or None when no GPU is asked.
 
     bfloat16 is a GPU's type: it always asks the provider bfloat16 is for
     (``Target.bf16_provider``). float16 asks CUDA where the target is CUDA;
     on a CPU target onnxruntime runs a float16 node it has no kernel for in
     float32 with Casts of its own, on the same device.
     """
-    if ctx.low == "bf16":
-        return ctx.target.bf16_provider, "tensor(bfloat16)"
-    if ctx.target.provider == CUDA:
+    if low == "bf16":
+        return target.bf16_provider, "tensor(bfloat16)"
+    if target.provider == CUDA:
         return CUDA, "tensor(float16)"
     return None
 

@@ -61,6 +61,9 @@ class Report:
     # How far each float input may grow before a LOW node overflows (``ampconv.plan.envelope``): one entry
     # per input a LOW node limits (input, holds_to, limited_by, ...); None without a float32 run.
     envelope: Optional[List[Dict[str, Any]]] = None
+    # BatchNormalization nodes folded into the Conv before them (``ampconv.passes.fold_batchnorm``): node, into,
+    # reason. They are not in ``nodes``: the Conv that computes them is.
+    folded: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_dict(self, spell: Speller = Parameter.python_text) -> Dict[str, Any]:
         """A JSON-ready dict (the ``--report`` file format); ``spell``: how the parameters its warnings and notes
