@@ -16,6 +16,11 @@ Rules (docs/precision.md sec. 8; comments refer to them):
   5. Initializers are stored LOW when every consumer needs LOW, kept float32
      when every consumer needs float32, duplicated once when they disagree.
      Conversion is lazy: the bytes are computed while the model is written.
+     An initializer that is also a graph input (a default a caller may feed:
+     old exporters list every weight so) is never copied, since a copy would
+     not see what the caller feeds: stored LOW it is retyped with its graph
+     input (the caller then feeds the LOW type); kept float32, its LOW readers
+     read it through a Cast (rule 3).
   6. Graph outputs keep their public names: a LOW value feeding a kept-float32
      output is renamed and the Cast that widens it takes the public name.
   7. With a fallback type (``Plan.fallback``, precision FALLBACK: bfloat16 beside
@@ -80,6 +85,8 @@ class ApplyResult:
     values_retyped: int = 0
     outputs_rerouted: int = 0
     initializers: List[InitializerFate] = dataclasses.field(default_factory=list)
+    # Initializers that are also graph inputs, stored (and now fed) in a 16-bit type: name -> type key.
+    fed_low: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -92,6 +99,16 @@ class ApplyResult:
             or self.outputs_rerouted
             or any(f.fate == "LOW" for f in self.initializers)
         )
+
+
+def fed_low_note(fed_low: Dict[str, str]) -> str:
+    """The report's line on initializers that are also graph inputs and now take a 16-bit type (rule 5)."""
+    names = sorted(fed_low)
+    shown = ", ".join(f"'{name}'" for name in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    types = sorted(set(fed_low.values()))
+    return (f"{len(names)} initializer{'s' if len(names) != 1 else ''} that the model also lists as graph inputs "
+            f"(weights a caller may feed) now take {' or '.join(types)}, as the nodes reading them do: a caller "
+            f"feeding one feeds that type ({shown})")
 
 
 class _Rewriter:
@@ -189,6 +206,8 @@ class _Rewriter:
                 # A kept output initializer stays float32; one keep_io_types leaves
                 # free is planned LOW when its values fit (hazard 10).
                 needs.setdefault(value, set()).add(need)
+        # Weights that are graph inputs keep_io_types names: kept float32 (the plan's interface says which).
+        named = {d.name for d in self.plan.interface if d.kind == "input" and d.precision == HIGH}
         batch: List[Tuple[ir.Value, bytes]] = []  # small plain casts, made together below
         for graph in all_graphs(self.model):
             for value in list(graph.initializers.values()):
@@ -197,7 +216,8 @@ class _Rewriter:
                 wanted = needs.get(value, set())
                 before = tensorsize.nbytes(value.const_value)
                 shape = tensorsize.dims(value.const_value)
-                if value.is_graph_input():
+                fed = value.is_graph_input()
+                if fed and value.name in named:
                     wanted = wanted | {HIGH}
                 if wanted == {LOW}:
                     raw = self._batchable(value)
@@ -208,11 +228,18 @@ class _Rewriter:
                     value.dtype = self.low_dtype
                     self.actual[value] = LOW
                     fate, after = "LOW", before // 2
+                    if fed:
+                        self.result.fed_low[value.name or ""] = self.key_of[LOW]
                 elif wanted == {FALLBACK}:  # rule 7: stored in the fallback type
                     value.const_value = self._lazy_low(value.const_value, value.name, FALLBACK, source=value)
                     value.dtype = self.dtype_of[FALLBACK]
                     self.actual[value] = FALLBACK
                     fate, after = "LOW", before // 2
+                    if fed:
+                        self.result.fed_low[value.name or ""] = self.key_of[FALLBACK]
+                elif fed:  # float32 kept: its LOW readers cast what the caller feeds (rule 5)
+                    self.actual[value] = HIGH
+                    fate, after = "HIGH", before
                 elif wanted & set(_LOWS):  # float32 kept, a copy per LOW type needed
                     self.actual[value] = HIGH
                     fate, after = "duplicated", before + (before // 2) * len(wanted & set(_LOWS))
@@ -286,7 +313,7 @@ class _Rewriter:
     # ----------------------------------------------------------- conversions
     def _converted(self, value: ir.Value, need: str, scope: ir.Graph) -> ir.Value:
         producer = value.producer()
-        if value.is_initializer() and value.const_value is not None:
+        if value.is_initializer() and value.const_value is not None and not value.is_graph_input():
             return self._initializer_copy(value, need)
         if producer is not None and producer.op_type == "Constant" and is_default(producer):
             return self._constant_copy(producer, value, need)

@@ -1,15 +1,18 @@
-"""Fold an inference BatchNormalization into the Conv before it, in float32, where the LOW type has no norm kernel.
+"""Fold an inference BatchNormalization into the Conv (or Gemm) before it, in float32, where the LOW type has no
+norm kernel.
 
 Why. onnxruntime has no bfloat16 BatchNormalization kernel on any provider
 (the CUDA table, ``ampconv.runtime.cuda_kernels``; its CPU provider has none
 either), so a bfloat16 plan keeps every norm float32 (``hard-gpu-kernel``)
 between two Casts: a ResNet pays two Casts per norm and runs half its nodes
-float32. A norm in inference mode right after a Conv is an affine map per
-output channel, ``y = (x - mean) * scale + beta`` with
+float32. A norm in inference mode right after a Conv (or a Gemm: PyTorch's
+Linear then BatchNorm1d) is an affine map per output channel, ``y = (x - mean) * scale + beta`` with
 ``scale = gamma / sqrt(var + epsilon)``; put into the Conv's weights and bias
 
     W' = W * scale (per output channel)    b' = (b - mean) * scale + beta
 
+(for a Gemm, B's output columns scale, and ``beta * C`` is taken into the new
+C with ``beta`` set to 1)
 (computed in float64, stored float32 like the rest of the input; the rewrite
 then rounds them to the LOW type as it does any weight, once), it costs
 nothing at run time and leaves one node that has a LOW kernel. onnxruntime
@@ -26,9 +29,10 @@ bfloat16 at every opset; float16 never.
 Which pairs: a default-domain BatchNormalization with its five inputs,
 ``training_mode`` off, ``spatial`` not 0 (opsets 7-8), no output read but
 ``Y``, statistics that are constants (initializers that are not also graph
-inputs, or Constant nodes) of one value per channel, reading a Conv whose
-only output only the norm reads (not a graph output), whose weight and bias
-are constants read by that Conv alone, all float32. A norm the user or the
+inputs, or Constant nodes) of one value per channel, reading a Conv or Gemm
+whose only output only the norm reads (not a graph output), whose weight and
+bias are constants read by that node alone, all float32 (a Gemm's bias one
+value per column; not the opset-6 Gemm with ``broadcast``). A norm the user or the
 policy keeps float32 is left (``--keep-fp32`` naming the norm or its Conv,
 ``--block-op`` of either op, a list that puts either op float32 at this
 level: MindSpore's O2 keeps BatchNormalization float32, and so does ampconv
@@ -89,15 +93,16 @@ def folded_note(folded: Sequence[Folded]) -> str:
     shown = ", ".join(f"'{f.node}' into '{f.into}'" for f in folded[:3])
     more = f" and {len(folded) - 3} more" if len(folded) > 3 else ""
     count = f"{len(folded)} BatchNormalization node{'s' if len(folded) != 1 else ''}"
-    return (f"folded {count} into the Conv before each, in float32 arithmetic ({folded[0].reason}): "
+    return (f"folded {count} into the Conv or Gemm before each, in float32 arithmetic ({folded[0].reason}): "
             f"{shown}{more}")
 
 
 class FoldBatchNormPass(InPlacePass):
-    """Fold every foldable Conv -> BatchNormalization pair of the main graph (module docstring); ``folded`` lists them.
+    """Fold every foldable Conv/Gemm -> BatchNormalization pair of the main graph (module docstring); ``folded``
+    lists them.
 
-    ``keep_fp32``: the compiled ``--keep-fp32`` patterns; a norm or Conv whose
-    name one matches is left, as is one whose op the ``policy`` blocks or
+    ``keep_fp32``: the compiled ``--keep-fp32`` patterns; a norm or producer
+    whose name one matches is left, as is one whose op the ``policy`` blocks or
     keeps float32 at its level.
     """
 
@@ -109,14 +114,14 @@ class FoldBatchNormPass(InPlacePass):
         self.folded: List[Folded] = []
 
     def call(self, model: ir.Model) -> PassResult:
-        if not self._op_allowed("Conv") or not self._op_allowed(BATCH_NORM):
+        if not self._op_allowed(BATCH_NORM):
             return PassResult(model, modified=False)
         graph = model.graph
         for norm in [node for node in graph if node.op_type == BATCH_NORM and is_default(node)]:
-            conv = self._foldable(graph, norm)
-            if conv is not None:
-                self._fold(graph, conv, norm)
-                self.folded.append(Folded(norm.name or "", conv.name or "", self.reason))
+            producer = self._foldable(graph, norm)
+            if producer is not None:
+                self._fold(graph, producer, norm)
+                self.folded.append(Folded(norm.name or "", producer.name or "", self.reason))
         return PassResult(model, modified=bool(self.folded))
 
     def _op_allowed(self, op_type: str) -> bool:
@@ -139,41 +144,50 @@ class FoldBatchNormPass(InPlacePass):
         if any(v.uses() or v.is_graph_output() for v in norm.outputs[1:]):
             return None
         x = norm.inputs[0]
-        conv = x.producer()
-        if conv is None or conv.op_type != "Conv" or not is_default(conv) or self._kept(conv):
+        producer = x.producer()
+        if (producer is None or producer.op_type not in _AFFINE or not is_default(producer) or self._kept(producer)
+                or not self._op_allowed(producer.op_type)):
             return None
-        if len(conv.outputs) != 1 or x.is_graph_output() or len(x.uses()) != 1:
+        if len(producer.outputs) != 1 or x.is_graph_output() or len(x.uses()) != 1:
             return None
         if not all(_is_float(v) for v in (x, norm.outputs[0], *norm.inputs[1:])):
             return None
-        weight = conv.inputs[1] if len(conv.inputs) > 1 else None
-        bias = conv.inputs[2] if len(conv.inputs) > 2 else None
-        if weight is None or not _own_constant(weight, conv) or (bias is not None and not _own_constant(bias, conv)):
+        weight = producer.inputs[1] if len(producer.inputs) > 1 else None
+        bias = producer.inputs[2] if len(producer.inputs) > 2 else None
+        if (weight is None or not _own_constant(weight, producer)
+                or (bias is not None and not _own_constant(bias, producer))):
             return None
         stats = [_stat(v) for v in norm.inputs[1:]]
         w = constant_array(weight)
-        if any(s is None for s in stats) or w is None or w.ndim < 3:
+        if any(s is None for s in stats) or w is None:
             return None
-        channels = w.shape[0]
-        if any(s.shape != (channels,) for s in stats):
+        channels = _channels(producer, w)
+        if channels is None or any(s.shape != (channels,) for s in stats):
             return None
         if bias is not None:
             b = constant_array(bias)
-            if b is None or b.shape != (channels,):
+            if b is None or b.shape not in ((channels,), (1, channels)):
                 return None
-        return conv
+        return producer
 
     def _fold(self, graph: ir.Graph, conv: ir.Node, norm: ir.Node) -> None:
-        """Move ``norm``'s affine map into ``conv``'s weight and bias; ``conv`` then produces ``norm``'s output."""
+        """Move ``norm``'s affine map into ``conv``'s (a Conv's or Gemm's) weight and bias; it then produces
+        ``norm``'s output."""
         epsilon = norm.attributes.get("epsilon")
         eps = float(epsilon.value) if epsilon is not None else 1e-5
         gamma, beta, mean, var = (constant_array(v).astype(np.float64) for v in norm.inputs[1:])
         scale = gamma / np.sqrt(var + eps)
         weight = conv.inputs[1]
         w = constant_array(weight).astype(np.float64)
-        folded_w = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
-        b = constant_array(bias).astype(np.float64) if bias is not None else np.zeros_like(mean)
+        b = constant_array(bias).astype(np.float64).reshape(-1) if bias is not None else np.zeros_like(mean)
+        if conv.op_type == "Gemm":  # Y = alpha * A B' + beta * C: output column j of B' scales; beta goes into C
+            w = w * (scale[:, None] if _attribute(conv, "transB", 0) else scale[None, :])
+            b = b * _attribute(conv, "beta", 1.0)
+            conv.attributes["beta"] = ir.AttrFloat32("beta", 1.0)
+        else:  # Conv: W[out, in/group, k...], one output channel per row
+            w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+        folded_w = w.astype(np.float32)
         folded_b = ((b - mean) * scale + beta).astype(np.float32)
         conv.replace_input_with(1, _initializer(graph, folded_w, weight, f"{conv.name or 'Conv'}.folded_weight"))
         new_bias = _initializer(graph, folded_b, bias, f"{conv.name or 'Conv'}.folded_bias")
@@ -190,6 +204,25 @@ class FoldBatchNormPass(InPlacePass):
         for value in stats + ([weight] if weight is not conv.inputs[1] else []) + (
                 [bias] if bias is not None and bias is not conv.inputs[2] else []):
             _drop_if_unused(graph, value)
+
+
+# The producers a norm folds into: a Conv (output channels on axis 1) and a Gemm (its N columns on axis 1).
+_AFFINE = ("Conv", "Gemm")
+
+
+def _channels(producer: ir.Node, w: np.ndarray) -> Optional[int]:
+    """How many output channels ``producer`` makes with weight ``w`` (None: not a form the fold handles)."""
+    if producer.op_type == "Conv":
+        return w.shape[0] if w.ndim >= 3 else None
+    if w.ndim != 2 or "broadcast" in producer.attributes:  # Gemm before opset 7 broadcast C by attribute
+        return None
+    return w.shape[0] if _attribute(producer, "transB", 0) else w.shape[1]
+
+
+def _attribute(node: ir.Node, name: str, default):
+    """``node``'s attribute ``name`` (its value), or ``default``."""
+    attribute = node.attributes.get(name)
+    return attribute.value if attribute is not None else default
 
 
 def _is_float(value: Optional[ir.Value]) -> bool:

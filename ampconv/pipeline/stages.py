@@ -42,7 +42,7 @@ from ampconv.core.lowtypes import low_type
 from ampconv.pipeline.opset_upgrade import schema_opset_warning
 from ampconv.writing.outputs import publish, staging_dir
 from ampconv.passes.annotate import AnnotatePass
-from ampconv.passes.apply import ApplyPlanPass, ApplyResult
+from ampconv.passes.apply import ApplyPlanPass, ApplyResult, fed_low_note
 from ampconv.passes.fold_batchnorm import FoldBatchNormPass, Folded, fold_reason, folded_note
 from ampconv.passes.cleanup import CleanupPass, cast_cleanup
 from ampconv.passes.interface import UntypeShapelessSubgraphIOPass
@@ -186,6 +186,8 @@ def report_of(request: Request, done: Rewritten, pins: Mapping[str, str], data: 
         _fill_plan(report, done.plan, done.model)
         report.notes.extend(done.notes)
         report.initializers = [f.record() for f in done.applied.initializers]
+        if done.applied.fed_low:
+            report.notes.append(fed_low_note(done.applied.fed_low))
         if done.folded:
             report.folded = [dict(f.record()) for f in done.folded]
             report.notes.append(folded_note(done.folded))

@@ -26,7 +26,10 @@ Backward (``backward``), in reverse order:
   6. a FREE QuantizeLinear (no float outputs) becomes LOW, so a Q/DQ region
      settles LOW between its pairs (Q/DQ at opset 19+);
   7. a ``gray-handed`` node whose every float consumer needs float32 takes the
-     seed decision again (its voters' float32): LOW there would cost a cast pair.
+     seed decision again (its voters' float32): LOW there would cost a cast pair;
+  8. a node LOW by following whose every float consumer needs float32 runs
+     float32 when that costs fewer casts: its LOW inputs are cast up for another
+     reader already, and its own outputs then need no cast (``gray-sink``).
 Otherwise a compute node is never flipped by its consumers.
 """
 
@@ -173,6 +176,10 @@ class BackwardState(Protocol):
 
     def consumer_needs(self, node: ir.Node, facts: NodeFacts) -> List[str]: ...  # noqa: D102
 
+    def slot_need(self, node: ir.Node, index: int) -> Optional[str]: ...  # noqa: D102
+
+    def value_precision(self, value: ir.Value) -> str: ...  # noqa: D102
+
     def set_decision(self, node: ir.Node, decision: Decision) -> None: ...  # noqa: D102
 
 
@@ -188,13 +195,13 @@ def _quantizes(node: ir.Node) -> bool:
 
 def may_settle(decision: Decision) -> bool:
     """Whether ``backward`` may change a node whose forward decision is ``decision``: FREE, float32 by the gray
-    rule, or LOW only because a float32 voter hands on LOW (case 7)."""
+    rule, LOW only because a float32 voter hands on LOW (case 7), or LOW by following (case 8)."""
     return decision.precision == FREE or (decision.precision == HIGH and decision.rule in _FOLLOWERS) \
-        or decision.rule == "gray-handed"
+        or decision.rule == "gray-handed" or (decision.precision == LOW and decision.rule == "gray-follow")
 
 
 def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
-    """Cases 4-5 above over ``order``: one graph's nodes, topological; those ``may_settle`` passes suffice."""
+    """Cases 4-8 above over ``order``: one graph's nodes, topological; those ``may_settle`` passes suffice."""
     for node in reversed(order):
         if node in state.structural_slots:
             continue
@@ -208,6 +215,11 @@ def backward(state: BackwardState, order: Sequence[ir.Node]) -> None:
             continue
         if decision.rule == "gray-handed":  # case 7
             _keep_handed(state, node, facts)
+            continue
+        if decision.precision == LOW and decision.rule == "gray-follow":  # case 8
+            sink = _sinks(state, node, facts)
+            if sink is not None:
+                state.set_decision(node, sink)
             continue
         flippable = decision.precision == FREE or (
             decision.precision == HIGH
@@ -250,6 +262,28 @@ def _keep_handed(state: BackwardState, node: ir.Node, facts: NodeFacts) -> None:
                          "needs float32: LOW here would cost a cast pair"))
 
 
+def _sinks(state: BackwardState, node: ir.Node, facts: NodeFacts) -> Optional[Decision]:
+    """Case 8: a node LOW only by following, whose every float consumer needs float32, runs float32 when that
+    costs fewer casts: LOW, each of its outputs is cast up for its readers; float32, each LOW activation input
+    is cast up, unless another reader needs it float32 already (the cast exists: this node reads it too).
+    Running float32 never loses accuracy; what decides is the casts (a HardSwish written x * Clip(x + 3)
+    / 6 whose Clip has no LOW kernel: the Add reads the cast of x the Mul already needs)."""
+    needs = state.consumer_needs(node, facts)
+    if not needs or any(need != HIGH for need in needs):
+        return None
+    saved = sum(1 for j in facts.main_out if node.outputs[j].uses() or node.outputs[j].is_graph_output())
+    added = 0
+    for value in {node.inputs[i] for i in facts.main_in}:
+        if value is None or is_constant(value) or state.value_precision(value) != LOW:
+            continue
+        if not any(use.node is not node and state.slot_need(use.node, use.idx) == HIGH for use in value.uses()):
+            added += 1
+    if added >= saved:
+        return None
+    return Decision(HIGH, "gray-sink", f"gray: every float consumer needs float32 and its {state.ctx.low_name} "
+                    "inputs are cast up for another reader already: float32 here saves a cast")
+
+
 def _shared_low(ctx: PlanContext, facts: NodeFacts, needs: List[str]) -> Optional[str]:
     """LOW when every need is LOW; FALLBACK when every one is FALLBACK and the schema takes it; else None."""
     if not needs:
@@ -277,4 +311,6 @@ BACKWARD_RULES = tuple(builtin(rule) for rule in (
     Rule("free-high", BACKWARD, "decided by consumers: a consumer needs float32"),
     Rule("transparent-low", BACKWARD, "data movement whose consumers are all LOW: the cast moves upstream (same "
          "bits)"),
+    Rule("gray-sink", BACKWARD, "gray op LOW by following whose consumers all need float32 and whose LOW inputs "
+         "are cast up for another reader already: float32 saves a cast"),
 ))

@@ -128,12 +128,15 @@ def emulate_converted(model: onnx.ModelProto) -> onnx.ModelProto:
     emu = copy.deepcopy(model)
     graph = emu.graph
     nodes = []
+    initializers = {init.name: init for init in graph.initializer}
     for inp in graph.input:
         low = inp.type.tensor_type.elem_type
         if low in LOW_TYPES:
             inp.type.tensor_type.elem_type = TensorProto.FLOAT
             name = inp.name
             inp.name = name + "__emu_in"
+            if name in initializers:  # an initializer listed as an input: its default is fed through the pair too
+                initializers[name].name = inp.name
             nodes += _round_pair(inp.name, name, low)
     for i, init in enumerate(graph.initializer):
         if init.data_type in LOW_TYPES:

@@ -186,3 +186,42 @@ def test_fp16_and_o0_conversions_keep_the_norm(tmp_path):
         report, out = _convert(tmp_path, conv_bn(), **config)
         assert report.folded == [], config
         assert "BatchNormalization" in {n.op_type for n in out.graph.node}, config
+
+
+def gemm_bn(trans_b: int, bias: str, beta: float = 1.0, opset: int = 17) -> onnx.ModelProto:
+    """x[2, 6] -> Gemm (PyTorch's Linear) -> BatchNormalization (BatchNorm1d) -> y; ``bias``: none, 1d or 2d."""
+    k, n = 6, 5
+    w = RNG.normal(0, 0.4, (n, k) if trans_b else (k, n)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w")]
+    inputs = ["x", "w"]
+    if bias != "none":
+        c = RNG.normal(0, 0.3, (n,) if bias == "1d" else (1, n)).astype(np.float32)
+        inits.append(numpy_helper.from_array(c, "c"))
+        inputs.append("c")
+    stats = _stats(n)
+    inits += [numpy_helper.from_array(data, name) for name, data in stats.items()]
+    nodes = [helper.make_node("Gemm", inputs, ["g"], name="fc", transB=trans_b, beta=beta, alpha=0.7),
+             helper.make_node("BatchNormalization", ["g", "gamma", "beta", "mean", "var"], ["y"], name="bn1d")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("bias, beta", [("none", 1.0), ("1d", 1.0), ("2d", 0.5), ("1d", 2.0)])
+def test_gemm_then_batchnorm1d_folds_with_its_transpose_and_beta(trans_b, bias, beta):
+    proto = gemm_bn(trans_b, bias, beta)
+    folded, out = _fold(proto)
+    assert [(f.node, f.into) for f in folded] == [("bn1d", "fc")]
+    assert [n.op_type for n in out.graph.node] == ["Gemm"]
+    feeds = {"x": RNG.normal(0, 1, (2, 6)).astype(np.float32)}
+    np.testing.assert_allclose(_run(out, feeds)["y"], _run(proto, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_negative_an_opset_6_gemm_with_broadcast_is_left():
+    proto = gemm_bn(1, "1d", opset=6)
+    proto.graph.node[0].attribute.append(helper.make_attribute("broadcast", 1))
+    folded, out = _fold(proto)
+    assert folded == [] and [n.op_type for n in out.graph.node] == ["Gemm", "BatchNormalization"]

@@ -7,7 +7,8 @@ import pytest
 
 import ampconv
 from ampconv.passes.cleanup import cleanup
-from helpers import convert_text, elem_types, ops
+from ampconv.config import Config
+from helpers import convert_text, elem_types, ops, run, save
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -195,3 +196,54 @@ def test_small_initializers_cast_together_have_the_bits_of_one_by_one_casts(tmp_
         got = numpy_helper.to_array(written[name])
         assert got.shape == array.shape, name
         assert got.view(np.uint16).tolist() == expected.view(np.uint16).tolist(), name
+
+
+def _weight_input_model(tmp_path):
+    """y = MatMul(x, w) + b, with w an initializer the model also lists as a graph input (an old exporter's habit)."""
+    rng = np.random.default_rng(3)
+    w = rng.normal(0, 0.5, (4, 3)).astype(np.float32)
+    b = rng.normal(0, 0.5, (3,)).astype(np.float32)
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+         onnx.helper.make_node("Add", ["m", "b"], ["y"], name="add")],
+        "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 4]),
+              onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [4, 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(b, "b")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return save(model, tmp_path / "weight_input.onnx")
+
+
+def test_a_weight_that_is_a_graph_input_takes_the_low_type_with_its_input(tmp_path):
+    """A copy would not see what a caller feeds: the weight and its graph input are retyped in place."""
+    src = _weight_input_model(tmp_path)
+    dst = tmp_path / "out.onnx"
+    report = ampconv.convert(src, dst, Config(overwrite=True))
+    model = onnx.load(dst)
+    assert [t.name for t in model.graph.initializer if t.name.startswith("w")] == ["w"]  # no w__fp16 copy
+    declared = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    assert declared == {"x": onnx.TensorProto.FLOAT, "w": onnx.TensorProto.FLOAT16}
+    assert any("also lists as graph inputs" in note and "'w'" in note for note in report.notes)
+    assert "w" not in {d["name"] for d in report.interface}  # a weight, not part of the interface
+    # The fed weight reaches the MatMul: the output reacts as the float32 model's does.
+    x = np.random.default_rng(4).normal(0, 1, (2, 4)).astype(np.float32)
+    w2 = np.full((4, 3), 0.25, np.float32)
+    ref = run(src, {"x": x, "w": w2})[0]
+    got = run(dst, {"x": x, "w": w2.astype(np.float16)})[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-2, atol=1e-2)
+
+
+def test_keep_io_types_naming_a_weight_input_keeps_it_float32_and_casts_it(tmp_path):
+    """Negative: a weight input the user keeps stays float32; its LOW reader reads it through a Cast (no copy)."""
+    src = _weight_input_model(tmp_path)
+    dst = tmp_path / "out.onnx"
+    report = ampconv.convert(src, dst, Config(overwrite=True, keep_io_types=("x", "w", "y")))
+    model = onnx.load(dst)
+    declared = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    assert declared == {"x": onnx.TensorProto.FLOAT, "w": onnx.TensorProto.FLOAT}
+    assert "w" in [c.input[0] for c in ops(model, "Cast")]
+    assert not any("also lists as graph inputs" in note for note in report.notes)
+    x = np.random.default_rng(4).normal(0, 1, (2, 4)).astype(np.float32)
+    w2 = np.full((4, 3), 0.25, np.float32)
+    np.testing.assert_allclose(run(dst, {"x": x, "w": w2})[0], run(src, {"x": x, "w": w2})[0], rtol=1e-2, atol=1e-2)

@@ -250,3 +250,33 @@ def test_keep_io_names_subset_and_unknown_name(tmp_path):
 
     with pytest.raises(UsageError, match="nope"):
         convert_text(tmp_path, CHAIN, level="O3", keep_io_types=("nope",))
+
+
+SINK = HEADER + """
+g (float[2, 4] x) => (float[2, 4] y) <float[4, 4] w = {%s}, float c = {3.0}> {
+    m = MatMul (x, w)
+    a = Add (m, c)
+    s = Exp (a)
+    y = Mul (%s, s)
+}
+""" % (", ".join(["0.5"] * 16), "%s")
+
+
+def test_gray_node_sinks_into_float32_when_its_input_is_cast_up_anyway(tmp_path):
+    """x * exp(x + 3) with the Exp kept float32: the Add reads the Cast of m the Mul needs, and its own Cast goes."""
+    report, model = convert_text(tmp_path, SINK % "m", level="O2", keep_fp32=("Exp",), synthetic_run=False)
+    add = [n for n in report.nodes if n["op_type"] == "Add"][0]
+    assert add["precision"] == "HIGH" and add["rule"] == "gray-sink"
+    assert sorted(c.input[0] for c in ops(model, "Cast")) == ["m", "x"]  # no Cast of the Add's output
+    x = np.random.default_rng(5).normal(0, 1, (2, 4)).astype(np.float32)
+    m = x @ np.full((4, 4), 0.5, np.float32)
+    got = run(tmp_path / "model.out.onnx", {"x": x})[0]
+    np.testing.assert_allclose(got, m * np.exp(m + 3), rtol=1e-2, atol=1e-2)
+
+
+def test_negative_gray_node_stays_low_when_sinking_only_moves_the_cast(tmp_path):
+    """Nothing else reads m float32: float32 at the Add would cast m instead of a, no Cast saved."""
+    report, model = convert_text(tmp_path, SINK % "s", level="O2", keep_fp32=("Exp",), synthetic_run=False)
+    add = [n for n in report.nodes if n["op_type"] == "Add"][0]
+    assert add["precision"] == "LOW" and add["rule"] == "gray-follow"
+    assert sorted(c.input[0] for c in ops(model, "Cast")) == ["a", "x"]

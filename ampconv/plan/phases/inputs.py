@@ -1,4 +1,10 @@
-"""Phase ``DecideInputs``: the main graph's float inputs, and the outputs ``keep_io_types`` keeps float32."""
+"""Phase ``DecideInputs``: the main graph's float inputs, and the outputs ``keep_io_types`` keeps float32.
+
+An initializer the model also lists as a graph input (a weight a caller may
+feed; IR-3 exports list every weight so) is no part of the interface unless
+``keep_io_types`` names it: it takes the type its readers need, with its graph
+input (``passes.apply``, rule 5), and the report says so.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +28,12 @@ class DecideInputs(Phase):
         state.kv_cache = ctx.cache_pairs()
         state.low_cache = interface.low_cache_names(state.kv_cache, ctx.options.kv_cache)
         state.kept = keep - state.low_cache.keys()
+        named = set(ctx.options.keep_io_types) if isinstance(ctx.options.keep_io_types, tuple) else set()
         for value in graph.inputs:
+            # A weight an old exporter also lists as an input follows its readers (passes.apply, rule 5),
+            # unless keep_io_types names it.
+            if value.is_initializer() and value.name not in named and value.name not in state.low_cache:
+                continue
             if is_float(value):
                 made = input_decision(value.name, state.kept, state.low_cache)
                 state.values[value] = made.precision
