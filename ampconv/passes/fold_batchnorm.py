@@ -134,7 +134,7 @@ class FoldBatchNormPass(InPlacePass):
         return any(pattern.search(node.name or "") for pattern in self.keep_fp32)
 
     def _foldable(self, graph: ir.Graph, norm: ir.Node) -> Optional[ir.Node]:
-        """The Conv ``norm`` folds into, or None (the module docstring's conditions)."""
+        """The Conv or Gemm ``norm`` folds into, or None (the module docstring's conditions)."""
         if len(norm.inputs) != 5 or any(v is None for v in norm.inputs) or self._kept(norm):
             return None
         for name, off in (("training_mode", 1), ("spatial", 0)):
@@ -189,6 +189,8 @@ class FoldBatchNormPass(InPlacePass):
             w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
         folded_w = w.astype(np.float32)
         folded_b = ((b - mean) * scale + beta).astype(np.float32)
+        if bias is not None:  # refilled in place: the value keeps its shape ((N,) or a Gemm's (1, N))
+            folded_b = folded_b.reshape(constant_array(bias).shape)
         conv.replace_input_with(1, _initializer(graph, folded_w, weight, f"{conv.name or 'Conv'}.folded_weight"))
         new_bias = _initializer(graph, folded_b, bias, f"{conv.name or 'Conv'}.folded_bias")
         if bias is None:
