@@ -8,6 +8,7 @@ and leave every norm a caller or the user still needs as a node.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -92,7 +93,7 @@ def _fold(proto: onnx.ModelProto, level: str = "O2", preset: str = "default", ke
     """The pass run on ``proto`` read into the IR, typed as the pipeline types it: (folded records, the proto)."""
     model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))
     policy = load_policy(level=level, preset=preset, block_ops=tuple(block_ops), target=choose_target("cuda"))
-    fold = FoldBatchNormPass("test", policy, [__import__("re").compile(p) for p in keep_fp32])
+    fold = FoldBatchNormPass("test", policy, [re.compile(p) for p in keep_fp32])
     fold(model)
     return fold.folded, ir.serde.serialize_model(model)
 
