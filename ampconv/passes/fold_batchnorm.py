@@ -53,7 +53,7 @@ from onnx_ir.passes import InPlacePass, PassResult
 
 from ampconv.core.domains import is_default
 from ampconv.plan.hard import gpu_question
-from ampconv.plan.values import constant_array
+from ampconv.plan.values import constant_array, is_float
 from ampconv.policy import HIGH, Policy
 from ampconv.runtime.target import Target
 
@@ -74,13 +74,13 @@ class Folded:
         return {"node": self.node, "into": self.into, "reason": self.reason}
 
 
-def fold_reason(low: str, target: Target, opsets: Mapping[str, int]) -> Optional[str]:
-    """Why norms are folded for a plan of LOW type ``low`` on ``target`` (None: no fold; see the module docstring)."""
+def fold_reason(low: str, target: Target, opset: int) -> Optional[str]:
+    """Why norms are folded for a plan of LOW type ``low`` on ``target`` at default-domain ``opset`` (None: no
+    fold; see the module docstring)."""
     question = gpu_question(low, target)
     if question is None:
         return None
     provider, type_string = question
-    opset = opsets.get("", opsets.get("ai.onnx", 1))
     if target.runtime.gpu_low_kernel(provider, "", BATCH_NORM, opset, type_string) is not False:
         return None
     short, name = provider.replace("ExecutionProvider", ""), type_string[len("tensor("):-1]
@@ -150,7 +150,7 @@ class FoldBatchNormPass(InPlacePass):
             return None
         if len(producer.outputs) != 1 or x.is_graph_output() or len(x.uses()) != 1:
             return None
-        if not all(_is_float(v) for v in (x, norm.outputs[0], *norm.inputs[1:])):
+        if not all(is_float(v) for v in (x, norm.outputs[0], *norm.inputs[1:])):
             return None
         weight = producer.inputs[1] if len(producer.inputs) > 1 else None
         bias = producer.inputs[2] if len(producer.inputs) > 2 else None
@@ -173,8 +173,7 @@ class FoldBatchNormPass(InPlacePass):
     def _fold(self, graph: ir.Graph, conv: ir.Node, norm: ir.Node) -> None:
         """Move ``norm``'s affine map into ``conv``'s (a Conv's or Gemm's) weight and bias; it then produces
         ``norm``'s output."""
-        epsilon = norm.attributes.get("epsilon")
-        eps = float(epsilon.value) if epsilon is not None else 1e-5
+        eps = norm.attributes.get_float("epsilon", 1e-5)
         gamma, beta, mean, var = (constant_array(v).astype(np.float64) for v in norm.inputs[1:])
         scale = gamma / np.sqrt(var + eps)
         weight = conv.inputs[1]
@@ -182,8 +181,8 @@ class FoldBatchNormPass(InPlacePass):
         bias = conv.inputs[2] if len(conv.inputs) > 2 else None
         b = constant_array(bias).astype(np.float64).reshape(-1) if bias is not None else np.zeros_like(mean)
         if conv.op_type == "Gemm":  # Y = alpha * A B' + beta * C: output column j of B' scales; beta goes into C
-            w = w * (scale[:, None] if _attribute(conv, "transB", 0) else scale[None, :])
-            b = b * _attribute(conv, "beta", 1.0)
+            w = w * (scale[:, None] if conv.attributes.get_int("transB", 0) else scale[None, :])
+            b = b * conv.attributes.get_float("beta", 1.0)
             conv.attributes["beta"] = ir.AttrFloat32("beta", 1.0)
         else:  # Conv: W[out, in/group, k...], one output channel per row
             w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
@@ -218,22 +217,12 @@ def _channels(producer: ir.Node, w: np.ndarray) -> Optional[int]:
         return w.shape[0] if w.ndim >= 3 else None
     if w.ndim != 2 or "broadcast" in producer.attributes:  # Gemm before opset 7 broadcast C by attribute
         return None
-    return w.shape[0] if _attribute(producer, "transB", 0) else w.shape[1]
-
-
-def _attribute(node: ir.Node, name: str, default):
-    """``node``'s attribute ``name`` (its value), or ``default``."""
-    attribute = node.attributes.get(name)
-    return attribute.value if attribute is not None else default
-
-
-def _is_float(value: Optional[ir.Value]) -> bool:
-    return value is not None and value.type is not None and getattr(value.type, "dtype", None) == _FLOAT
+    return w.shape[0] if producer.attributes.get_int("transB", 0) else w.shape[1]
 
 
 def _own_constant(value: ir.Value, reader: ir.Node) -> bool:
     """A float32 constant that only ``reader`` reads and no caller can feed (not a graph input)."""
-    if not _is_float(value) or value.is_graph_input() or value.is_graph_output():
+    if not is_float(value) or value.is_graph_input() or value.is_graph_output():
         return False
     if any(use.node is not reader for use in value.uses()):
         return False

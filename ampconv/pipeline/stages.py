@@ -39,7 +39,7 @@ from ampconv.calibration.synthetic import Skipped, skipped_note
 from ampconv.core.graphs import all_graphs
 from ampconv.reading.load import external_data_files, weights_and_casts
 from ampconv.core.lowtypes import low_type
-from ampconv.pipeline.opset_upgrade import schema_opset_warning
+from ampconv.pipeline.opset_upgrade import default_opset, schema_opset_warning
 from ampconv.writing.outputs import publish, staging_dir
 from ampconv.passes.annotate import AnnotatePass
 from ampconv.passes.apply import ApplyPlanPass, ApplyResult, fed_low_note
@@ -157,8 +157,7 @@ def rewrite(request: Request, model: ir.Model, pins: Mapping[str, str], data: Da
 def fold_norms(request: Request, model: ir.Model) -> List[Folded]:
     """Fold the model's Conv -> BatchNormalization pairs where the LOW type has no norm kernel (``fold_reason``)."""
     options = request.plan_options
-    reason = fold_reason(options.dtype, request.target,
-                         {normalize_domain(d): v for d, v in model.opset_imports.items()})
+    reason = fold_reason(options.dtype, request.target, default_opset(model) or 1)
     if reason is None:
         return []
     fold = FoldBatchNormPass(reason, request.policy, [re.compile(p) for p in options.keep_fp32])

@@ -71,6 +71,7 @@ if str(REPO) not in sys.path:
     sys.path.append(str(REPO))  # last: a PYTHONPATH worktree's ampconv wins
 
 import ampconv  # noqa: E402
+import judge  # noqa: E402
 import spellings  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
@@ -778,24 +779,6 @@ _SHORT = {"float16": "h", "float": "f", "double": "d", "bfloat16": "bf", "int64"
           "int8": "i8", "uint8": "u8", "bool": "b"}
 
 
-def _elem_types(model: onnx.ModelProto) -> dict:
-    """name -> element type, over the graph's inputs, initializers, value_info, outputs and Constant nodes."""
-    inferred = onnx.shape_inference.infer_shapes(model)
-    g = inferred.graph
-    found = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            found[vi.name] = vi.type.tensor_type.elem_type
-    for t in g.initializer:
-        found[t.name] = t.data_type
-    for n in g.node:
-        if n.op_type == "Constant":
-            for a in n.attribute:
-                if a.name == "value":
-                    found[n.output[0]] = a.t.data_type
-    return found
-
-
 def _opset(model: onnx.ModelProto, domain: str = "") -> int:
     for o in model.opset_import:
         if o.domain in (domain, "ai.onnx" if domain == "" else domain):
@@ -892,7 +875,7 @@ def measure(c: Case, work: Path) -> dict:
 
     row["precision"] = ", ".join(_prec(p) for p in c.probe_nodes)
     conv = onnx.load(dst)
-    types = _elem_types(conv)
+    types = judge.tensor_types(conv)
     sigs, verdicts, bindings = [], [], {}
     by_name = {n.name: n for n in conv.graph.node}
     for p in c.probe_nodes:
@@ -919,7 +902,7 @@ def measure(c: Case, work: Path) -> dict:
     row["casts_opt"] = len(_casts(optimized))
     row["inserted"] = max(0, row["casts_opt"] - row["casts_file"])
     row["ort_casts"] = sum(1 for n in _casts(optimized) if n not in file_names)
-    opt_types = _elem_types(optimized)
+    opt_types = judge.tensor_types(optimized)
     opt_by_name = {n.name: n for n in optimized.graph.node}
     ran = []
     for p, (op, binding) in bindings.items():

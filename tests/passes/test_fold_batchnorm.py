@@ -156,11 +156,11 @@ def test_norms_the_user_or_policy_keeps_float32_stay(kwargs):
 
 
 def test_fold_reason_asks_the_gpu_table_for_the_low_type():
-    assert "no bfloat16 BatchNormalization kernel" in fold_reason("bf16", choose_target("cpu"), {"": 17})
-    assert "no bfloat16 BatchNormalization kernel" in fold_reason("bf16", choose_target("cuda"), {"": 22})
+    assert "no bfloat16 BatchNormalization kernel" in fold_reason("bf16", choose_target("cpu"), 17)
+    assert "no bfloat16 BatchNormalization kernel" in fold_reason("bf16", choose_target("cuda"), 22)
     # Negative: CUDA has float16 norms, and a float16 plan for a CPU asks no GPU at all.
-    assert fold_reason("fp16", choose_target("cuda"), {"": 17}) is None
-    assert fold_reason("fp16", choose_target("cpu"), {"": 17}) is None
+    assert fold_reason("fp16", choose_target("cuda"), 17) is None
+    assert fold_reason("fp16", choose_target("cpu"), 17) is None
 
 
 def _convert(tmp_path, proto, **config):
